@@ -20,9 +20,9 @@ USAGE_ERROR = 2
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
-    from search.layouts import LayoutError
+    from search.errors import SearchError
 
-    return (ProblemError, SolverError, LayoutError, FileNotFoundError, PermissionError)
+    return (ProblemError, SolverError, SearchError, FileNotFoundError, PermissionError)
 
 
 # ---------------------------------------------------------------------------------------------------- solve

@@ -11,11 +11,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from search.errors import SearchError
+
 BLOCK_SIZES = (4, 8, 16, 32, 64)
 _BLOCKED = re.compile(r"NCHW(\d+)c")
 
 
-class LayoutError(ValueError):
+class LayoutError(SearchError):
     """An unknown layout, or one that does not fit a tensor."""
 
 

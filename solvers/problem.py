@@ -5,7 +5,7 @@ cost matrix ``costs[i][j]`` for src taking candidate ``i`` and dst candidate ``j
 JSON) forbids that candidate or pair. The objective is the sum of the chosen node costs and edge entries.
 
 Edges given more than once between the same two nodes (in either direction) are merged by adding their matrices,
-which leaves the cost of every assignment unchanged.
+which leaves the cost of every assignment unchanged; the merged edge keeps the direction it was first given in.
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ class Problem:
                 raise ProblemError(f"duplicate node name {node.name!r}")
             index[node.name] = i
         merged: dict[tuple[int, int], np.ndarray] = {}
+        first_seen: dict[tuple[int, int], tuple[int, int]] = {}
         for edge in self.edges:
             for end in (edge.src, edge.dst):
                 if end not in index:
@@ -136,14 +137,17 @@ class Problem:
             matrix = _cost_array(edge.costs, shape, f"edge {edge.src!r} -> {edge.dst!r}")
             key, matrix = ((u, v), matrix) if u < v else ((v, u), matrix.T)
             merged[key] = merged[key] + matrix if key in merged else matrix
-        edges = tuple(
-            Edge(self.nodes[u].name, self.nodes[v].name, _readonly(np.ascontiguousarray(m)))
-            for (u, v), m in sorted(merged.items())
-        )
+            first_seen.setdefault(key, (u, v))
+        edges = []
+        for key, m in sorted(merged.items()):
+            u, v = first_seen[key]
+            oriented = m if (u, v) == key else m.T
+            edges.append(Edge(self.nodes[u].name, self.nodes[v].name, _readonly(np.ascontiguousarray(oriented))))
+        edges = tuple(edges)
         object.__setattr__(self, "edges", edges)
         object.__setattr__(self, "meta", dict(self.meta))
         object.__setattr__(self, "_index", index)
-        object.__setattr__(self, "_pairs", {(u, v): e.costs for (u, v), e in zip(sorted(merged), edges)})
+        object.__setattr__(self, "_pairs", {key: _readonly(merged[key]) for key in sorted(merged)})
 
     # ------------------------------------------------------------------ construction
     @classmethod
