@@ -119,6 +119,8 @@ class Problem:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not self.nodes:
+            raise ProblemError("a problem needs at least one node")
         index: dict[str, int] = {}
         for i, node in enumerate(self.nodes):
             if node.name in index:

@@ -78,6 +78,11 @@ def test_validation_messages(data, message):
         Problem.from_dict(data)
 
 
+def test_empty_problem_rejected():
+    with pytest.raises(ProblemError, match="at least one node"):
+        Problem.build([])
+
+
 def test_load_reports_file_faults(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
