@@ -53,6 +53,51 @@ def _run_solve(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------- generate
+def _add_generate(sub: argparse._SubParsersAction) -> None:
+    from solvers.generators import GENERATORS
+
+    p = sub.add_parser("generate", help="write a seeded synthetic problem shaped like a real network")
+    p.add_argument("kind", choices=list(GENERATORS), help="chain, densenet (DenseNet-201-like), ssd or random")
+    p.add_argument("--seed", type=int, required=True, help="random seed (same seed, same file)")
+    p.add_argument("--nodes", type=int, default=None, help="number of nodes, for chain (1000) and random (200)")
+    p.add_argument("--candidates", type=int, default=8, help="candidates per tunable operator (default: 8)")
+    p.add_argument("--out", required=True, help="problem JSON file to write")
+    p.set_defaults(run=_run_generate)
+
+
+def _run_generate(args: argparse.Namespace) -> int:
+    from solvers.generators import generate
+
+    problem = generate(args.kind, seed=args.seed, nodes=args.nodes, candidates=args.candidates)
+    problem.save(args.out)
+    print(f"wrote {args.out}: {args.kind}, {problem.num_nodes} nodes, {len(problem.edges)} edges")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- demo
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="solve the embedded DenseNet-201-like and SSD-like problems with every solver")
+    p.add_argument("--time-limit", type=float, default=10.0, help="seconds for the ilp solver (default: 10)")
+    p.set_defaults(run=_run_demo)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from experiments.compare import LEGEND, compare, format_table
+    from solvers.generators import generate
+
+    settings = {"dp": {}, "pbqp": {}, "ilp": {"time_limit": args.time_limit}, "greedy": {}}
+    rows = []
+    for kind, label in (("densenet", "densenet201-like"), ("ssd", "ssd-like")):
+        problem = generate(kind, seed=0, candidates=8)
+        print(f"{label}: {problem.num_nodes} nodes, {len(problem.edges)} edges, 8 candidates per operator", flush=True)
+        rows += compare(problem, settings, instance=label)
+    print()
+    print(format_table(rows))
+    print(f"\ncost and bound in microseconds of the synthetic cost model; {LEGEND}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -61,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_solve(sub)
+    _add_generate(sub)
+    _add_demo(sub)
     return parser
 
 

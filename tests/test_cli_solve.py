@@ -1,0 +1,86 @@
+"""The ``tessera`` console script, run as a real process: one-line errors with exit code 2, generate -> solve."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.compare import LP_BOUND, compare, format_table
+from solvers.generators import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTED_KEYS = {"solver", "cost", "optimal", "lower_bound", "gap", "seconds", "assignment"}
+GOOD = {"nodes": [{"name": "a", "candidates": ["x", "y"], "costs": [1, 2]}], "edges": []}
+
+
+def tessera(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def _bad_edge(**edge) -> str:
+    two = [{"name": n, "candidates": ["x", "y"], "costs": [1, 2]} for n in ("a", "b")]
+    return json.dumps({"nodes": two, "edges": [{"src": "a", "dst": "b", "costs": [[0, 1], [1, 0]], **edge}]})
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "message"),
+    [
+        ('{"nodes": [', [], "not valid JSON"),
+        (_bad_edge(dst="c"), [], "unknown node 'c'"),
+        (_bad_edge(costs=[[0, "NaN"], [1, 0]]).replace('"NaN"', "NaN"), [], "NaN"),
+        (_bad_edge(costs=[[0, 1, 2], [1, 0, 2]]), [], "shape 2x3, expected 2x2"),
+        (None, [], "cannot read"),
+        (json.dumps(GOOD), ["--solver", "simplex"], "unknown solver 'simplex'"),
+        (json.dumps(GOOD), ["--time-limit", "-1"], "time_limit must be a positive number"),
+    ],
+    ids=["bad-json", "unknown-node", "nan", "wrong-shape", "missing-file", "unknown-solver", "negative-time-limit"],
+)
+def test_solve_rejects_bad_input_in_one_line(tmp_path, text, args, message):
+    path = tmp_path / "problem.json"
+    if text is not None:
+        path.write_text(text)
+    result = tessera("solve", str(path), *args)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_generate_then_solve(tmp_path):
+    problem, plan = tmp_path / "chain.json", tmp_path / "plan.json"
+    made = tessera("generate", "chain", "--seed", "1", "--nodes", "30", "--candidates", "4", "--out", str(problem))
+    assert made.returncode == 0 and "30 nodes" in made.stdout
+    assert json.loads(problem.read_text())["meta"]["generator"] == "chain"
+    result = tessera("solve", str(problem), "--solver", "dp", "--bound", "--out", str(plan))
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert set(printed) >= DOCUMENTED_KEYS
+    assert printed["optimal"] and len(printed["assignment"]) == 30
+    assert printed["lower_bound"] <= printed["cost"] + 1e-6
+    assert json.loads(plan.read_text()) == printed
+
+
+def test_generate_rejects_bad_sizes(tmp_path):
+    result = tessera("generate", "densenet", "--seed", "0", "--nodes", "5", "--out", str(tmp_path / "p.json"))
+    assert result.returncode == 2 and result.stderr.startswith("error: densenet: the number of nodes is fixed")
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_comparison_behind_demo_and_benchmark():
+    problem = generate("ssd", seed=0, candidates=3)
+    rows = compare(problem, {"dp": {}, "greedy": {}, "pbqp": {"time_limit": 5.0}}, instance="ssd")
+    by_solver = {r.solver: r for r in rows}
+    assert list(by_solver) == ["dp", "greedy", "pbqp", LP_BOUND]
+    assert by_solver["dp"].status == "optimal" and by_solver["dp"].gap == 0.0 and by_solver["dp"].vs_best == 0.0
+    assert by_solver[LP_BOUND].bound <= by_solver["dp"].cost + 1e-6
+    assert by_solver["greedy"].cost >= by_solver["dp"].cost - 1e-6
+    table = format_table(rows, markdown=True).splitlines()
+    assert len(table) == 2 + len(rows) and table[0].startswith("| instance") and table[1].startswith("|---")
+    refused = compare(problem, {"pbqp": {"time_limit": -1}}, instance="ssd", lp=False)  # a SolverError: a row, a note
+    assert len(refused) == 1 and refused[0].cost is None and "time_limit" in refused[0].status
