@@ -1,0 +1,125 @@
+"""Time one kernel on the CPU: build it, fill every argument with random data, warm up, time repeats, summarise.
+
+TVM's CPU thread pool is created once per process, with ``TVM_NUM_THREADS`` workers (1 on this machine when unset),
+and ``runtime.config_threadpool`` can only choose between 1 and that many afterwards. Importing this module therefore
+sets ``TVM_NUM_THREADS`` to the number of usable cores unless it is already set, and ``time_kernel`` asks the pool
+for the requested count and checks that it got it. The pool pins its worker threads to cores (a pool of one thread
+pins the calling thread itself, and threads it starts later, PyTorch's for one, inherit that).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+
+os.environ.setdefault("TVM_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+
+_BIG_CORES = 1  # threading::ThreadGroup::kBig, TVM's default affinity mode
+
+
+class TimerError(RuntimeError):
+    """The kernel cannot be timed as asked (missing shapes, thread count the pool cannot provide)."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call times of ``repeats`` repeats (each the mean of several calls), in milliseconds."""
+
+    median_ms: float
+    iqr_ms: float  # 75th minus 25th percentile of the repeats
+    min_ms: float
+    max_ms: float
+    repeats: int
+    threads: int
+
+    @classmethod
+    def from_samples(cls, samples_ms: Sequence[float], threads: int) -> Timing:
+        ordered = sorted(samples_ms)
+        if len(ordered) > 1:
+            q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+        else:
+            q1 = q3 = ordered[0]
+        return cls(statistics.median(ordered), q3 - q1, ordered[0], ordered[-1], len(ordered), threads)
+
+    def gflops(self, flops: float) -> float:
+        """Throughput at the median time for a kernel doing ``flops`` floating-point operations."""
+        return flops / (self.median_ms * 1e6)
+
+
+def configure_threads(threads: int) -> int:
+    """Make TVM's CPU runtime use ``threads`` threads; returns the count it reports using."""
+    if threads < 1:
+        raise TimerError(f"threads must be >= 1, got {threads}")
+    tvm.get_global_func("runtime.config_threadpool")(_BIG_CORES, threads)
+    actual = tvm.runtime.num_threads()
+    if actual != threads:
+        raise TimerError(
+            f"TVM's thread pool runs {actual} threads, not {threads}: the pool is sized when first used, so set "
+            f"TVM_NUM_THREADS>={threads} before that (and no more than the {len(os.sched_getaffinity(0))} usable cores)"
+        )
+    return actual
+
+
+def compile_kernel(func: tvm.tirx.PrimFunc, target: tvm.target.Target) -> tvm.runtime.Module:
+    """Build a PrimFunc (scheduled or not, with or without a global symbol) into a callable module named "main"."""
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    return tvm.compile(mod, target=target).jit()
+
+
+def argument_shapes(func: tvm.tirx.PrimFunc) -> list[tuple[tuple[int, ...], str]]:
+    """(shape, dtype) of each parameter buffer of ``func``."""
+    return [(tuple(int(extent) for extent in param.shape), str(param.dtype)) for param in func.params]
+
+
+def random_arguments(
+    shapes: Sequence[tuple[tuple[int, ...], str]], seed: int = 0, device: tvm.runtime.Device | None = None
+) -> list[tvm.runtime.Tensor]:
+    """Tensors of uniform values in [-1, 1): never uninitialised memory, whose denormals or NaNs skew timings."""
+    rng = np.random.default_rng(seed)
+    device = device or tvm.cpu()
+    return [tvm.runtime.tensor(rng.uniform(-1, 1, shape).astype(dtype), device) for shape, dtype in shapes]
+
+
+def time_kernel(
+    kernel: tvm.tirx.PrimFunc | tvm.runtime.Module,
+    shapes: Sequence[tuple[tuple[int, ...], str]] | None = None,
+    *,
+    target: tvm.target.Target | None = None,
+    threads: int,
+    number: int = 10,
+    repeat: int = 5,
+    min_repeat_ms: int = 50,
+    seed: int = 0,
+) -> Timing:
+    """Median and spread of ``repeat`` timed repeats of ``kernel`` on random arguments.
+
+    Parameters
+    ----------
+    kernel
+        A PrimFunc (built here for ``target``) or an already built module with a "main" function.
+    shapes
+        (shape, dtype) per argument; read from the PrimFunc's parameters when omitted.
+    threads
+        TVM runtime threads to run with; recorded in the result.
+    number, repeat, min_repeat_ms
+        As ``Module.time_evaluator``: each repeat averages ``number`` calls, raised until it lasts ``min_repeat_ms``.
+    """
+    if isinstance(kernel, tvm.tirx.PrimFunc):
+        if target is None:
+            raise TimerError("timing a PrimFunc needs a target to build it for")
+        shapes = argument_shapes(kernel) if shapes is None else shapes
+        kernel = compile_kernel(kernel, target)
+    elif shapes is None:
+        raise TimerError("timing a built module needs its argument shapes")
+    actual = configure_threads(threads)
+    device = tvm.cpu()
+    args = random_arguments(shapes, seed, device)
+    kernel["main"](*args)  # warm-up: page in code and data, start the thread pool
+    evaluator = kernel.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    samples_ms = [seconds * 1e3 for seconds in evaluator(*args).results]
+    return Timing.from_samples(samples_ms, actual)

@@ -1,0 +1,137 @@
+"""Pieces shared by the templates: knob spaces, the blocked view of a layout, the epilogue compute, finishing touches.
+
+Every conv template computes on *blocked* activations ``(n, C // b, h, w, b)``. A layout is such a view:
+``NCHW{c}c`` with ``b = c``, ``NCHW`` with ``b = 1`` and ``NHWC`` with ``b = C`` (one block); the kernel's
+parameter buffers are then re-indexed to the physical layout with ``Schedule.transform_layout``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+
+import tvm
+from tvm import te
+
+from search.errors import SearchError
+from search.layouts import block_size
+from search.templates.workloads import Epilogue, Knobs
+
+VECTOR_LANES = 16  # float32 lanes of an AVX-512 register
+MAX_ACCUMULATORS = 28  # vector registers a register tile may use as accumulators
+
+
+def view_block(layout: str, channels: int) -> int:
+    """Channel block of ``layout``'s blocked view: the layout's block, 1 for NCHW, ``channels`` for NHWC."""
+    if layout == "NCHW":
+        return 1
+    if layout == "NHWC":
+        return channels
+    return block_size(layout)
+
+
+def to_physical(layout: str, block: int) -> Callable[..., tuple]:
+    """Index map from blocked ``(n, cb, h, w, ci)`` coordinates (block ``block``) to ``layout``'s stored axes."""
+    if layout == "NCHW":
+        return lambda n, cb, h, w, ci: (n, cb * block + ci, h, w)
+    if layout == "NHWC":
+        return lambda n, cb, h, w, ci: (n, h, w, cb * block + ci)
+    return lambda n, cb, h, w, ci: (n, cb, h, w, ci)
+
+
+def relayout_params(sch: tvm.s_tir.Schedule, accesses: Sequence[tuple[str, str, int, str, int]]) -> None:
+    """Re-index parameter buffers to physical layouts: ``(block, "read"|"write", index, layout, view block)``."""
+    for block, kind, index, layout, view in accesses:
+        if block_size(layout) is None:
+            sch.transform_layout(block, (kind, index), to_physical(layout, view))
+
+
+def epilogue_compute(
+    acc: te.Tensor, epilogue: Epilogue, channels: int, channel: Callable[..., tvm.tirx.PrimExpr]
+) -> tuple[te.Tensor, list[te.Tensor]]:
+    """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out" shaped like ``acc``; returns (out, inputs).
+
+    Without any epilogue this is a plain copy, which serves as the register tile's write-back.
+    """
+    dtype = acc.dtype
+    extra: list[te.Tensor] = []
+    bias = residual = None
+    if epilogue.bias:
+        bias = te.placeholder((channels,), dtype, name="bias")
+        extra.append(bias)
+    if epilogue.residual:
+        residual = te.placeholder(acc.shape, dtype, name="residual")
+        extra.append(residual)
+
+    def body(*idx):
+        value = acc[idx]
+        if bias is not None:
+            value = value + bias[channel(*idx)]
+        if residual is not None:
+            value = value + residual[idx]
+        if epilogue.activation is not None:
+            value = te.max(value, tvm.tirx.const(0, dtype))
+        if epilogue.activation == "relu6":
+            value = te.min(value, tvm.tirx.const(6, dtype))
+        return value
+
+    return te.compute(acc.shape, body, name="out"), extra
+
+
+def vectorize_tile(sch: tvm.s_tir.Schedule, block: tvm.s_tir.SBlockRV, depth: int, width_last: bool = False) -> None:
+    """Vectorise the innermost loop of ``block`` below ``depth`` and unroll the others.
+
+    The loops below ``depth`` are a register tile (width, channels), either possibly elided when its extent is 1;
+    ``width_last`` puts the width loop innermost (for layouts contiguous along width).
+    """
+    loops = sch.get_loops(block)[depth:]
+    if width_last and len(loops) == 2:
+        sch.reorder(loops[1], loops[0])
+        loops = loops[::-1]
+    for loop in loops[:-1]:
+        sch.unroll(loop)
+    if loops:
+        sch.vectorize(loops[-1])
+
+
+def finish(sch: tvm.s_tir.Schedule) -> tvm.tirx.PrimFunc:
+    """The scheduled PrimFunc, marked scheduled and without a global symbol."""
+    func = sch.mod["main"].with_attr("tir.is_scheduled", True)
+    return func.without_attr("global_symbol")
+
+
+def divisors(n: int, limit: int) -> list[int]:
+    """Divisors of ``n`` up to ``limit``, ascending."""
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def by_closeness(values: Sequence[int], default: int) -> list[int]:
+    """``values`` with ``default`` first and the rest by distance to it (ties: smaller first)."""
+    return sorted(values, key=lambda v: (v != default, abs(v - default), v))
+
+
+def reg_tile_default(width: int, vectors_per_row: int) -> int:
+    """Largest divisor of ``width`` up to 14 whose tile fits the accumulator registers."""
+    fits = [d for d in divisors(width, 14) if d * vectors_per_row <= MAX_ACCUMULATORS]
+    return fits[-1] if fits else 1
+
+
+def knob_product(choices: Mapping[str, Sequence[int]], size: int | None) -> list[Knobs]:
+    """All settings of ``choices`` (each list default first), default setting first, closest-to-default next."""
+    names = sorted(choices)
+    ranked = itertools.product(*(range(len(choices[name])) for name in names))
+    ordered = sorted(ranked, key=lambda ranks: (sum(ranks), ranks))
+    space = [tuple((name, int(choices[name][r])) for name, r in zip(names, ranks)) for ranks in ordered]
+    return space if size is None else space[: max(size, 0)]
+
+
+def resolve_knobs(knobs: Knobs, choices: Mapping[str, Sequence[int]]) -> dict[str, int]:
+    """Defaults overridden by ``knobs``; raises SearchError for unknown names or values outside the space."""
+    values = {name: options[0] for name, options in choices.items()}
+    for name, value in knobs:
+        if name not in choices:
+            raise SearchError(f"unknown knob {name!r}; this template has {sorted(choices)}")
+        if value not in choices[name]:
+            raise SearchError(f"knob {name}={value} is not one of {list(choices[name])}")
+        values[name] = int(value)
+    return values

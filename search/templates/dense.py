@@ -1,0 +1,91 @@
+"""Dense layer ``out[b, o] = sum_i data[b, i] * weight[o, i]`` on "NC" activations, weights packed (O // ob, I, ob).
+
+The output features are split in vectorised blocks of ``oc_bn``, the batch in an unrolled register tile of ``reg_b``
+rows and the reduction unrolled by ``k_unroll``; (batch tile, feature block) pairs run in parallel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import te
+
+from search.templates.common import (
+    by_closeness,
+    divisors,
+    epilogue_compute,
+    finish,
+    knob_product,
+    resolve_knobs,
+    vectorize_tile,
+)
+from search.templates.workloads import DenseWorkload, KernelSpec, Knobs
+
+OC_BLOCKS = (16, 32, 8, 64, 4)
+K_UNROLLS = (4, 1, 8)
+MAX_ROWS, DEFAULT_ROWS = 8, 4  # batch register tile: choices up to 8 rows, default up to 4
+
+
+def supported_layouts(workload: DenseWorkload) -> list[tuple[str, str]]:
+    return [("NC", "NC")]
+
+
+def _choices(spec: KernelSpec) -> dict[str, list[int]]:
+    wl = spec.workload
+    rows = divisors(wl.batch, MAX_ROWS)
+    return {
+        "oc_bn": [b for b in OC_BLOCKS if wl.out_features % b == 0] or [1],
+        "reg_b": by_closeness(rows, max(r for r in rows if r <= DEFAULT_ROWS)),
+        "k_unroll": [k for k in K_UNROLLS if wl.in_features % k == 0],
+    }
+
+
+def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
+    return knob_product(_choices(spec), size)
+
+
+def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
+    """(O, I) -> ``(O // ob, I, ob)``."""
+    ob = resolve_knobs(spec.knobs, _choices(spec))["oc_bn"]
+    o, i = weight.shape
+    return np.ascontiguousarray(weight.reshape(o // ob, ob, i).transpose(0, 2, 1), dtype=spec.workload.dtype)
+
+
+def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    wl = spec.workload
+    knobs = resolve_knobs(spec.knobs, _choices(spec))
+    ob = knobs["oc_bn"]
+    data = te.placeholder((wl.batch, wl.in_features), wl.dtype, name="data")
+    weight = te.placeholder((wl.out_features // ob, wl.in_features, ob), wl.dtype, name="weight")
+    k = te.reduce_axis((0, wl.in_features), name="k")
+    acc = te.compute(
+        (wl.batch, wl.out_features // ob, ob),
+        lambda b, oc, oi: te.sum(data[b, k] * weight[oc, k, oi], axis=k),
+        name="dense",
+    )
+    out, extra = epilogue_compute(acc, spec.epilogue, wl.out_features, lambda b, oc, oi: oc * ob + oi)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
+    flat = [("out", "write", 0)]
+    if spec.epilogue.residual:
+        flat.append(("out", "read", 2 if spec.epilogue.bias else 1))
+    for block, kind, index in flat:
+        sch.transform_layout(block, (kind, index), lambda b, oc, oi: (b, oc * ob + oi))
+    _schedule(sch, knobs)
+    return finish(sch)
+
+
+def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int]) -> None:
+    acc = sch.get_sblock("dense")
+    b, oc, oi, k = sch.get_loops(acc)
+    bo, bi = sch.split(b, [None, knobs["reg_b"]])
+    ko, ki = sch.split(k, [None, knobs["k_unroll"]])
+    sch.reorder(bo, oc, ko, ki, bi, oi)
+    out = sch.get_sblock("out")
+    sch.reverse_compute_at(out, oc)
+    sch.parallel(sch.fuse(bo, oc))
+    sch.unroll(ki)
+    sch.unroll(bi)
+    sch.vectorize(oi)
+    init = sch.decompose_reduction(acc, ko)
+    vectorize_tile(sch, init, depth=1)
+    vectorize_tile(sch, out, depth=1)

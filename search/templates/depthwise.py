@@ -1,0 +1,125 @@
+"""Depthwise 2-D convolution (groups == channels) reading and writing the same layout: NCHW{c}c, NHWC or NCHW.
+
+Computed on the blocked view ``(n, C // b, h, w, b)`` of the layout (``b`` = its block, ``C`` for NHWC, 1 for NCHW)
+with weights ``(C // b, kh, kw, b)``. Blocked layouts vectorise the channel block (NHWC splits it by the ``c_bn``
+knob) and read the padding inline; NCHW, whose block is 1, vectorises the output-width register tile instead and
+pads the input rows each output row needs into a small buffer first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tvm
+from tvm import te, topi
+
+from search.layouts import candidate_layouts
+from search.templates.common import (
+    VECTOR_LANES,
+    by_closeness,
+    divisors,
+    epilogue_compute,
+    finish,
+    knob_product,
+    reg_tile_default,
+    relayout_params,
+    resolve_knobs,
+    vectorize_tile,
+    view_block,
+)
+from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
+
+C_BLOCKS = (16, 32, 8, 64, 4)
+REG_N_CHOICES = 5
+
+
+def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
+    """``(layout, layout)`` for NCHW, NHWC and every NCHW{c}c whose block divides the channels."""
+    return [(layout, layout) for layout in candidate_layouts(workload.in_channels)]
+
+
+def _choices(spec: KernelSpec) -> dict[str, list[int]]:
+    wl = spec.workload
+    choices: dict[str, list[int]] = {}
+    block = view_block(spec.in_layout, wl.in_channels)
+    if spec.in_layout == "NHWC":
+        choices["c_bn"] = [b for b in C_BLOCKS if wl.in_channels % b == 0] or [1]
+        block = choices["c_bn"][0]
+    if spec.in_layout == "NCHW":  # the register tile is the vector
+        default = max(divisors(wl.out_width, VECTOR_LANES))
+    else:
+        default = reg_tile_default(wl.out_width, -(-block // VECTOR_LANES))
+    choices["reg_n"] = by_closeness(divisors(wl.out_width, 2 * VECTOR_LANES), default)[:REG_N_CHOICES]
+    if wl.kernel[1] > 1:  # NCHW: ~2x faster without unrolling kw (one noisy 1-thread measurement)
+        choices["unroll_kw"] = [0, 1] if spec.in_layout == "NCHW" else [1, 0]
+    return choices
+
+
+def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
+    return knob_product(_choices(spec), size)
+
+
+def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
+    """(C, 1, kh, kw) -> ``(C // b, kh, kw, b)``."""
+    c, _, kh, kw = weight.shape
+    b = view_block(spec.in_layout, c)
+    packed = weight.reshape(c // b, b, kh, kw).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(packed, dtype=spec.workload.dtype)
+
+
+def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    wl = spec.workload
+    knobs = resolve_knobs(spec.knobs, _choices(spec))
+    n, c, h, w = wl.in_shape
+    b = view_block(spec.in_layout, c)
+    (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilation
+    top, left, bottom, right = wl.padding
+    data = te.placeholder((n, c // b, h, w, b), wl.dtype, name="data")
+    weight = te.placeholder((c // b, kh, kw, b), wl.dtype, name="weight")
+    padded = topi.nn.pad(data, (0, 0, top, left, 0), (0, 0, bottom, right, 0), name="data_pad")
+    rh, rw = te.reduce_axis((0, kh), name="kh"), te.reduce_axis((0, kw), name="kw")
+    acc = te.compute(
+        (n, c // b, wl.out_height, wl.out_width, b),
+        lambda i, cb, oh, ow, ci: te.sum(
+            padded[i, cb, oh * sh + rh * dh, ow * sw + rw * dw, ci] * weight[cb, rh, rw, ci], axis=[rh, rw]
+        ),
+        name="depthwise",
+    )
+    out, extra = epilogue_compute(acc, spec.epilogue, c, lambda i, cb, oh, ow, ci: cb * b + ci)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
+    accesses = [("data_pad", "read", 0, spec.in_layout, b), ("out", "write", 0, spec.out_layout, b)]
+    if spec.epilogue.residual:
+        accesses.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, b))
+    relayout_params(sch, accesses)
+    _schedule(sch, knobs, vector_width=spec.in_layout != "NCHW")
+    return finish(sch)
+
+
+def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int], vector_width: bool) -> None:
+    acc = sch.get_sblock("depthwise")
+    n, cb, oh, ow, ci, kh, kw = sch.get_loops(acc)
+    owo, owi = sch.split(ow, [None, knobs["reg_n"]])
+    tile = (owi, ci) if vector_width else (ci, owi)
+    if "c_bn" in knobs:
+        cio, ci = sch.split(ci, [None, knobs["c_bn"]])
+        sch.reorder(n, cb, cio, oh, owo, kh, kw, owi, ci)
+        outer = sch.fuse(n, cb, cio, oh)
+        tile = (owi, ci)
+    else:
+        sch.reorder(n, cb, oh, owo, kh, kw, *tile)
+        outer = sch.fuse(n, cb, oh)
+    out = sch.get_sblock("out")
+    sch.reverse_compute_at(out, owo)
+    sch.parallel(outer)
+    sch.unroll(tile[0])
+    sch.vectorize(tile[1])
+    if knobs.get("unroll_kw"):
+        sch.unroll(kw)
+    init = sch.decompose_reduction(acc, kh)
+    vectorize_tile(sch, init, depth=2)
+    vectorize_tile(sch, out, depth=2, width_last=not vector_width)
+    pad = sch.get_sblock("data_pad")
+    if vector_width:
+        sch.compute_inline(pad)
+    else:  # padding tests per width lane would break up the vectors: pad the rows an output row needs, once
+        sch.compute_at(pad, outer)
+        sch.vectorize(sch.get_loops(pad)[-1])

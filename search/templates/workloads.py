@@ -1,0 +1,97 @@
+"""What a kernel computes (workload, epilogue) and how it is built (layouts, knobs): the template interface records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from search.errors import SearchError
+
+ACTIVATIONS = (None, "relu", "relu6")
+
+
+@dataclass(frozen=True)
+class Conv2DWorkload:
+    """A 2-D convolution on logical NCHW activations and OIHW weights; depthwise when ``groups == channels``."""
+
+    batch: int
+    in_channels: int
+    height: int
+    width: int
+    out_channels: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    dtype: str = "float32"
+
+    @property
+    def out_height(self) -> int:
+        top, _, bottom, _ = self.padding
+        span = (self.kernel[0] - 1) * self.dilation[0] + 1
+        return (self.height + top + bottom - span) // self.strides[0] + 1
+
+    @property
+    def out_width(self) -> int:
+        _, left, _, right = self.padding
+        span = (self.kernel[1] - 1) * self.dilation[1] + 1
+        return (self.width + left + right - span) // self.strides[1] + 1
+
+    @property
+    def is_depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.in_channels == self.out_channels
+
+    @property
+    def in_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.in_channels, self.height, self.width)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.out_channels, self.out_height, self.out_width)
+
+    @property
+    def flops(self) -> int:
+        """2 x multiply-accumulates."""
+        macs_per_output = (self.in_channels // self.groups) * self.kernel[0] * self.kernel[1]
+        return 2 * self.batch * self.out_channels * self.out_height * self.out_width * macs_per_output
+
+
+@dataclass(frozen=True)
+class DenseWorkload:
+    """``out[b, o] = sum_i data[b, i] * weight[o, i]``."""
+
+    batch: int
+    in_features: int
+    out_features: int
+    dtype: str = "float32"
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.in_features * self.out_features
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """Elementwise work fused after the reduction: ``act(acc + bias + residual)``."""
+
+    bias: bool = True
+    residual: bool = False
+    activation: str | None = None  # None, "relu" or "relu6"
+
+    def __post_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise SearchError(f"unknown activation {self.activation!r}; expected one of {ACTIVATIONS}")
+
+
+Knobs = tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel to build: workload, activation layouts, schedule knobs (sorted pairs; () = default), epilogue."""
+
+    workload: Conv2DWorkload | DenseWorkload
+    in_layout: str
+    out_layout: str
+    knobs: Knobs = ()
+    epilogue: Epilogue = Epilogue()

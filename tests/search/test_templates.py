@@ -1,0 +1,263 @@
+"""Templates: every layout family and epilogue computes the right numbers; knob spaces; errors; scheduled TIR."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import tvm
+
+from cost_models.timer import compile_kernel
+from search.errors import SearchError
+from search.layouts import from_nchw, to_nchw
+from search.templates import (
+    Conv2DWorkload,
+    DenseWorkload,
+    Epilogue,
+    KernelSpec,
+    build_kernel,
+    knob_space,
+    pack_bias,
+    pack_weight,
+    supported_layouts,
+)
+
+TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
+RNG = np.random.default_rng(0)
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, wl: Conv2DWorkload) -> np.ndarray:
+    """Direct NCHW / OIHW convolution, one kernel tap at a time (groups 1 or depthwise)."""
+    top, left, bottom, right = wl.padding
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    (sh, sw), (dh, dw) = wl.strides, wl.dilation
+    out = np.zeros(wl.out_shape, dtype=np.float64)
+    for i in range(wl.kernel[0]):
+        for j in range(wl.kernel[1]):
+            rows = slice(i * dh, i * dh + sh * (wl.out_height - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (wl.out_width - 1) + 1, sw)
+            tap = xp[:, :, rows, cols]
+            if wl.is_depthwise:
+                out += tap * w[None, :, 0, i, j, None, None]
+            else:
+                out += np.einsum("nchw,oc->nohw", tap, w[:, :, i, j])
+    return out
+
+
+def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray, residual: np.ndarray, axis: int):
+    shape = [1] * acc.ndim
+    shape[axis] = -1
+    out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual else 0)
+    if epilogue.activation is not None:
+        out = np.maximum(out, 0)
+    if epilogue.activation == "relu6":
+        out = np.minimum(out, 6)
+    return out
+
+
+def run(spec: KernelSpec, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray:
+    lib = compile_kernel(build_kernel(spec, TARGET), TARGET)
+    args = [tvm.runtime.tensor(a.astype("float32"), tvm.cpu()) for a in inputs]
+    out = tvm.runtime.tensor(np.full(out_shape, np.nan, dtype="float32"), tvm.cpu())
+    lib["main"](*args, out)
+    return out.numpy()
+
+
+def check_conv(spec: KernelSpec) -> None:
+    wl = spec.workload
+    x = RNG.uniform(-1, 1, wl.in_shape)
+    w = RNG.uniform(-1, 1, (wl.out_channels, wl.in_channels // wl.groups, *wl.kernel))
+    bias = RNG.uniform(-1, 1, wl.out_channels)
+    residual = RNG.uniform(-1, 1, wl.out_shape)
+    expected = apply_epilogue(conv_reference(x, w, wl), spec.epilogue, bias, residual, axis=1)
+    inputs = [from_nchw(x, spec.in_layout), pack_weight(spec, w)]
+    if spec.epilogue.bias:
+        inputs.append(pack_bias(spec, bias))
+    if spec.epilogue.residual:
+        inputs.append(from_nchw(residual, spec.out_layout))
+    out_physical = from_nchw(np.zeros(wl.out_shape), spec.out_layout).shape
+    got = to_nchw(run(spec, inputs, out_physical), spec.out_layout)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+CONV_3x3 = Conv2DWorkload(1, 8, 7, 6, 16, (3, 3), (1, 1), (1, 1, 1, 1))
+CONV_1x1_S2 = Conv2DWorkload(2, 16, 6, 6, 8, (1, 1), (2, 2), (0, 0, 0, 0))
+CONV_FIRST = Conv2DWorkload(1, 3, 11, 11, 16, (5, 5), (2, 2), (2, 1, 1, 3))
+CONV_DILATED = Conv2DWorkload(1, 4, 9, 9, 8, (3, 3), (1, 2), (2, 2, 2, 1), dilation=(2, 2))
+FULL = Epilogue(bias=True, residual=True, activation="relu")
+
+
+@pytest.mark.parametrize(
+    ("wl", "in_layout", "out_layout", "epilogue", "knobs"),
+    [
+        (CONV_3x3, "NCHW8c", "NCHW8c", Epilogue(bias=False), ()),
+        (CONV_3x3, "NCHW4c", "NCHW16c", FULL, (("reg_n", 3), ("unroll_kw", 0))),
+        (CONV_3x3, "NCHW8c", "NCHW4c", Epilogue(activation="relu6"), ()),
+        (CONV_1x1_S2, "NCHW16c", "NCHW4c", Epilogue(residual=True), ()),
+        (CONV_FIRST, "NCHW", "NCHW16c", Epilogue(activation="relu"), ()),
+        (CONV_3x3, "NHWC", "NHWC", FULL, (("oc_bn", 8), ("reg_n", 2), ("unroll_kw", 1))),
+        (CONV_1x1_S2, "NHWC", "NHWC", Epilogue(), ()),
+        (CONV_3x3, "NCHW", "NCHW", FULL, ()),
+        (CONV_1x1_S2, "NCHW", "NCHW", Epilogue(bias=False, activation="relu6"), (("oc_bn", 4), ("reg_n", 1))),
+        (CONV_3x3, "NHWC", "NCHW8c", Epilogue(), ()),
+        (CONV_3x3, "NCHW8c", "NHWC", FULL, ()),
+        (CONV_3x3, "NCHW", "NHWC", Epilogue(residual=True), ()),
+        (CONV_DILATED, "NCHW4c", "NCHW8c", FULL, ()),
+    ],
+)
+def test_conv_matches_numpy(wl, in_layout, out_layout, epilogue, knobs):
+    check_conv(KernelSpec(wl, in_layout, out_layout, knobs, epilogue))
+
+
+DEPTHWISE = Conv2DWorkload(1, 16, 9, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1), groups=16)
+DEPTHWISE_S2 = Conv2DWorkload(1, 8, 9, 9, 8, (3, 3), (2, 2), (1, 0, 1, 0), groups=8)
+DEPTHWISE_DILATED = Conv2DWorkload(2, 8, 8, 8, 8, (3, 3), (1, 1), (2, 2, 2, 2), dilation=(2, 2), groups=8)
+
+
+@pytest.mark.parametrize(
+    ("wl", "layout", "epilogue", "knobs"),
+    [
+        (DEPTHWISE, "NCHW8c", FULL, ()),
+        (DEPTHWISE, "NHWC", Epilogue(activation="relu6"), (("c_bn", 8), ("reg_n", 4), ("unroll_kw", 0))),
+        (DEPTHWISE, "NCHW", FULL, ()),
+        (DEPTHWISE_S2, "NCHW4c", Epilogue(bias=False), ()),
+        (DEPTHWISE_S2, "NCHW", Epilogue(residual=True), ()),
+        (DEPTHWISE_DILATED, "NHWC", FULL, ()),
+    ],
+)
+def test_depthwise_matches_numpy(wl, layout, epilogue, knobs):
+    check_conv(KernelSpec(wl, layout, layout, knobs, epilogue))
+
+
+@pytest.mark.parametrize(
+    ("wl", "epilogue", "knobs"),
+    [
+        (DenseWorkload(3, 32, 24), FULL, ()),
+        (DenseWorkload(4, 12, 20), Epilogue(bias=False, activation="relu6"), (("k_unroll", 1), ("oc_bn", 4))),
+    ],
+)
+def test_dense_matches_numpy(wl, epilogue, knobs):
+    check_dense(KernelSpec(wl, "NC", "NC", knobs, epilogue))
+
+
+def check_dense(spec: KernelSpec) -> None:
+    wl, epilogue = spec.workload, spec.epilogue
+    x = RNG.uniform(-1, 1, (wl.batch, wl.in_features))
+    w = RNG.uniform(-1, 1, (wl.out_features, wl.in_features))
+    bias = RNG.uniform(-1, 1, wl.out_features)
+    residual = RNG.uniform(-1, 1, (wl.batch, wl.out_features))
+    expected = apply_epilogue(x @ w.T, epilogue, bias, residual, axis=1)
+    inputs = [x, pack_weight(spec, w)] + [pack_bias(spec, bias)] * epilogue.bias + [residual] * epilogue.residual
+    np.testing.assert_allclose(run(spec, inputs, expected.shape), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        KernelSpec(CONV_3x3, "NHWC", "NCHW", epilogue=FULL),
+        KernelSpec(DEPTHWISE_S2, "NCHW", "NCHW", epilogue=FULL),
+        KernelSpec(DEPTHWISE, "NHWC", "NHWC", epilogue=FULL),
+    ],
+)
+def test_every_knob_setting_is_correct(spec):
+    for knobs in knob_space(spec):
+        check_conv(replace(spec, knobs=knobs))
+
+
+def test_every_dense_knob_setting_is_correct():
+    spec = KernelSpec(DenseWorkload(4, 12, 32), "NC", "NC", epilogue=FULL)
+    for knobs in knob_space(spec):
+        check_dense(replace(spec, knobs=knobs))
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        KernelSpec(DEPTHWISE, "NCHW", "NCHW", epilogue=FULL),
+        KernelSpec(DEPTHWISE, "NCHW16c", "NCHW16c", epilogue=FULL),
+        KernelSpec(DenseWorkload(4, 12, 32), "NC", "NC", epilogue=FULL),
+    ],
+)
+def test_other_templates_are_scheduled_tir(spec):
+    func = build_kernel(spec, TARGET)
+    assert "global_symbol" not in func.attrs and bool(func.attrs["tir.is_scheduled"])
+    assert "T.parallel(" in func.script() and "T.vectorized(" in func.script()
+
+
+def test_built_kernel_is_scheduled_tir():
+    spec = KernelSpec(CONV_3x3, "NCHW8c", "NCHW16c", (), FULL)
+    func = build_kernel(spec, TARGET)
+    assert "global_symbol" not in func.attrs
+    assert bool(func.attrs["tir.is_scheduled"])
+    script = func.script()
+    assert "T.parallel(" in script and "T.vectorized(16)" in script and "T.unroll(" in script
+    assert "data_pad" not in script  # padding inlined into the reduction
+    assert [tuple(int(e) for e in p.shape) for p in func.params] == [
+        (1, 1, 7, 6, 8),
+        (1, 1, 3, 3, 8, 16),
+        (16,),
+        (1, 1, 7, 6, 16),
+        (1, 1, 7, 6, 16),
+    ]
+
+
+def test_supported_layouts():
+    pairs = supported_layouts(CONV_FIRST)
+    assert ("NCHW", "NCHW16c") in pairs and ("NHWC", "NHWC") in pairs and ("NCHW", "NCHW") in pairs
+    assert all(i in ("NCHW", "NHWC") for i, _ in pairs)  # 3 channels fit no block
+    assert len(pairs) == 2 * len({o for _, o in pairs})
+    assert supported_layouts(DEPTHWISE) == [(lay, lay) for lay in ["NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c"]]
+    assert supported_layouts(DenseWorkload(1, 8, 8)) == [("NC", "NC")]
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        KernelSpec(CONV_3x3, "NCHW8c", "NCHW16c"),
+        KernelSpec(CONV_3x3, "NHWC", "NCHW"),
+        KernelSpec(DEPTHWISE, "NHWC", "NHWC"),
+        KernelSpec(DenseWorkload(4, 12, 32), "NC", "NC"),
+    ],
+)
+def test_knob_space_deterministic_default_first_and_capped(spec):
+    space = knob_space(spec)
+    assert space == knob_space(spec) and len(space) == len(set(space)) > 1
+    assert all(list(k) == sorted(k) for k in space)
+    assert knob_space(spec, size=3) == space[:3]
+
+    def script(knobs):
+        return build_kernel(replace(spec, knobs=knobs), TARGET).script()
+
+    assert script(space[0]) == script(()) != script(space[-1])
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (KernelSpec(CONV_3x3, "NCHW16c", "NCHW8c"), "no conv2d kernel"),  # 8 input channels
+        (KernelSpec(CONV_3x3, "NCHW8c", "NCHW32c"), "no conv2d kernel"),
+        (KernelSpec(CONV_3x3, "NCHWc", "NCHW8c"), "no conv2d kernel"),
+        (KernelSpec(DEPTHWISE, "NCHW8c", "NCHW16c"), "no depthwise kernel"),
+        (KernelSpec(DenseWorkload(1, 8, 8), "NCHW", "NC"), "no dense kernel"),
+        (KernelSpec(Conv2DWorkload(1, 8, 5, 5, 8, (3, 3), (1, 1), (1, 1, 1, 1), groups=2), "NCHW", "NCHW"), "groups"),
+        (KernelSpec(CONV_3x3, "NCHW8c", "NCHW8c", (("reg_n", 5),)), "reg_n=5"),
+        (KernelSpec(CONV_3x3, "NCHW8c", "NCHW8c", (("tile", 2),)), "unknown knob"),
+        (KernelSpec(CONV_3x3, "NCHW8c", "NCHW8c", (("oc_bn", 8),)), "unknown knob"),  # block fixed by layout
+    ],
+)
+def test_unsupported_specs_raise(spec, message):
+    with pytest.raises(SearchError, match=message):
+        build_kernel(spec, TARGET)
+
+
+def test_bad_activation_raises():
+    with pytest.raises(SearchError, match="activation"):
+        Epilogue(activation="gelu")
+
+
+def test_workload_shapes_and_flops():
+    assert (CONV_FIRST.out_height, CONV_FIRST.out_width) == (5, 6)
+    assert CONV_1x1_S2.flops == 2 * 2 * 8 * 3 * 3 * 16
+    assert DEPTHWISE.is_depthwise and not CONV_3x3.is_depthwise
+    assert DEPTHWISE.flops == 2 * 16 * 9 * 8 * 9
