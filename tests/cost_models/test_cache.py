@@ -1,0 +1,75 @@
+"""The sqlite cost cache: keying, durability under SIGKILL, concurrent writers, bad files."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+import pytest
+
+from cost_models.cache import CacheError, Context, CostCache, CostRecord, canonical
+
+CTX = Context(target="llvm -mcpu=znver5", cpu="AMD test", threads=2, tvm_version="0.27.0", template_version="1")
+
+
+def test_round_trip_and_context_separation(tmp_path):
+    cache = CostCache(tmp_path / "c.sqlite")
+    key = canonical({"kind": "conv2d", "knobs": {"reg_n": 14}, "layout": "NCHW16c"})
+    cache.put(CTX, key, CostRecord(1.25, 0.05, 5))
+    assert cache.get(CTX, key).median_ms == 1.25
+    for field, value in [("threads", 1), ("cpu", "other"), ("tvm_version", "0.28"), ("template_version", "2")]:
+        other = Context(**{**CTX.__dict__, field: value})
+        assert cache.get(other, key) is None, field
+    assert cache.get(CTX, canonical({"kind": "conv2d", "knobs": {"reg_n": 7}, "layout": "NCHW16c"})) is None
+    assert canonical({"b": 1, "a": 2}) == canonical({"a": 2, "b": 1})
+
+
+def test_failures_are_records(tmp_path):
+    cache = CostCache(tmp_path / "c.sqlite")
+    cache.put(CTX, "k", CostRecord.failed("LLVM ERROR: boom"))
+    record = CostCache(tmp_path / "c.sqlite").get(CTX, "k")
+    assert not record.ok and record.error == "LLVM ERROR: boom"
+
+
+def _writer(path: str, prefix: str, count: int) -> None:
+    cache = CostCache(path)
+    for i in range(count):
+        cache.put(CTX, f"{prefix}{i}", CostRecord(float(i), 0.0, 1))
+
+
+def test_concurrent_writers(tmp_path):
+    path = str(tmp_path / "c.sqlite")
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, f"p{p}-", 100)) for p in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(120)
+        assert proc.exitcode == 0
+    assert len(CostCache(path)) == 400
+
+
+def test_sigkill_mid_write_leaves_a_clean_cache(tmp_path):
+    path = str(tmp_path / "c.sqlite")
+    proc = multiprocessing.get_context("spawn").Process(target=_writer, args=(path, "k", 10**6))
+    proc.start()
+    deadline = time.time() + 60
+    while time.time() < deadline and (not os.path.exists(path) or len(CostCache(path)) < 50):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join()
+    cache = CostCache(path)
+    n = len(cache)
+    assert n >= 50
+    found = cache.get_many(CTX, [f"k{i}" for i in range(n)])
+    assert len(found) == n  # every committed record is intact and the keys form a prefix
+    assert cache.get(CTX, f"k{n - 1}").median_ms == n - 1
+
+
+def test_not_a_cache(tmp_path):
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(CacheError, match="not a usable cost cache"):
+        len(CostCache(bad))
