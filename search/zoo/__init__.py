@@ -1,0 +1,250 @@
+"""The model zoo: real CNNs built directly in TVM Relax with seeded random weights, plus ONNX files.
+
+``load_model(name_or_path, batch=1, image_size=None, seed=0)`` returns a ``tvm.IRModule`` whose ``main(data)`` takes
+one float32 input of shape (batch, 3, H, W); ``MODELS`` lists the zoo; ``model_stats(mod)`` counts convolutions and
+dense layers and their FLOPs.
+
+Networks (torchvision definitions for the classifiers, so conv2d counts match):
+
+================  =====  ======  =====
+name              input  conv2d  dense
+================  =====  ======  =====
+resnet18            224      20      1
+resnet50            224      53      1
+vgg19_bn            224      16      3
+inception_v3        299      94      1   (no auxiliary head)
+densenet121         224     120      1
+densenet201         224     200      1
+mobilenet_v2        224      52      1
+ssd_resnet50_512    512      73      0   (GluonCV ssd_512_resnet50_v1_voc; outputs a tuple, see ``ssd.py``)
+================  =====  ======  =====
+
+Weights
+-------
+Convolutions are He-normal; BatchNorm parameters are drawn (gamma in [0.5, 1.5], beta ~ N(0, 0.2)) and its running
+mean and variance are calibrated on a random batch pushed through the network being built, so activations stay O(1)
+at any depth (outputs have a mean magnitude of about 0.3 to 2). BatchNorm is then folded numerically into the
+preceding convolution's weight and a bias; the graph has no ``batch_norm``. ``numpy.random.default_rng([seed, i])``
+draws layer ``i``, and calibration runs at a fixed size, so a seed gives the same weights at every batch and image
+size. ``reference_outputs`` runs the same network in numpy (float64), an independent check of compiled numerics.
+
+Op vocabulary (what ``search/graph.py`` pattern-matches)
+--------------------------------------------------------
+All ops sit in one dataflow block of ``main``; weights are float32 constants (``relax.const``, class
+``tvm.ir.expr.Constant``); every tensor has a static shape; the layout is NCHW throughout. The Relax variable of each
+layer's main op is named after the reference model's module (``layer1_0_conv2``, ``Mixed_5b_branch5x5_2``,
+``denseblock2_denselayer3_conv1``, ``expand_conv0``, ...); the ops that follow it append ``_bias``, ``_add``,
+``_relu`` or ``_relu6``. The last op is bound directly to the output variable ``gv`` (no alias binding); for SSD
+``gv`` is the output tuple.
+
+1. Convolution unit, in this order:
+
+   - ``R.nn.conv2d(x, W)``: W a constant (O, I/groups, KH, KW); attributes ``strides`` (sh, sw), ``padding``
+     (top, left, bottom, right), ``dilation`` (1, 1), ``groups`` 1, or I = O = groups for depthwise (MobileNetV2),
+     ``data_layout="NCHW"``, ``kernel_layout="OIHW"``, ``out_layout="NCHW"``, ``out_dtype`` unset (float32).
+   - ``R.add(conv, b)``: b a constant of shape (1, O, 1, 1). Always present (BatchNorm folds into it; a conv with
+     neither BN nor bias gets zeros).
+   - optionally ``R.add(prev, residual)``: a non-constant tensor of the same shape as the second argument (ResNet,
+     MobileNetV2).
+   - optionally ``R.nn.relu(prev)`` or ``R.clip(prev, 0.0, 6.0)`` (ReLU6, MobileNetV2; bounds are float64 PrimValues).
+
+2. BatchNorm that follows no convolution (DenseNet's pre-activation ``norm1``, the transitions' ``norm`` and
+   ``norm5``): ``R.multiply(x, s)``, ``R.add(prev, t)`` with s, t constants (1, C, 1, 1), then ``R.nn.relu``. x is a
+   concat or pool output.
+
+3. Pooling, NCHW, ``dilation`` (1, 1), ``ceil_mode`` False: ``R.nn.max_pool2d(x, pool_size, strides, padding)``;
+   ``R.nn.avg_pool2d(..., count_include_pad=True)`` (Inception branch pools 3/1/1, DenseNet transitions 2/2/0);
+   ``R.nn.adaptive_avg_pool2d(x, output_size=[1, 1])`` (global pooling before the classifier).
+
+4. ``R.concat([...], axis=1)``: channels of NCHW tensors (Inception, DenseNet) or features of 2-D (N, K) tensors
+   (SSD's flattened predictions). A concat can feed another concat (Inception-E's split branches).
+
+5. ``R.reshape(x, (N, K))`` with a static shape: flattening (N, C, 1, 1) after global pooling, VGG's (N, 512, 7, 7),
+   and SSD's (N, H, W, C) prediction maps; SSD's final reshapes to (N, A, 21) and (N, A, 4).
+
+6. Dense: ``R.matmul(x, W)`` with x (N, IN) and W a constant (IN, OUT) (i.e. the transposed PyTorch weight), then
+   ``R.add(prev, b)`` with b a constant (1, OUT), then optionally ``R.nn.relu`` (VGG's hidden layers).
+   ``R.nn.linear`` is not used.
+
+7. ``R.permute_dims(x, axes=[0, 2, 3, 1])``: SSD's prediction maps before flattening.
+
+8. The output: one tensor, or ``R.Tuple`` of two tensors for ``ssd_resnet50_512``.
+
+ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` and are then rewritten into the same vocabulary (see
+``onnx_import.py``): BatchNorm and constant scales fold into convolutions, every conv and dense gets its bias add,
+the input is renamed ``data``, other variables are named ``conv0``, ``conv0_bias``, ``relu3``, ... Differences from
+zoo modules: a conv may carry a dilation other than 1 if the file has one, and any op may be followed by the
+per-channel ``R.multiply`` / ``R.add`` of item 2 (a BatchNorm or Mul/Add by a per-channel constant that could not be
+folded into a preceding conv).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from search.errors import SearchError
+from search.zoo import densenet, inception, mobilenet, resnet, ssd, vgg
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A zoo entry: ``builder(batch=, image_size=, seed=) -> tvm.IRModule``, its default and smallest image size."""
+
+    builder: Callable[..., tvm.IRModule]
+    image_size: int
+    min_image_size: int
+    description: str
+
+
+@dataclass(frozen=True)
+class ModelStats:
+    """Counts of conv2d and dense (matmul) calls and their total GFLOPs (2 x multiply-accumulates)."""
+
+    conv2d: int
+    dense: int
+    gflops: float
+
+
+MODELS: dict[str, ModelSpec] = {
+    "resnet18": ModelSpec(resnet.resnet18, 224, 32, "ResNet-18 (torchvision), basic blocks"),
+    "resnet50": ModelSpec(resnet.resnet50, 224, 32, "ResNet-50 v1.5 (torchvision), bottleneck blocks"),
+    "vgg19_bn": ModelSpec(vgg.vgg19_bn, 224, 32, "VGG-19 with BatchNorm (torchvision), 3 dense layers"),
+    "inception_v3": ModelSpec(inception.inception_v3, 299, 75, "Inception-v3 (torchvision), no aux head"),
+    "densenet121": ModelSpec(densenet.densenet121, 224, 32, "DenseNet-121 (torchvision), growth 32"),
+    "densenet201": ModelSpec(densenet.densenet201, 224, 32, "DenseNet-201 (torchvision), growth 32"),
+    "mobilenet_v2": ModelSpec(mobilenet.mobilenet_v2, 224, 32, "MobileNetV2 (torchvision), depthwise, ReLU6"),
+    "ssd_resnet50_512": ModelSpec(
+        ssd.ssd_resnet50_512, 512, 32, "SSD-512, ResNet-50 v1 backbone (GluonCV, VOC); class+box heads, no NMS"
+    ),
+}
+
+
+def _spec(name: str) -> ModelSpec:
+    if name not in MODELS:
+        raise SearchError(f"unknown model {name!r}; the zoo has {', '.join(MODELS)} (or give a path to an .onnx file)")
+    return MODELS[name]
+
+
+def _check_sizes(name: str, spec: ModelSpec, batch: int, image_size: int) -> None:
+    if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch < 1:
+        raise SearchError(f"{name}: batch must be a positive integer, got {batch!r}")
+    if not isinstance(image_size, numbers.Integral) or image_size < spec.min_image_size:
+        raise SearchError(f"{name}: image_size must be an integer >= {spec.min_image_size}, got {image_size!r}")
+
+
+def load_model(name_or_path: str, *, batch: int = 1, image_size: int | None = None, seed: int = 0) -> tvm.IRModule:
+    """A zoo network by name, or an ONNX file by path.
+
+    Parameters
+    ----------
+    name_or_path : str
+        A key of ``MODELS``, or a path ending in ``.onnx``.
+    batch, image_size : int
+        Input shape (batch, 3, image_size, image_size); ``image_size=None`` means the model's default. For an ONNX
+        file the shape comes from the file: a static batch or spatial size must equal ``batch`` / ``image_size``
+        (``image_size=None`` accepts any), and a symbolic batch dimension is bound to ``batch``; a symbolic spatial
+        dimension is bound to ``image_size`` if given and is an error otherwise.
+    seed : int
+        Seed of the random weights (ignored for ONNX files, which carry their own).
+
+    Raises
+    ------
+    SearchError
+        Unknown name, size out of range, or an ONNX file with an unsupported operator or a dynamic shape.
+    """
+    name = str(name_or_path)
+    if name.lower().endswith(".onnx"):
+        from search.zoo.onnx_import import load_onnx
+
+        return load_onnx(name, batch=batch, image_size=image_size)
+    spec = _spec(name)
+    size = spec.image_size if image_size is None else image_size
+    _check_sizes(name, spec, batch, size)
+    return spec.builder(batch=int(batch), image_size=int(size), seed=int(seed))
+
+
+def reference_outputs(name: str, data: np.ndarray, *, seed: int = 0) -> np.ndarray | tuple[np.ndarray, ...]:
+    """The zoo network ``name`` (weights of ``seed``) evaluated in float64 numpy on ``data`` (N, 3, H, W).
+
+    Independent of TVM: it checks compiled or exported modules from ``load_model(name, batch=N, image_size=H,
+    seed=seed)``, which hold the same weights rounded to float32 (H must equal W). Compiled stock TVM agrees with it
+    to a relative error (L2) of about 2e-6.
+    """
+    spec = _spec(name)
+    n, _, h, w = data.shape
+    if h != w:
+        raise SearchError(f"{name}: reference inputs must be square, got {h}x{w}")
+    _check_sizes(name, spec, n, h)
+    _, outputs = spec.builder.build(batch=n, image_size=h, seed=seed, references=[data])
+    return outputs[0]
+
+
+def model_stats(mod: tvm.IRModule) -> ModelStats:
+    """Count ``relax.nn.conv2d`` and ``relax.matmul`` calls in every Relax function of ``mod`` and sum their FLOPs.
+
+    conv2d: 2 * N * OC * OH * OW * (IC / groups) * KH * KW, read through the call's data, kernel and output
+    layouts (blocked layouts such as NCHW8c included). matmul: 2 * (output elements) * (reduction length).
+    """
+    conv = dense = 0
+    flops = 0.0
+    for func in mod.functions.values():
+        if not isinstance(func, relax.Function):
+            continue
+        for block in func.body.blocks:
+            for binding in block.bindings:
+                call = binding.value
+                if not isinstance(call, relax.Call) or not hasattr(call.op, "name"):
+                    continue
+                if call.op.name == "relax.nn.conv2d":
+                    conv += 1
+                    flops += _conv2d_flops(call, binding.var)
+                elif call.op.name == "relax.matmul":
+                    dense += 1
+                    out = _shape(binding.var)
+                    k = _shape(call.args[0])[-1]
+                    flops += 2.0 * _prod(out) * k
+    return ModelStats(conv2d=conv, dense=dense, gflops=flops / 1e9)
+
+
+def _shape(expr) -> tuple[int, ...]:
+    return tuple(int(d) for d in expr.ty.shape)
+
+
+def _prod(values) -> int:
+    result = 1
+    for v in values:
+        result *= int(v)
+    return result
+
+
+def _axes(layout: str, shape: tuple[int, ...]) -> dict[str, int]:
+    """Extent of each logical axis (upper-case letter) of ``shape`` in ``layout``, e.g. OIHW16i16o."""
+    letters = [c for c in layout if c.isalpha()]
+    extents: dict[str, int] = {}
+    for letter, dim in zip(letters, shape):
+        extents[letter.upper()] = extents.get(letter.upper(), 1) * dim
+    return extents
+
+
+def _conv2d_flops(call, out_var) -> float:
+    attrs = call.attrs
+    kernel = _axes(str(attrs.kernel_layout), _shape(call.args[1]))
+    out_layout = str(attrs.out_layout) or str(attrs.data_layout)
+    out = _axes(out_layout, _shape(out_var))
+    return 2.0 * out["N"] * out["C"] * out["H"] * out["W"] * kernel["I"] * kernel["H"] * kernel["W"]
+
+
+def describe(name_or_path: str) -> tuple[int, ModelStats]:
+    """(input image size, stats) of a zoo model at batch 1 and its default size, or of an ONNX file."""
+    mod = load_model(name_or_path)
+    shape = _shape(mod["main"].params[0])
+    return shape[2], model_stats(mod)
+
+
+__all__ = ["MODELS", "ModelSpec", "ModelStats", "describe", "load_model", "model_stats", "reference_outputs"]
