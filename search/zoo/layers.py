@@ -15,12 +15,12 @@ image size, such as VGG's first dense layer).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import tvm
+from threadpoolctl import threadpool_limits
 from tvm import relax
 
 CALIBRATION_BATCH = 2
@@ -293,16 +293,12 @@ def _map(fn: Callable[[np.ndarray], np.ndarray | None], t: Tensor) -> tuple[np.n
 
 
 # ---------------------------------------------------------------------------------------------------- networks
-def _single_threaded_blas():
-    """Limit BLAS to one thread while the shadows run, if ``threadpoolctl`` is installed.
+def _single_threaded_blas() -> threadpool_limits:
+    """Limit BLAS to one thread while the shadows run.
 
     The shadows' matrices are small; on a busy 2-core machine a 2-thread OpenBLAS waiting for its second thread made
     them up to 50x slower than one thread.
     """
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        return contextlib.nullcontext()
     return threadpool_limits(limits=1, user_api="blas")
 
 
