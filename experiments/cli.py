@@ -98,6 +98,91 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------- export
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="compile a model under a plan, check it against stock TVM and save it")
+    p.add_argument("model", help="zoo model name or .onnx file")
+    p.add_argument("--plan", required=True, help="plan JSON file, or a baseline: nchw, nhwc, nchw16c")
+    p.add_argument("--out", required=True, help="artifact directory to write (library, plan.json, manifest.json)")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the plan file's, else 1)")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="input height and width (default: the plan file's, else the model's own)")
+    p.add_argument("--threads", type=int, default=1, help="cores to compile for (default: 1)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the weights and of the check's input (default: the plan file's, else 0)")
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from search.export import export
+    from search.graph import extract_graph
+    from search.plan import BASELINES, Plan, baseline_plan
+    from search.zoo import load_model
+
+    saved = None if args.plan in BASELINES else Plan.load(args.plan)
+    model_args = {"batch": 1, "image_size": None, "seed": 0}
+    for key in model_args:  # command line, else the plan file, else the default
+        value = getattr(args, key) if getattr(args, key) is not None else (saved.args if saved else {}).get(key)
+        model_args[key] = model_args[key] if value is None else value
+    graph = extract_graph(load_model(args.model, **model_args))
+    choices = saved.choices if saved else baseline_plan(graph, args.plan).choices
+    plan = Plan(choices, args.model, model_args)
+    compiled = export(graph, plan, threads=args.threads, seed=model_args["seed"])
+    compiled.save(args.out)
+    m, check = compiled.manifest, compiled.manifest["numerical_check"]
+    print(f"wrote {args.out}: {len(graph.tunable)} nodes, {m['kernels']} kernels, {m['layout_transforms']} layout "
+          f"transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- run
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="time an exported artifact on a random input")
+    p.add_argument("artifact", help="directory written by 'tessera export'")
+    p.add_argument("--repeat", type=int, default=10, help="timed repeats (default: 10)")
+    p.add_argument("--threads", type=int, default=None, help="TVM_NUM_THREADS (default: the artifact's)")
+    p.add_argument("--json", action="store_true", help="print the measurement as JSON")
+    p.set_defaults(run=_run_run)
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    from search.artifact import load_artifact, measure_latency
+
+    latency = measure_latency(load_artifact(args.artifact), repeat=args.repeat, threads=args.threads)
+    if args.json:
+        print(json.dumps(latency.to_dict()))
+    else:
+        print(f"median {latency.median_ms:.4g} ms, spread (IQR) {latency.spread_ms:.3g} ms, min {latency.min_ms:.4g} "
+              f"ms, max {latency.max_ms:.4g} ms over {latency.repeat} x {latency.number} runs, "
+              f"threads {latency.runtime_threads} (TVM_NUM_THREADS={latency.threads})")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- models
+def _add_models(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="list the model zoo: input size, conv2d and dense counts, GFLOPs")
+    p.add_argument("models", nargs="*", metavar="MODEL", help="zoo names or .onnx files (default: the whole zoo)")
+    p.set_defaults(run=_run_models)
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    from search.zoo import MODELS, describe
+
+    names = args.models or list(MODELS)
+    rows = []
+    for name in names:
+        size, stats = describe(name)
+        about = MODELS[name].description if name in MODELS else "ONNX file"
+        rows.append((name, f"{size}", f"{stats.conv2d}", f"{stats.dense}", f"{stats.gflops:.3g}", about))
+    header = ("model", "input", "conv2d", "dense", "GFLOPs", "description")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    for row in [header, *rows]:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:5], widths[1:])] + [row[5]]
+        print("  ".join(cells))
+    print("GFLOPs: 2 x multiply-accumulates of conv2d and dense layers at batch 1 and the listed input size")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -106,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_solve(sub)
+    _add_models(sub)
+    _add_export(sub)
+    _add_run(sub)
     _add_generate(sub)
     _add_demo(sub)
     return parser
@@ -125,6 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `tessera solve ... | head`: the reader left, nothing more to say
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,131 @@
+"""Load an exported artifact directory and time it.
+
+An artifact (written by ``CompiledPlan.save``) holds ``model.so``, ``plan.json`` and ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from search.errors import SearchError
+from search.plan import Plan
+
+
+def random_arrays(shapes: Iterable[Sequence[int]], seed: int) -> list[np.ndarray]:
+    """Standard-normal float32 arrays of the given shapes."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(shape)).astype("float32") for shape in shapes]
+
+
+@contextlib.contextmanager
+def quiet_tvm_log() -> Iterator[None]:
+    """Silence stderr at the file-descriptor level: TVM 0.27 logs a "Scope Saving/Loaded" warning per constant
+    whenever a VM executable is saved or loaded. Errors still surface as exceptions."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A loaded artifact: the runtime library, its plan and manifest."""
+
+    directory: Path
+    library: Any
+    plan: Plan
+    manifest: dict[str, Any]
+
+    def virtual_machine(self):
+        """A fresh ``relax.VirtualMachine`` on the CPU."""
+        import tvm
+        from tvm import relax
+
+        return relax.VirtualMachine(self.library, tvm.cpu())
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        return random_arrays(self.manifest["input_shapes"].values(), seed)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Per-inference wall time over ``repeat`` repeats of ``number`` runs each, in milliseconds."""
+
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    min_ms: float
+    max_ms: float
+    repeat: int
+    number: int
+    threads: int
+    runtime_threads: int
+
+    @property
+    def spread_ms(self) -> float:
+        """Interquartile range."""
+        return self.p75_ms - self.p25_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "spread_ms": self.spread_ms}
+
+
+def load_artifact(directory: str | Path) -> Artifact:
+    """Read an artifact directory; SearchError if it is not one."""
+    root = Path(directory)
+    needed = [root / "manifest.json", root / "plan.json"]
+    missing = [p.name for p in needed if not p.is_file()]
+    if missing:
+        raise SearchError(f"{root} is not a tessera artifact (missing {', '.join(missing)})")
+    manifest = json.loads((root / "manifest.json").read_text())
+    library_path = root / manifest.get("library", "model.so")
+    if not library_path.is_file():
+        raise SearchError(f"{root} is not a tessera artifact (missing {library_path.name})")
+    import tvm
+
+    with quiet_tvm_log():
+        library = tvm.runtime.load_module(str(library_path))
+    return Artifact(root, library, Plan.load(root / "plan.json"), manifest)
+
+
+def measure_latency(
+    artifact: Artifact, repeat: int = 10, number: int | None = None, threads: int | None = None, seed: int = 0
+) -> Latency:
+    """Median and spread of ``main``'s latency on a random input.
+
+    ``threads`` (default: the manifest's) is put into ``TVM_NUM_THREADS``; it takes effect if the TVM thread pool of
+    this process has not started yet, and ``runtime_threads`` reports what the runtime actually used.
+    ``number`` runs per repeat default to enough for ~50 ms.
+    """
+    import tvm
+
+    if repeat < 1:
+        raise SearchError(f"repeat must be >= 1, got {repeat}")
+    threads = int(threads or artifact.manifest.get("threads", 1))
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    dev = tvm.cpu()
+    vm = artifact.virtual_machine()
+    args = [tvm.runtime.tensor(a, dev) for a in artifact.random_inputs(seed)]
+    vm["main"](*args)  # warm-up, starts the thread pool
+    runtime_threads = int(tvm.get_global_func("runtime.NumThreads")())
+    if number is None:
+        once = vm.time_evaluator("main", dev, number=1, repeat=1)(*args).mean
+        number = max(1, min(1000, int(0.05 / max(once, 1e-6))))
+    results = np.asarray(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results) * 1e3
+    p25, median, p75 = np.percentile(results, [25, 50, 75])
+    return Latency(float(median), float(p25), float(p75), float(results.min()), float(results.max()), repeat, number,
+                   threads, runtime_threads)

@@ -1,0 +1,143 @@
+"""Emit a Relax module that runs an ``OpGraph`` in the layouts a plan chose.
+
+Every conv/dense becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant weights; every edge
+whose layouts differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers
+run in their producer's layout; concat/add run in their chosen layout; fixed ops and model outputs see NCHW.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import tvm
+from tvm import relax
+
+from search.candidates import Candidate, kernel_spec
+from search.graph import KERNEL_KINDS, Op, OpGraph
+from search.layouts import from_nchw, index_map, physical_shape
+from search.templates import build_kernel, pack_bias, pack_weight
+
+NOT_4D = "-"  # the "layout" of tensors that are not 4-D activations (never transformed)
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """The emitted module, its template kernels by name (which must reach the binary unchanged) and the number of
+    layout transforms it contains."""
+
+    module: tvm.IRModule
+    kernels: dict[str, tvm.tirx.PrimFunc]
+    transforms: int
+
+
+class _Emitter:
+    def __init__(self, graph: OpGraph, chosen: dict[str, Candidate], target: tvm.target.Target) -> None:
+        self.graph, self.chosen, self.target = graph, chosen, target
+        self.bb = relax.BlockBuilder()
+        self.values: dict[str, tuple[relax.Expr, str]] = {}
+        self.converted: dict[tuple[str, str], relax.Expr] = {}
+        self.kernel_vars: dict = {}
+        self.kernels: dict[str, tvm.tirx.PrimFunc] = {}
+
+    def read(self, value: str, layout: str) -> relax.Expr:
+        """``value`` in ``layout``, emitting (once) a layout_transform if it is stored otherwise."""
+        expr, stored = self.values[value]
+        if stored in (layout, NOT_4D):
+            return expr
+        key = (value, layout)
+        if key not in self.converted:
+            transform = relax.op.layout_transform(expr, index_map=index_map(stored, layout))
+            self.converted[key] = self.bb.emit(transform, name_hint=f"{value}_to_{layout}")
+        return self.converted[key]
+
+    def layout_of_input(self, op: Op) -> str:
+        return self.values[op.inputs[0]][1]
+
+    def kernel(self, op: Op) -> None:
+        candidate = self.chosen[op.name]
+        spec = kernel_spec(op, candidate)
+        if spec not in self.kernel_vars:
+            name = f"{op.name}_{candidate.in_layout}_{candidate.out_layout}"
+            func = build_kernel(spec, self.target)
+            self.kernel_vars[spec] = self.bb.add_func(func, name)
+            self.kernels[self.kernel_vars[spec].name_hint] = func
+        dense = op.kind == "dense"
+        args = [self.read(op.inputs[0], candidate.in_layout), relax.const(pack_weight(spec, op.params["weight"]))]
+        if spec.epilogue.bias:
+            args.append(relax.const(pack_bias(spec, op.params["bias"])))
+        if spec.epilogue.residual:
+            args.append(self.read(op.inputs[1], candidate.out_layout))
+        shape = op.shape if dense else physical_shape(op.shape, candidate.out_layout)
+        call = relax.call_tir(self.kernel_vars[spec], relax.Tuple(args), relax.TensorType(shape, "float32"))
+        self.define(op, self.bb.emit(call, name_hint=op.name), NOT_4D if dense else candidate.out_layout)
+
+    def multi_input(self, op: Op) -> None:
+        layout = self.chosen[op.name].out_layout
+        inputs = [self.read(value, layout) for value in op.inputs]
+        if op.kind == "concat":
+            expr = relax.op.concat(inputs, axis=3 if layout == "NHWC" else 1)
+        else:
+            expr = relax.op.add(*inputs)
+        self.define(op, self.bb.emit(expr, name_hint=op.name), layout)
+
+    def follower(self, op: Op) -> None:
+        layout = self.layout_of_input(op)
+        x = self.read(op.inputs[0], layout)
+        a = op.attrs
+        if op.kind in ("relu", "sigmoid"):
+            expr = relax.op.nn.relu(x) if op.kind == "relu" else relax.op.sigmoid(x)
+        elif op.kind in ("channel_scale", "channel_shift"):
+            value = relax.const(from_nchw(op.params["value"].reshape(1, -1, 1, 1), layout))
+            expr = relax.op.multiply(x, value) if op.kind == "channel_scale" else relax.op.add(x, value)
+        elif op.kind == "clip":
+            expr = relax.op.clip(x, a["min"], a["max"])
+        elif op.kind == "adaptive_avg_pool2d":
+            expr = relax.op.nn.adaptive_avg_pool2d(x, a["output_size"], layout=layout, out_layout=layout)
+        else:
+            pool = relax.op.nn.max_pool2d if op.kind == "max_pool2d" else relax.op.nn.avg_pool2d
+            extra = {"count_include_pad": a["count_include_pad"]} if op.kind == "avg_pool2d" else {}
+            expr = pool(x, a["pool_size"], a["strides"], a["padding"], a["dilation"], a["ceil_mode"],
+                        layout=layout, out_layout=layout, **extra)
+        self.define(op, self.bb.emit(expr, name_hint=op.name), layout)
+
+    def fixed(self, op: Op) -> None:
+        def substitute(expr):
+            if isinstance(expr, relax.Tuple):
+                return relax.Tuple([substitute(item) for item in expr.fields])
+            if isinstance(expr, relax.Var):
+                return self.read(expr.name, "NCHW")
+            return expr
+
+        call = op.call
+        expr = relax.Call(call.op, [substitute(arg) for arg in call.args], call.attrs, call.ty_args)
+        self.define(op, self.bb.emit(expr, name_hint=op.name.replace(".", "_")), "NCHW")
+
+    def define(self, op: Op, expr: relax.Expr, layout: str) -> None:
+        self.values[op.name] = (expr, layout if len(op.shape) == 4 else NOT_4D)
+
+    def run(self) -> Emitted:
+        params = [relax.Var(name, relax.TensorType(shape, "float32")) for name, shape in self.graph.inputs]
+        with self.bb.function("main", params):
+            for param in params:
+                self.values[param.name] = (param, "NCHW" if len(param.ty.shape.values) == 4 else NOT_4D)
+            with self.bb.dataflow():
+                for op in self.graph.ops:
+                    if op.kind in KERNEL_KINDS:
+                        self.kernel(op)
+                    elif op.role == "tunable":
+                        self.multi_input(op)
+                    elif op.role == "follower":
+                        self.follower(op)
+                    else:
+                        self.fixed(op)
+                outputs = [self.read(value, "NCHW") for value in self.graph.outputs]
+                result = relax.Tuple(outputs) if self.graph.output_is_tuple else outputs[0]
+                out = self.bb.emit_output(result)
+            self.bb.emit_func_output(out)
+        return Emitted(self.bb.get(), self.kernels, len(self.converted))
+
+
+def emit_module(graph: OpGraph, chosen: dict[str, Candidate], target: tvm.target.Target) -> Emitted:
+    """The Relax module running ``graph`` as ``chosen`` (node -> Candidate, already validated)."""
+    with target:
+        return _Emitter(graph, chosen, target).run()

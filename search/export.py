@@ -1,0 +1,138 @@
+"""Export a plan: validate it, emit the planned Relax module, compile it and check it against the stock NCHW build.
+
+``export(mod_or_graph, plan, target=..., threads=...)`` returns a ``CompiledPlan``; ``CompiledPlan.save(dir)`` writes
+the artifact directory that ``search.artifact.load_artifact`` reads back.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from search.artifact import quiet_tvm_log, random_arrays
+from search.emit import emit_module
+from search.errors import SearchError
+from search.graph import OpGraph, extract_graph
+from search.lower import lower_and_compile
+from search.plan import Plan, validate
+
+TOLERANCE = 1e-4
+LIBRARY = "model.so"
+
+
+def make_target(threads: int) -> tvm.target.Target:
+    """The host CPU target (its own ``mcpu``) with ``threads`` cores."""
+    return tvm.target.Target(
+        {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": int(threads)}
+    )
+
+
+def random_inputs(graph: OpGraph, seed: int) -> list[np.ndarray]:
+    """Standard-normal float32 arrays for the model inputs."""
+    return random_arrays([shape for _, shape in graph.inputs], seed)
+
+
+def run_vm(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Run ``main`` of a compiled executable / loaded library; outputs as a flat list of numpy arrays."""
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(executable, dev)
+    result = vm["main"](*[tvm.runtime.tensor(array, dev) for array in inputs])
+    if hasattr(result, "numpy"):
+        return [result.numpy()]
+    return [item.numpy() for item in result]
+
+
+def relative_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
+    """Largest ``max|out - ref| / max|ref|`` over the outputs."""
+    errors = []
+    for out, ref in zip(outputs, reference, strict=True):
+        if out.shape != ref.shape:
+            return float("inf")
+        scale = max(float(np.max(np.abs(ref))), 1e-12)
+        errors.append(float(np.max(np.abs(out - ref))) / scale)
+    return max(errors)
+
+
+@dataclass(frozen=True)
+class CompiledPlan:
+    """A compiled, numerically checked plan; ``manifest`` is what ``save`` writes to ``manifest.json``."""
+
+    executable: Any
+    plan: Plan
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``model.so``, ``plan.json`` and ``manifest.json`` into ``directory`` (created if needed)."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        with quiet_tvm_log():
+            self.executable.export_library(str(out / LIBRARY))
+        self.plan.save(out / "plan.json")
+        (out / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
+        return out
+
+
+def export(
+    mod_or_graph: tvm.IRModule | OpGraph,
+    plan: Plan,
+    *,
+    target: tvm.target.Target | None = None,
+    threads: int = 1,
+    seed: int = 0,
+) -> CompiledPlan:
+    """Compile ``plan`` for a model and check it against the model's stock NCHW build.
+
+    Parameters
+    ----------
+    mod_or_graph : tvm.IRModule or OpGraph
+        The model (a graph keeps its source module, which is the numerical reference).
+    plan : Plan
+        A candidate for every tunable node (validated before anything is compiled).
+    target : tvm.target.Target, optional
+        Defaults to ``make_target(threads)``.
+    threads : int
+        Cores the target is compiled for (recorded in the manifest).
+    seed : int
+        Seed of the random input used by the numerical check.
+
+    Raises
+    ------
+    SearchError
+        For an invalid plan, or when the output differs from the reference by more than ``TOLERANCE`` (relative to
+        the reference's largest magnitude).
+    """
+    graph = mod_or_graph if isinstance(mod_or_graph, OpGraph) else extract_graph(mod_or_graph)
+    chosen = validate(plan, graph)
+    target = target or make_target(threads)
+    emitted = emit_module(graph, chosen, target)
+    executable = lower_and_compile(emitted.module, emitted.kernels, target)
+    inputs = random_inputs(graph, seed)
+    reference = run_vm(tvm.compile(graph.module, target=target), inputs)
+    error = relative_error(run_vm(executable, inputs), reference)
+    if not error <= TOLERANCE:
+        raise SearchError(f"numerical check failed: relative error {error:.3g} > {TOLERANCE:g} against the stock "
+                          f"NCHW build (plan for {plan.model or 'the model'})")
+    manifest = {
+        "model": plan.model,
+        "args": plan.args,
+        "batch": graph.inputs[0][1][0],
+        "input_shapes": {name: list(shape) for name, shape in graph.inputs},
+        "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
+                   "num-cores": int(target.attrs.get("num-cores", threads))},
+        "threads": int(threads),
+        "tvm_version": tvm.__version__,
+        "tessera_version": importlib.metadata.version("tessera"),
+        "kernels": len(emitted.kernels),
+        "layout_transforms": emitted.transforms,
+        "numerical_check": {"passed": True, "relative_error": error, "tolerance": TOLERANCE, "seed": seed},
+        "library": LIBRARY,
+    }
+    return CompiledPlan(executable, plan, manifest)
+

@@ -1,0 +1,199 @@
+"""The operator graph tessera searches over, extracted from a Relax module.
+
+One ``Op`` per operator that matters for layouts. Three roles:
+
+- **tunable** ops get a layout (and a kernel schedule) from the plan: ``conv2d`` / ``depthwise_conv2d`` with their
+  fused epilogue (bias, residual add, relu / relu6; the residual is an extra input), ``dense``, and ``concat`` / ``add``
+  of 4-D activations (multi-input nodes: every input edge converts on its own);
+- **follower** ops (relu, clip, sigmoid, per-channel multiply/add of a constant, pooling) run in the layout of
+  their producer;
+- **fixed** ops (reshape, permute_dims, softmax, non-channel concats, ...) and the model inputs/outputs are plain NCHW.
+
+Layout edges join two tunable ops through follower chains and carry 4-D activations only (2-D tensors have the single
+layout ``NC`` and need no edge). Tunable ops that read from or write to a fixed op / model boundary are listed as
+boundary reads and writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from search.errors import SearchError
+
+TUNABLE_KINDS = ("conv2d", "depthwise_conv2d", "dense", "concat", "add")
+FOLLOWER_KINDS = (
+    "relu", "clip", "sigmoid", "channel_scale", "channel_shift", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"
+)
+KERNEL_KINDS = ("conv2d", "depthwise_conv2d", "dense")
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """One operator of the graph.
+
+    Attributes
+    ----------
+    name : str
+        Stable name, ``<kind>_<index>`` (e.g. ``conv2d_3``); plans refer to tunable ops by it.
+    kind : str
+        ``conv2d``, ``depthwise_conv2d``, ``dense``, ``concat``, ``add``, a follower kind, or the Relax name of a fixed
+        op (``reshape``, ``permute_dims``, ``nn.softmax``, ``concat`` of 2-D tensors, ...).
+    role : str
+        ``tunable`` (kinds in ``TUNABLE_KINDS``), ``follower`` (``FOLLOWER_KINDS``) or ``fixed``.
+    inputs : tuple of str
+        Names of the values read: other ops or model inputs. A conv's residual is its second input.
+    input_shapes : tuple of tuple of int
+        Logical (NCHW / NC) shapes of the inputs.
+    shape : tuple of int
+        Logical shape of the output.
+    attrs : dict
+        Operator attributes (conv: strides, padding, dilation, groups, kernel, bias, residual, activation; pools: the
+        Relax pool attributes; clip: min, max).
+    params : dict of str to numpy.ndarray
+        Constant operands: ``weight`` (OIHW for convs, (out, in) for dense) and ``bias`` ((C,)) when fused;
+        ``value`` ((C,)) of channel_scale / channel_shift.
+    bindings : tuple of str
+        Names of the Relax bindings this op replaces (for messages).
+    call : relax.Call or None
+        The original Relax call of a fixed op, re-emitted as is at export.
+    """
+
+    name: str
+    kind: str
+    role: str
+    inputs: tuple[str, ...]
+    input_shapes: tuple[tuple[int, ...], ...]
+    shape: tuple[int, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    bindings: tuple[str, ...] = ()
+    call: Any = field(default=None, repr=False)
+
+    def input_side(self, index: int) -> str:
+        """Which of this op's layouts input ``index`` must arrive in: ``in``, or ``out`` for a conv's residual."""
+        return "out" if self.kind in ("conv2d", "depthwise_conv2d") and index == 1 else "in"
+
+
+@dataclass(frozen=True)
+class LayoutEdge:
+    """A 4-D activation flowing from tunable op ``src`` (through followers) into input ``dst_input`` of ``dst``.
+
+    ``dst_side`` says which layout of ``dst`` the tensor must arrive in (``in``, or ``out`` for a residual); ``shape``
+    is the logical NCHW shape of the tensor at ``dst`` (after the followers).
+    """
+
+    src: str
+    dst: str
+    dst_input: int
+    dst_side: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BoundaryRead:
+    """Input ``input`` of tunable op ``node`` reads a fixed NCHW tensor of logical ``shape`` (model input, fixed op)."""
+
+    node: str
+    input: int
+    side: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BoundaryWrite:
+    """Tunable op ``node``'s output (through followers, logical ``shape``) reaches a fixed op or a model output."""
+
+    node: str
+    consumer: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class OpGraph:
+    """All ops in topological order, model inputs/outputs, layout edges and boundary reads/writes.
+
+    ``module`` is the Relax module the graph came from (the numerical reference at export).
+    """
+
+    ops: tuple[Op, ...]
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]
+    outputs: tuple[str, ...]
+    output_is_tuple: bool
+    edges: tuple[LayoutEdge, ...]
+    boundary_reads: tuple[BoundaryRead, ...]
+    boundary_writes: tuple[BoundaryWrite, ...]
+    module: Any = field(default=None, repr=False)
+    _by_name: dict[str, Op] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {op.name: op for op in self.ops})
+
+    def op(self, name: str) -> Op:
+        """The op called ``name``; SearchError if there is none."""
+        if name not in self._by_name:
+            raise SearchError(f"graph has no op named {name!r}")
+        return self._by_name[name]
+
+    @property
+    def tunable(self) -> tuple[Op, ...]:
+        """Tunable ops in topological order."""
+        return tuple(op for op in self.ops if op.role == "tunable")
+
+    def source(self, value: str) -> str | None:
+        """The tunable op whose layout ``value`` is stored in (following followers up), or None for fixed NCHW."""
+        return _source(self._by_name, value)
+
+
+def _source(by_name: dict[str, Op], value: str) -> str | None:
+    while value in by_name and by_name[value].role == "follower":
+        value = by_name[value].inputs[0]
+    op = by_name.get(value)
+    return op.name if op is not None and op.role == "tunable" else None
+
+
+def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[BoundaryRead], list[BoundaryWrite]]:
+    """Layout edges between tunable ops, and their reads from / writes to fixed NCHW tensors (4-D tensors only)."""
+    by_name = {op.name: op for op in ops}
+    edges, reads, writes = [], [], []
+    for op in ops:
+        for index, (value, shape) in enumerate(zip(op.inputs, op.input_shapes)):
+            src = _source(by_name, value)
+            if len(shape) != 4 or op.role == "follower":
+                continue
+            if op.role == "fixed":
+                writes.extend([BoundaryWrite(src, op.name, shape)] if src else [])
+            elif src is None:
+                reads.append(BoundaryRead(op.name, index, op.input_side(index), shape))
+            else:
+                edges.append(LayoutEdge(src, op.name, index, op.input_side(index), shape))
+    for value in outputs:
+        src = _source(by_name, value)
+        if src is not None and len(by_name[value].shape) == 4:
+            writes.append(BoundaryWrite(src, "output", by_name[value].shape))
+    return edges, reads, writes
+
+
+def extract_graph(mod) -> OpGraph:
+    """Build the ``OpGraph`` of ``mod["main"]``.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        A Relax module in NCHW/OIHW with constant weights (see ``search.zoo``).
+
+    Raises
+    ------
+    SearchError
+        For an operator outside the vocabulary (message names the op and its binding), non-constant weights, dynamic
+        shapes, grouped (non-depthwise) convolutions, or non-NCHW layouts.
+    """
+    from search.graph_extract import extract_ops
+
+    ops, inputs, outputs, output_is_tuple = extract_ops(mod)
+    edges, reads, writes = _connect(ops, outputs)
+    return OpGraph(
+        tuple(ops), tuple(inputs), tuple(outputs), output_is_tuple, tuple(edges), tuple(reads), tuple(writes), mod
+    )

@@ -1,0 +1,71 @@
+"""Lower an emitted module: legalise, give the legalised (non-template) functions a simple parallel schedule, check
+that the template kernels survive the default Relax pipeline unchanged, and compile.
+
+The CPU default pipeline of ``tvm.compile`` does not fuse, so ``call_tir`` kernels stay separate PrimFuncs; the check
+compares every kernel body after the pipeline with the body ``build_kernel`` returned.
+"""
+
+from __future__ import annotations
+
+import tvm
+import tvm_ffi
+from tvm import relax
+
+SCHEDULED = "tir.is_scheduled"
+MIN_PARALLEL = 4  # fuse leading spatial loops until at least this many parallel iterations
+
+
+def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+    """Parallelise the leading spatial loops of every block; vectorise the innermost loop of purely spatial ones."""
+    sch = tvm.s_tir.Schedule(func)
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        loops = sch.get_loops(block)
+        spatial = sum(1 for iv in sch.get(block).iter_vars if iv.iter_type == 0)
+        spatial = min(spatial, len(loops))
+        if spatial == 0:
+            continue
+        vector = loops[spatial - 1] if spatial == len(loops) and spatial > 1 else None
+        outer = loops[: spatial - 1] if vector is not None else loops[:spatial]
+        count, take = 1, 0
+        for loop in outer:
+            take += 1
+            count *= int(sch.get(loop).extent)
+            if count >= MIN_PARALLEL:
+                break
+        if take:
+            sch.parallel(sch.fuse(*outer[:take]) if take > 1 else outer[0])
+        if vector is not None and 2 <= int(sch.get(vector).extent) <= 64:
+            sch.vectorize(vector)
+    return sch.mod["main"].with_attr(SCHEDULED, True)
+
+
+def schedule_legalised(mod: tvm.IRModule) -> tvm.IRModule:
+    """Legalise ``mod`` and schedule every PrimFunc not already marked scheduled (the template kernels are)."""
+    mod = relax.transform.LegalizeOps()(mod)
+    updated = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc) and not func.attrs.get(SCHEDULED, False):
+            try:
+                updated[gvar] = _schedule_generic(func)
+            except (RuntimeError, OSError, ValueError):  # ScheduleError, or tvm-ffi's errors for odd loop nests
+                continue  # leave it unscheduled: correct, just serial
+    return updated
+
+
+def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], target: tvm.target.Target):
+    """Compile ``mod`` after checking each kernel in ``kernels`` (name -> built PrimFunc) is kept as built.
+
+    Raises
+    ------
+    RuntimeError
+        If the pipeline dropped, fused or rewrote a template kernel (a bug, not a user error).
+    """
+    scheduled = schedule_legalised(mod)
+    with target:
+        lowered = relax.get_pipeline("default")(scheduled)
+    functions = {gvar.name_hint: func for gvar, func in lowered.functions.items()}
+    for name, func in kernels.items():
+        kept = functions.get(name)
+        if kept is None or not tvm_ffi.structural_equal(kept.body, func.body):
+            raise RuntimeError(f"the compile pipeline changed template kernel {name}")
+    return tvm.compile(lowered, target=target, relax_pipeline=None)

@@ -1,0 +1,120 @@
+"""Plans: the candidate chosen for every tunable node of a model, JSON I/O, validation and the uniform baselines.
+
+A plan file::
+
+    {"model": "resnet18", "args": {"batch": 1, "image_size": 224},
+     "choices": {"conv2d_0": "NCHW>NCHW16c:reg_n=14,unroll_kw=1", "concat_0": "NCHW16c", ...}}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from search.candidates import Candidate, check_candidate, kernel_spec
+from search.errors import SearchError
+from search.graph import KERNEL_KINDS, Op, OpGraph
+from search.layouts import BLOCK_SIZES, block_size
+from search.templates import knob_space
+
+BASELINES = ("nchw", "nhwc", "nchw16c")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Node name -> candidate name, plus the model it was made for (name and load arguments)."""
+
+    choices: dict[str, str]
+    model: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "args": dict(self.args), "choices": dict(self.choices)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Plan:
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), dict):
+            raise SearchError("a plan is a JSON object with a 'choices' object (node -> candidate)")
+        choices = data["choices"]
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in choices.items()):
+            raise SearchError("plan 'choices' must map node names to candidate strings")
+        return cls(dict(choices), str(data.get("model", "")), dict(data.get("args") or {}))
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        text = Path(path).read_text()
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SearchError(f"{path}: not valid JSON ({exc})") from exc
+        try:
+            return cls.from_dict(data)
+        except SearchError as exc:
+            raise SearchError(f"{path}: {exc}") from exc
+
+    def candidate(self, node: str) -> Candidate:
+        return Candidate.parse(self.choices[node])
+
+
+def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:
+    """Check ``plan`` against ``graph`` and return node -> Candidate.
+
+    Raises SearchError for unknown or missing nodes, malformed candidates, layouts whose block does not divide the
+    channels, layout pairs without a kernel and knobs outside the template's space.
+    """
+    tunable = {op.name: op for op in graph.tunable}
+    unknown = sorted(set(plan.choices) - set(tunable))
+    if unknown:
+        raise SearchError(f"plan names unknown node(s) {', '.join(unknown)}; the graph's tunable nodes are "
+                          f"{', '.join(tunable)}")
+    missing = [name for name in tunable if name not in plan.choices]
+    if missing:
+        raise SearchError(f"plan has no candidate for node(s) {', '.join(missing)}")
+    chosen = {}
+    for name, op in tunable.items():
+        candidate = plan.candidate(name)
+        check_candidate(op, candidate)
+        chosen[name] = candidate
+    return chosen
+
+
+def nearest_layout(layout: str, *channels: int) -> str:
+    """``layout`` if it fits every channel count; else the largest smaller block dividing them all; else NCHW."""
+    block = block_size(layout)
+    if block is None:
+        return layout
+    fitting = [b for b in BLOCK_SIZES if b <= block and all(c % b == 0 for c in channels)]
+    return f"NCHW{max(fitting)}c" if fitting else "NCHW"
+
+
+def _uniform_candidate(op: Op, layout: str) -> Candidate:
+    if op.kind not in KERNEL_KINDS:
+        shared = nearest_layout(layout, op.shape[1], *(shape[1] for shape in op.input_shapes))
+        return Candidate(shared, shared)
+    if op.kind == "dense":
+        in_layout = out_layout = "NC"
+    elif op.kind == "depthwise_conv2d":
+        in_layout = out_layout = nearest_layout(layout, op.shape[1])
+    else:
+        in_layout, out_layout = nearest_layout(layout, op.input_shapes[0][1]), nearest_layout(layout, op.shape[1])
+    default_knobs = knob_space(kernel_spec(op, Candidate(in_layout, out_layout)), 1)[0]
+    return Candidate(in_layout, out_layout, default_knobs)
+
+
+def baseline_plan(graph: OpGraph, name: str, model: str = "", args: dict[str, Any] | None = None) -> Plan:
+    """A uniform plan: ``nchw``, ``nhwc`` or ``nchw16c``, every kernel with its default knobs.
+
+    Where 16 does not divide a tensor's channels, ``nchw16c`` uses the largest smaller block that does (8, then 4),
+    else NCHW; each side of a conv is chosen on its own channel count (a depthwise conv keeps in == out), a concat/add
+    uses the largest block dividing every input.
+    """
+    layouts = {"nchw": "NCHW", "nhwc": "NHWC", "nchw16c": "NCHW16c"}
+    if name not in layouts:
+        raise SearchError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES)}")
+    choices = {op.name: _uniform_candidate(op, layouts[name]).name for op in graph.tunable}
+    return Plan(choices, model, dict(args or {}))

@@ -1,0 +1,118 @@
+"""Exporting plans: mixed layouts side by side, numerical check, artifact round trip, uniform baselines."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tvm
+from tvm import relax
+
+from search.artifact import load_artifact, measure_latency
+from search.emit import emit_module
+from search.errors import SearchError
+from search.export import export, make_target, random_inputs, relative_error, run_vm
+from search.graph import extract_graph
+from search.lower import lower_and_compile
+from search.plan import Plan, baseline_plan, validate
+from tests.search.tiny_nets import add_node_net, residual_concat_net, ssd_like_net
+
+# NCHW, NHWC, NCHW8c and NCHW16c side by side; concat_0 (NCHW16c) gets one input in NHWC and one in NCHW8c; the
+# residual of conv2d_1 arrives in NHWC and must be converted to its NCHW8c output layout.
+MIXED = {
+    "conv2d_0": "NCHW>NHWC",
+    "conv2d_1": "NHWC>NCHW8c",
+    "conv2d_2": "NCHW8c>NHWC:reg_n=2",
+    "conv2d_3": "NCHW16c>NCHW8c",
+    "concat_0": "NCHW16c",
+    "conv2d_4": "NCHW16c>NCHW",
+    "depthwise_conv2d_0": "NCHW8c",
+    "conv2d_5": "NHWC>NCHW16c",
+    "dense_0": "NC>NC",
+}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return extract_graph(residual_concat_net())
+
+
+@pytest.fixture(scope="module")
+def target():
+    return make_target(1)
+
+
+def _transforms(module) -> set[str]:
+    bindings = [b.var.name for block in module["main"].body.blocks for b in block.bindings]
+    return {name for name in bindings if "_to_" in name}
+
+
+def test_mixed_plan_exports_matches_reference_and_reloads(graph, target, tmp_path):
+    plan = Plan(MIXED, model="tiny", args={"batch": 1})
+    emitted = emit_module(graph, validate(plan, graph), target)
+    assert {"conv2d_2_to_NCHW16c", "conv2d_3_to_NCHW16c", "conv2d_0_to_NCHW8c"} <= _transforms(emitted.module)
+    assert "conv2d_1_to_NCHW16c" not in _transforms(emitted.module)  # the pool runs in its producer's NCHW8c
+    assert len(emitted.kernels) == 8 and all(f.attrs["tir.is_scheduled"] for f in emitted.kernels.values())
+
+    compiled = export(graph, plan, target=target, threads=1, seed=3)
+    check = compiled.manifest["numerical_check"]
+    assert check["passed"] and check["relative_error"] <= 1e-4 and check["seed"] == 3
+
+    compiled.save(tmp_path / "art")
+    manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
+    assert manifest["input_shapes"] == {"data": [1, 3, 8, 8]} and manifest["threads"] == 1
+    assert manifest["tvm_version"] == tvm.__version__ and manifest["tessera_version"]
+    artifact = load_artifact(tmp_path / "art")
+    assert artifact.plan == plan
+    inputs = random_inputs(graph, 7)
+    dev = tvm.cpu()
+    vm = relax.VirtualMachine(artifact.library, dev)
+    out = vm["main"](tvm.runtime.tensor(inputs[0], dev)).numpy()
+    reference = run_vm(tvm.compile(graph.module, target=target), inputs)
+    assert out.shape == (1, 10) and relative_error([out], reference) <= 1e-4
+
+
+@pytest.mark.parametrize("baseline", ["nchw", "nhwc", "nchw16c"])
+def test_uniform_baselines_export(baseline, target):
+    graph = extract_graph(add_node_net())  # standalone add node, per-channel scale/shift, softmax, two outputs
+    compiled = export(graph, baseline_plan(graph, baseline), target=target, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+    assert len(run_vm(compiled.executable, random_inputs(graph, 0))) == 2
+
+
+def test_blocked_predictors_feed_fixed_ssd_outputs(target):
+    graph = extract_graph(ssd_like_net())  # 12-channel predictors: nchw16c falls back to NCHW4c
+    plan = baseline_plan(graph, "nchw16c")
+    assert plan.candidate("conv2d_2").out_layout == "NCHW4c"
+    compiled = export(graph, plan, target=target, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+    assert run_vm(compiled.executable, random_inputs(graph, 0))[0].shape == (1, 240, 4)
+
+
+def test_invalid_plan_fails_before_compiling(graph, target):
+    with pytest.raises(SearchError, match="conv2d_0.*divisible by 32"):
+        export(graph, Plan({**MIXED, "conv2d_0": "NCHW>NCHW32c"}), target=target)
+
+
+def test_pipeline_check_detects_a_changed_kernel(graph, target):
+    emitted = emit_module(graph, validate(Plan(MIXED), graph), target)
+    names = sorted(emitted.kernels)
+    swapped = {names[0]: emitted.kernels[names[1]]}
+    with pytest.raises(RuntimeError, match=f"changed template kernel {names[0]}"):
+        lower_and_compile(emitted.module, swapped, target)
+
+
+def test_relative_error_is_relative_to_the_reference_scale():
+    ref = [np.array([10.0, -20.0])]
+    assert relative_error([np.array([10.0, -20.002])], ref) == pytest.approx(1e-4)
+    assert relative_error([np.zeros(3)], ref) == float("inf")
+
+
+def test_measure_latency(graph, target, tmp_path):
+    export(graph, baseline_plan(graph, "nchw16c"), target=target).save(tmp_path)
+    latency = measure_latency(load_artifact(tmp_path), repeat=3)
+    assert 0 < latency.min_ms <= latency.median_ms <= latency.max_ms and latency.repeat == 3
+    assert latency.threads == 1 and latency.runtime_threads >= 1 and latency.spread_ms >= 0
+    with pytest.raises(SearchError, match="not a tessera artifact"):
+        load_artifact(tmp_path / "nowhere")

@@ -1,0 +1,61 @@
+"""``tessera export`` and ``tessera run`` end to end on a small zoo model, and their one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.cli import main
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "resnet18"
+    assert main(["export", "resnet18", "--plan", "nchw16c", "--out", str(out), "--image-size", "32"]) == 0
+    return out
+
+
+def test_export_writes_a_checked_artifact(artifact, capsys):
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert manifest["model"] == "resnet18" and manifest["input_shapes"] == {"data": [1, 3, 32, 32]}
+    assert manifest["numerical_check"]["passed"] and (artifact / "model.so").is_file()
+    assert json.loads((artifact / "plan.json").read_text())["args"]["image_size"] == 32
+
+
+def test_run_prints_latency(artifact, capsys):
+    assert main(["run", str(artifact), "--repeat", "3", "--json"]) == 0
+    latency = json.loads(capsys.readouterr().out)
+    assert latency["repeat"] == 3 and latency["median_ms"] > 0 and latency["threads"] == 1
+
+
+def _one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["export", "nosuchnet", "--plan", "nchw"], "unknown model 'nosuchnet'"),
+        (["export", "resnet18", "--plan", "nchw8c", "--image-size", "32"], "nchw8c: No such file"),
+    ],
+)
+def test_export_user_errors(argv, message, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert message in _one_error_line(capsys)
+
+
+def test_export_rejects_a_plan_for_another_graph(artifact, capsys, tmp_path):
+    plan = json.loads((artifact / "plan.json").read_text())
+    plan["choices"]["conv2d_99"] = "NCHW>NCHW"
+    (tmp_path / "bad.json").write_text(json.dumps(plan))
+    argv = ["export", "resnet18", "--plan", str(tmp_path / "bad.json"), "--out", str(tmp_path / "out")]
+    assert main([*argv, "--image-size", "32"]) == 2
+    assert "unknown node(s) conv2d_99" in _one_error_line(capsys)
+
+
+def test_run_rejects_a_directory_that_is_no_artifact(capsys, tmp_path):
+    assert main(["run", str(tmp_path)]) == 2
+    assert "not a tessera artifact" in _one_error_line(capsys)
