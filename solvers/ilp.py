@@ -1,0 +1,337 @@
+"""Exact solver: the local-polytope integer program, solved by CP-SAT (default) or SCIP.
+
+The model (see ``solvers/bound.py`` for its LP relaxation) has a binary ``x[u, i]`` per allowed candidate ``i`` of node
+``u`` and a ``y[e, i, j]`` per allowed pair of edge ``e = (u, v)``; each node takes exactly one candidate and the
+marginal constraints ``sum_j y[e, i, j] = x[u, i]``, ``sum_i y[e, i, j] = x[v, j]`` tie each edge's pair to its end
+nodes. Forbidden candidates and pairs have no variable, so every solution has finite cost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from solvers.base import Solution, Solver, SolverError, register
+from solvers.problem import Problem
+
+AUTO_MAX_COST = 2**30
+"""Automatic power-of-two scale: the largest finite cost, scaled, stays below this (about 1.07e9)."""
+
+DECIMALS = 6
+"""Automatic scale: costs with at most this many decimal places are scaled by a power of ten and stay exact."""
+
+MAX_TOTAL = 2**53
+"""The scaled costs, summed over nodes and edges (largest entry of each), must stay below this: every objective value
+is then an exact integer in a double and far from CP-SAT's int64 limits."""
+
+BACKENDS = ("cpsat", "scip")
+
+SCIP_MARGIN = 1e-6
+"""SCIP's dual bound is lowered by ``SCIP_MARGIN * (1 + |bound|)`` for its floating-point tolerances."""
+
+PORTFOLIO = ("max_lp", "core", "quick_restart", "reduced_costs", "default_lp", "pseudo_costs", "no_lp")
+"""CP-SAT full-problem subsolvers, in the order they are given to workers (at least the first two, one per worker
+beyond). ``max_lp`` (linearization level 2: the whole local polytope in the LP) comes first because it is what proves
+optimality; ``core`` (core-based lower bounds) found the better solutions on the hard instances measured."""
+
+
+@dataclass(frozen=True)
+class ScaledCosts:
+    """Integer costs for CP-SAT: ``round(cost * scale)``, inf kept for forbidden entries.
+
+    ``error`` bounds ``|scaled objective / scale - true objective|`` for every assignment: the largest rounding error
+    of each node's costs and each edge's matrix, summed (at most ``0.5 / scale`` per node and edge; 0 when exact).
+    """
+
+    scale: float
+    nodes: tuple[np.ndarray, ...]
+    pairs: dict[tuple[int, int], np.ndarray]
+    error: float
+
+
+def scale_costs(problem: Problem, scale: float | None = None) -> ScaledCosts:
+    """Scale and round the finite costs of ``problem`` to integers.
+
+    With ``scale=None`` the smallest of 1, 10, ..., ``10**DECIMALS`` that makes every finite cost an integer is used
+    (so integer and few-decimal costs stay exact), else the power of two that brings the largest finite cost just
+    below ``AUTO_MAX_COST`` (a power of two multiplies floats exactly: the only error is the rounding to integers).
+
+    Examples
+    --------
+    >>> costs = scale_costs(Problem.build([("a", ["x", "y"], [3, 4])]))
+    >>> costs.scale, costs.nodes[0].tolist(), costs.error
+    (1.0, [3.0, 4.0], 0.0)
+    >>> costs = scale_costs(Problem.build([("a", ["x", "y"], [1.25, 0.001])]))
+    >>> costs.scale, costs.nodes[0].tolist(), costs.error < 1e-15
+    (1000.0, [1250.0, 1.0], True)
+    >>> costs = scale_costs(Problem.build([("a", ["x", "y"], [1 / 3, 1.0])]))
+    >>> costs.scale == 2**29, costs.error <= 0.5 / 2**29
+    (True, True)
+    """
+    arrays = [node.costs for node in problem.nodes] + list(problem.pairs.values())
+    finite = [a[np.isfinite(a)] for a in arrays]
+    peaks = np.array([f.max() for f in finite if f.size])  # the largest entry of each node and edge
+    if scale is None:
+        scale = _auto_scale(np.concatenate(finite), peaks)
+    scaled = [np.where(np.isfinite(a), np.rint(a * scale), math.inf) for a in arrays]
+    total = float(np.sum(peaks)) * scale
+    if not total < MAX_TOTAL:
+        raise SolverError(f"ilp: scale {scale:g} makes the scaled costs too large for exact integers (sum {total:g})")
+    error = sum(float(np.max(np.abs(s[np.isfinite(s)] / scale - f))) for s, f in zip(scaled, finite) if f.size)
+    if math.frexp(scale)[0] != 0.5:  # not a power of two: n / scale is itself rounded, by half an ulp at most
+        error += float(np.sum(peaks)) * 2.0**-52
+    n = problem.num_nodes
+    return ScaledCosts(scale, tuple(scaled[:n]), dict(zip(problem.pairs, scaled[n:])), error * (1 + 1e-12))
+
+
+def _auto_scale(costs: np.ndarray, peaks: np.ndarray) -> float:
+    """The automatic scale for finite ``costs`` whose per-node/edge maxima are ``peaks`` (see ``scale_costs``)."""
+    total = float(np.sum(peaks))
+    for decimals in range(DECIMALS + 1):
+        scale = 10.0**decimals
+        if not total * scale < MAX_TOTAL:
+            break
+        if np.array_equal(np.rint(costs * scale) / scale, costs):
+            return scale
+    largest = float(np.max(peaks, initial=0.0))
+    if largest == 0.0:
+        return 1.0
+    exponent = math.frexp(AUTO_MAX_COST)[1] - math.frexp(largest)[1] - 1  # largest < 2**e: largest * scale < 2**30
+    return math.ldexp(1.0, max(-1000, min(1000, exponent)))
+
+
+@register
+class ILPSolver(Solver):
+    """The local-polytope integer program, solved exactly by CP-SAT or SCIP.
+
+    Parameters
+    ----------
+    time_limit
+        Seconds (default 60, including the PBQP hint; None = unlimited). CP-SAT needs a limit by default: a proof can
+        take exponential time, and without one a hard instance would never return. A limit shorter than CP-SAT's
+        presolve (about 1 s for 200 nodes x 8 candidates here) ends with ``not_found``.
+    workers
+        CP-SAT worker threads (default 2). One runs the base search with the full LP; more run the first ``workers``
+        of ``PORTFOLIO`` (``max_lp``, the worker that proves optimality, first) in CP-SAT's deterministic interleaved
+        mode. Ignored by SCIP.
+    backend
+        ``"cpsat"`` (default) or ``"scip"`` (the same model through ``pywraplp``, with floating-point costs).
+    hint
+        Solve with the PBQP solver first and give its assignment to the backend as a solution hint (if finite).
+    seed
+        Random seed of the backend.
+    scale
+        CP-SAT only: costs are multiplied by ``scale`` and rounded to integers. None (default) picks it (see
+        ``scale_costs``): 1 for integer costs and a power of ten for costs with at most six decimals, which keep them
+        exact, else the power of two that brings the largest cost just below 2**30.
+
+    Notes
+    -----
+    Status. ``optimal`` means the backend proved its model optimal. For CP-SAT that model has the rounded costs: with a
+    rounding error bound ``err`` (logged; 0 for integer costs, ~1e-16 relative for few-decimal costs) the assignment
+    is within ``2 * err`` of the true optimum, and ``lower_bound`` is the proven ``best_bound / scale - err`` (clipped
+    to the cost), which is the cost itself when ``err = 0``. ``feasible``: out of time with a solution and the proven
+    bound. ``infeasible``: proven that no finite-cost assignment exists (``lower_bound`` inf). ``not_found``: out of
+    time without a solution; the empty assignment is returned, never the hint or another solver's answer. SCIP's bound
+    is its dual bound less ``SCIP_MARGIN * (1 + |bound|)`` for its tolerances, also when optimal.
+
+    Determinism. With several workers CP-SAT runs with ``interleave_search``: batches of tasks synchronised in a fixed
+    order, so a solve that ends before the time limit returns the same assignment for the same seed and ``workers``
+    (the default portfolio with free threads returned different equal-cost optima). One worker is sequential, SCIP
+    single-threaded. A solve cut short by the wall-clock limit is not reproducible.
+
+    Examples
+    --------
+    >>> p = Problem.build([("a", ["x", "y"], [1, 3]), ("b", ["x", "y"], [2, 1])], [("a", "b", [[0, 5], [5, 0]])])
+    >>> sol = ILPSolver(hint=False).solve(p)
+    >>> sol.status, sol.cost, dict(sol.assignment)
+    ('optimal', 3.0, {'a': 'x', 'b': 'x'})
+    """
+
+    name = "ilp"
+
+    def __init__(
+        self,
+        *,
+        time_limit: float | None = 60.0,
+        workers: int = 2,
+        backend: str = "cpsat",
+        hint: bool = True,
+        seed: int = 0,
+        scale: float | None = None,
+    ) -> None:
+        super().__init__(time_limit=time_limit)
+        self.workers = workers
+        self.backend = backend
+        self.hint = hint
+        self.seed = seed
+        self.scale = scale
+
+    def _check_params(self) -> None:
+        super()._check_params()
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise SolverError(f"ilp: workers must be a positive integer, got {self.workers!r}")
+        if self.backend not in BACKENDS:
+            raise SolverError(f"ilp: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if not isinstance(self.hint, bool):
+            raise SolverError(f"ilp: hint must be True or False, got {self.hint!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
+            raise SolverError(f"ilp: seed must be an integer in [0, 2**31), got {self.seed!r}")
+        if self.scale is not None and (
+            isinstance(self.scale, bool)
+            or not isinstance(self.scale, (int, float))
+            or not (math.isfinite(self.scale) and self.scale > 0)
+        ):
+            raise SolverError(f"ilp: scale must be None or a positive finite number, got {self.scale!r}")
+
+    def _solve(self, problem: Problem, start: float) -> Solution:
+        log: list[str] = []
+        hint = self._hint(problem, start, log) if self.hint else None
+        if self.backend == "scip":
+            return self._solve_scip(problem, start, hint, log)
+        return self._solve_cpsat(problem, start, hint, log)
+
+    def _hint(self, problem: Problem, start: float, log: list[str]) -> tuple[int, ...] | None:
+        """The PBQP solver's assignment (within the time left), or None if it has no finite one."""
+        from solvers.pbqp import PBQPSolver
+
+        time_left = self._time_left(start)
+        try:
+            solution = PBQPSolver(time_limit=time_left if math.isfinite(time_left) else None).solve(problem)
+        except SolverError as exc:
+            log.append(f"hint: none ({exc})")
+            return None
+        if not solution.assignment or math.isinf(solution.cost):
+            log.append("hint: none (pbqp found no finite-cost assignment)")
+            return None
+        log.append(f"hint: pbqp cost {solution.cost:.12g} in {solution.seconds:.3f} s")
+        return problem.to_indices(solution.assignment)
+
+    # ------------------------------------------------------------------ CP-SAT
+    def _solve_cpsat(self, problem: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> Solution:
+        from ortools.sat.python import cp_model
+
+        # Data
+        costs = scale_costs(problem, self.scale)
+        log.append(f"scale {costs.scale:g}; rounding error bound {costs.error:g} (cost units, whole objective)")
+        model = cp_model.CpModel()
+        # Variables
+        x = {
+            (u, int(i)): model.new_bool_var(f"x[{u},{i}]")
+            for u, c in enumerate(costs.nodes)
+            for i in np.flatnonzero(np.isfinite(c))
+        }
+        y = {
+            ((u, v), int(i), int(j)): model.new_bool_var(f"y[{u},{v},{i},{j}]")
+            for (u, v), m in costs.pairs.items()
+            for i, j in zip(*np.nonzero(np.isfinite(m)))
+            if (u, int(i)) in x and (v, int(j)) in x
+        }
+        # Constraints
+        allowed: dict[int, list[int]] = {u: [] for u in range(problem.num_nodes)}
+        for u, i in x:
+            allowed[u].append(i)
+        for u, candidates in allowed.items():
+            model.add_exactly_one(x[u, i] for i in candidates)
+        rows: dict[tuple[tuple[int, int], int], list[Any]] = {}
+        cols: dict[tuple[tuple[int, int], int], list[Any]] = {}
+        for (e, i, j), var in y.items():
+            rows.setdefault((e, i), []).append(var)
+            cols.setdefault((e, j), []).append(var)
+        for u, v in costs.pairs:
+            for i in allowed[u]:
+                model.add(cp_model.LinearExpr.sum(rows.get(((u, v), i), [])) == x[u, i])
+            for j in allowed[v]:
+                model.add(cp_model.LinearExpr.sum(cols.get(((u, v), j), [])) == x[v, j])
+        # Objective
+        terms = [(var, int(costs.nodes[u][i])) for (u, i), var in x.items()]
+        terms += [(var, int(costs.pairs[e][i, j])) for (e, i, j), var in y.items()]
+        terms = [(var, c) for var, c in terms if c]
+        model.minimize(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms]))
+        if hint is not None:
+            for (u, i), var in x.items():
+                model.add_hint(var, hint[u] == i)
+            for ((u, v), i, j), var in y.items():
+                model.add_hint(var, hint[u] == i and hint[v] == j)
+        # Solve
+        solver = cp_model.CpSolver()
+        params = solver.parameters
+        time_left = self._time_left(start)
+        if math.isfinite(time_left):
+            params.max_time_in_seconds = max(time_left, 1e-3)
+        params.num_workers = self.workers
+        params.random_seed = self.seed
+        params.linearization_level = 2  # the marginals in the LP: without it CP-SAT proves nothing on real graphs
+        params.probing_deterministic_time_limit = 0.1  # presolve probing (default 1.0) took 1.5 s of 2 s limits
+        if self.workers > 1:
+            params.interleave_search = True  # deterministic parallel search
+            for subsolver in PORTFOLIO[: max(2, self.workers)]:
+                params.subsolvers.append(subsolver)
+        status = solver.solve(model)
+        log.append(
+            f"cp-sat {solver.status_name(status)} in {solver.wall_time:.3f} s: {len(x)} x, {len(y)} y, "
+            f"{self.workers} worker(s); scaled objective {solver.objective_value:.17g}, "
+            f"bound {solver.best_objective_bound:.17g}"
+        )
+        # Read back
+        if status == cp_model.MODEL_INVALID:
+            raise SolverError(f"ilp: CP-SAT rejected the model: {model.validate()}")
+        if status == cp_model.INFEASIBLE:
+            return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
+        bound = solver.best_objective_bound / costs.scale - costs.error
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            known = max(0.0, bound) if math.isfinite(bound) else None
+            return Solution(self.name, {}, math.inf, "not_found", lower_bound=known, log=tuple(log))
+        chosen = [next(i for i in allowed[u] if solver.boolean_value(x[u, i])) for u in range(problem.num_nodes)]
+        cost = problem.evaluate(chosen)
+        optimal = status == cp_model.OPTIMAL
+        bound = cost if optimal and costs.error == 0 else min(cost, max(0.0, bound))
+        return Solution(
+            self.name, problem.to_names(chosen), cost, "optimal" if optimal else "feasible", bound, log=tuple(log)
+        )
+
+    # ------------------------------------------------------------------ SCIP
+    def _solve_scip(self, problem: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> Solution:
+        from ortools.linear_solver import pywraplp
+
+        from solvers.bound import local_polytope
+
+        solver = pywraplp.Solver.CreateSolver("SCIP")
+        if solver is None:
+            raise SolverError("ilp: OR-Tools has no SCIP solver")
+        model = local_polytope(solver, problem, binary_x=True)
+        if hint is not None:
+            solver.SetHint(list(model.x.values()), [float(hint[u] == i) for u, i in model.x])
+        time_left = self._time_left(start)
+        if math.isfinite(time_left):
+            solver.SetTimeLimit(max(1, int(time_left * 1000)))
+        solver.SetSolverSpecificParametersAsString(f"randomization/randomseedshift = {self.seed}\n")
+        params = pywraplp.MPSolverParameters()
+        params.SetDoubleParam(params.RELATIVE_MIP_GAP, 0.0)
+        status = solver.Solve(params)
+        names = {
+            pywraplp.Solver.OPTIMAL: "OPTIMAL",
+            pywraplp.Solver.FEASIBLE: "FEASIBLE",
+            pywraplp.Solver.INFEASIBLE: "INFEASIBLE",
+        }
+        log.append(
+            f"scip {names.get(status, f'status {status}')} in {solver.wall_time() / 1000:.3f} s: "
+            f"{len(model.x)} x, {len(model.y)} y"
+        )
+        if status == pywraplp.Solver.INFEASIBLE:
+            return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
+        if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+            return Solution(self.name, {}, math.inf, "not_found", log=tuple(log))
+        chosen = [0] * problem.num_nodes
+        value = [-math.inf] * problem.num_nodes
+        for (u, i), var in model.x.items():
+            if var.solution_value() > value[u]:
+                chosen[u], value[u] = i, var.solution_value()
+        cost = problem.evaluate(chosen)
+        best = solver.Objective().BestBound()
+        bound = min(cost, max(0.0, best - SCIP_MARGIN * (1 + abs(best))))
+        status_name = "optimal" if status == pywraplp.Solver.OPTIMAL else "feasible"
+        return Solution(self.name, problem.to_names(chosen), cost, status_name, bound, log=tuple(log))
