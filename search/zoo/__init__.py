@@ -71,7 +71,7 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
 8. The output: one tensor, or ``R.Tuple`` of two tensors for ``ssd_resnet50_512``.
 
 ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` and are then rewritten into the same vocabulary (see
-``onnx_import.py``): BatchNorm and constant scales fold into convolutions, every conv and dense gets its bias add,
+``onnx/``): BatchNorm and constant scales fold into convolutions, every conv and dense gets its bias add,
 the input is renamed ``data``, other variables are named ``conv0``, ``conv0_bias``, ``relu3``, ... Differences from
 zoo modules: a conv may carry a dilation other than 1 if the file has one, and any op may be followed by the
 per-channel ``R.multiply`` / ``R.add`` of item 2 (a BatchNorm or Mul/Add by a per-channel constant that could not be
@@ -160,7 +160,7 @@ def load_model(name_or_path: str, *, batch: int = 1, image_size: int | None = No
     """
     name = str(name_or_path)
     if name.lower().endswith(".onnx"):
-        from search.zoo.onnx_import import load_onnx
+        from search.zoo.onnx import load_onnx
 
         return load_onnx(name, batch=batch, image_size=image_size)
     spec = _spec(name)

@@ -102,7 +102,7 @@ def test_import_folds_into_the_vocabulary_and_keeps_numerics(onnx, tmp_path):
 
 
 def test_dynamic_dimensions_are_bound_or_rejected(onnx):
-    from search.zoo.onnx_import import import_onnx_model
+    from search.zoo.onnx import import_onnx_model
 
     mod = import_onnx_model(_model(onnx, batch="N"), batch=3)
     assert [int(d) for d in mod["main"].params[0].ty.shape] == [3, 3, 32, 32]
@@ -119,7 +119,7 @@ def test_dynamic_dimensions_are_bound_or_rejected(onnx):
 def test_unsupported_operator_is_named(onnx):
     from onnx import helper
 
-    from search.zoo.onnx_import import import_onnx_model
+    from search.zoo.onnx import import_onnx_model
 
     softmax = helper.make_node("Softmax", ["y"], ["prob"], name="head_softmax")
     with pytest.raises(SearchError, match="unsupported ONNX operator\\(s\\) Softmax \\(node 'head_softmax'\\)"):
@@ -127,7 +127,7 @@ def test_unsupported_operator_is_named(onnx):
 
 
 def test_clip_other_than_relu6_is_rejected(onnx):
-    from search.zoo.onnx_import import import_onnx_model
+    from search.zoo.onnx import import_onnx_model
 
     with pytest.raises(SearchError, match="Clip\\(min=0.0, max=1.0\\) is not supported"):
         import_onnx_model(_model(onnx, clip=(0.0, 1.0)))

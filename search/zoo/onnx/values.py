@@ -1,0 +1,144 @@
+"""What the rewriter binds to the frontend's variables besides emitted Relax variables and numpy constants.
+
+Layers and clips stay *pending* (not emitted yet) while a following bias, BatchNorm, per-channel scale or second
+bound can still fold into them; ``Items`` stands for a tuple-valued binding, ``Unusable`` for an item that may not
+be read. Anything the vocabulary cannot express raises ``Unsupported``, which the loader turns into ``SearchError``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+from tvm import relax
+
+
+class Unsupported(Exception):
+    """The frontend's output holds something the zoo's op vocabulary cannot express."""
+
+
+@dataclass(frozen=True)
+class PendingLayer(ABC):
+    """A conv2d or dense layer with its bias, both float64, not emitted yet."""
+
+    data: relax.Var
+    weight: np.ndarray
+    bias: np.ndarray  # (out,)
+
+    kind: ClassVar[str]  # name prefix of the emitted variables
+    rank: ClassVar[int]  # of the input and output activations; channels are on axis 1
+    out_axis: ClassVar[int]  # of the weight
+
+    @property
+    def channels(self) -> int:
+        return len(self.bias)
+
+    def folded(self, scale: np.ndarray | None = None, shift: np.ndarray | None = None) -> PendingLayer:
+        """This layer followed by ``* scale + shift`` per output channel (``None`` leaves that step out)."""
+        weight, bias = self.weight, self.bias
+        if scale is not None:
+            axes = [1] * weight.ndim
+            axes[self.out_axis] = -1
+            weight, bias = weight * scale.reshape(axes), bias * scale
+        if shift is not None:
+            bias = bias + shift
+        return replace(self, weight=weight, bias=bias)
+
+    @abstractmethod
+    def call(self) -> relax.Call:
+        """The layer without its bias, on float32 weights."""
+
+
+@dataclass(frozen=True)
+class PendingConv(PendingLayer):
+    """weight OIHW; ``attrs`` are the frontend's Conv2DAttrs (strides, padding, dilation, groups)."""
+
+    attrs: Any
+
+    kind: ClassVar[str] = "conv"
+    rank: ClassVar[int] = 4
+    out_axis: ClassVar[int] = 0
+
+    def call(self) -> relax.Call:
+        return relax.op.nn.conv2d(
+            self.data,
+            relax.const(self.weight.astype(np.float32)),
+            strides=[int(s) for s in self.attrs.strides],
+            padding=[int(p) for p in self.attrs.padding],
+            dilation=[int(d) for d in self.attrs.dilation],
+            groups=int(self.attrs.groups),
+        )
+
+
+@dataclass(frozen=True)
+class PendingDense(PendingLayer):
+    """weight (in, out), applied as ``R.matmul(x, W)``."""
+
+    kind: ClassVar[str] = "dense"
+    rank: ClassVar[int] = 2
+    out_axis: ClassVar[int] = 1
+
+    def call(self) -> relax.Call:
+        return relax.op.matmul(self.data, relax.const(self.weight.astype(np.float32)))
+
+
+@dataclass(frozen=True)
+class PendingClip:
+    data: relax.Var
+    low: float = -math.inf
+    high: float = math.inf
+
+
+@dataclass(frozen=True)
+class Items:
+    """A tuple-valued binding (batch_norm, dropout): only the listed items may be read."""
+
+    items: dict[int, Any] = field(default_factory=dict)
+    producer: str = ""
+
+
+@dataclass(frozen=True)
+class Unusable:
+    reason: str
+
+
+def var_reads(expr) -> list[relax.Var]:
+    """The variables ``expr`` reads, once per read."""
+    if isinstance(expr, relax.Var):
+        return [expr]
+    if isinstance(expr, relax.Tuple):
+        return [v for item in expr.fields for v in var_reads(item)]
+    if isinstance(expr, relax.Call):
+        return [v for arg in expr.args for v in var_reads(arg)]
+    if isinstance(expr, relax.TupleGetItem):
+        return var_reads(expr.tuple_value)
+    return []
+
+
+def shape_of(var: relax.Var) -> tuple[int, ...]:
+    """The static shape of a tensor variable; ``Unsupported`` if it has none."""
+    ty = var.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        raise Unsupported(f"binding {var.name!r} has no static tensor shape ({ty})")
+    try:
+        return tuple(int(d) for d in ty.shape.values)
+    except TypeError:
+        raise Unsupported(f"binding {var.name!r} has a dynamic shape {ty.shape}") from None
+
+
+def per_channel(array: np.ndarray, channels: int, rank: int) -> np.ndarray | None:
+    """``array`` as a (channels,) vector if it broadcasts along axis 1 only of a rank-``rank`` tensor, else None."""
+    if array.ndim > rank:
+        return None
+    full = (1,) * (rank - array.ndim) + array.shape
+    if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, channels):
+        return None
+    return np.broadcast_to(array.reshape(-1) if array.size > 1 else array.reshape(1), (channels,)).astype(np.float64)
+
+
+def channel_constant(vector: np.ndarray, rank: int) -> relax.Constant:
+    """A (channels,) vector as a float32 constant that broadcasts along axis 1 of a rank-``rank`` tensor."""
+    return relax.const(vector.astype(np.float32).reshape((1, -1) + (1,) * (rank - 2)))
