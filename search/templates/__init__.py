@@ -16,12 +16,17 @@ from search.errors import SearchError
 from search.templates import conv2d, dense, depthwise
 from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec, Knobs
 
+# Part of every cached timing's context. Bump it whenever a template's code (or search/lower.py's schedule of layout
+# transforms) changes what it generates, so timings measured with the old code are no longer reused.
+TEMPLATE_VERSION = "1"
+
 __all__ = [
     "Conv2DWorkload",
     "DenseWorkload",
     "Epilogue",
     "KernelSpec",
     "Knobs",
+    "TEMPLATE_VERSION",
     "build_kernel",
     "knob_space",
     "pack_bias",

@@ -1,0 +1,51 @@
+"""Fault injection for the measurement workers: build and run functions that crash, hang or raise for chosen tasks
+and otherwise do exactly what the default ones do (``MeasuredCosts(f_build=..., f_run=...)`` takes their dotted paths).
+
+The fault is chosen by the height of a transform task: ``task(SEGFAULT, width)`` is a task whose build segfaults.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import time
+from pathlib import Path
+
+from cost_models.tasks import TransformTask
+from cost_models.workers import Artifact, RunSettings, build_artifact, run_artifact
+
+SEGFAULT = 91  # the builder dereferences NULL
+ABORT = 92  # the builder prints an LLVM-style fatal error and aborts
+HANG = 93  # the builder sleeps past any timeout
+RAISE = 94  # the builder raises
+RUN_SEGFAULT = 95  # builds fine, the runner dereferences NULL
+_RUN_SEGFAULT_DIR = "segfault-when-run"
+
+
+def task(fault: int, width: int = 1) -> TransformTask:
+    """A tiny transform whose measurement meets ``fault``."""
+    return TransformTask((1, 8, fault, width), "NCHW", "NHWC")
+
+
+def build(task: object, target: str, out_dir: str) -> Artifact:
+    fault = task.shape[2] if isinstance(task, TransformTask) else None
+    if fault == SEGFAULT:
+        ctypes.string_at(0)
+    if fault == ABORT:
+        print("LLVM ERROR: injected fatal error", file=sys.stderr, flush=True)
+        os.abort()
+    if fault == HANG:
+        time.sleep(3600)
+    if fault == RAISE:
+        raise ValueError("injected build error")
+    if fault == RUN_SEGFAULT:
+        out_dir = str(Path(out_dir) / _RUN_SEGFAULT_DIR)
+        os.makedirs(out_dir, exist_ok=True)
+    return build_artifact(task, target, out_dir)
+
+
+def run(artifact: Artifact, settings: RunSettings):
+    if Path(artifact.path).parent.name == _RUN_SEGFAULT_DIR:
+        ctypes.string_at(0)
+    return run_artifact(artifact, settings)

@@ -1,0 +1,149 @@
+"""Measured costs: cache keying, transform costs, failure isolation in worker processes, resume after SIGKILL.
+
+Real TVM builds and timings of tiny kernels in real worker processes; faults come from ``tests.cost_models.faulty``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+from cost_models import CostCache, KernelTask, MeasuredCosts, MeasureError, TransformTask
+from search.errors import SearchError
+from search.export import make_target
+from search.templates import Conv2DWorkload, Epilogue, KernelSpec
+from tests.cost_models import faulty
+
+THREADS = min(2, len(os.sched_getaffinity(0)))
+TARGET = make_target(THREADS)
+QUICK = {"repeat": 3, "min_repeat_ms": 5}  # tiny workloads: keep the timing loop short
+CONV = Conv2DWorkload(1, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
+
+
+def conv_task(in_layout: str = "NCHW8c", out_layout: str = "NCHW16c", knobs=(), relu: bool = True) -> KernelTask:
+    return KernelTask(KernelSpec(CONV, in_layout, out_layout, knobs, Epilogue(activation="relu" if relu else None)))
+
+
+def provider(path, events: list | None = None, **options) -> MeasuredCosts:
+    progress = events.append if events is not None else None
+    options = {"target": TARGET, "threads": THREADS, "progress": progress, **QUICK, **options}
+    return MeasuredCosts(CostCache(path), **options)
+
+
+def test_keys_depend_on_the_workload_only():
+    assert conv_task().key == conv_task().key and conv_task() == conv_task()  # two nodes, one measurement
+    others = [conv_task("NCHW"), conv_task(out_layout="NCHW8c"), conv_task(knobs=(("reg_n", 4),)), conv_task(relu=0)]
+    assert len({conv_task().key, *(task.key for task in others)}) == 5
+    transform = TransformTask([1, 16, 8, 8], "NCHW", "NCHW16c")
+    assert transform.shape == (1, 16, 8, 8) and transform == TransformTask((1, 16, 8, 8), "NCHW", "NCHW16c")
+    assert transform.key != TransformTask((1, 16, 8, 8), "NCHW16c", "NCHW").key
+    assert TransformTask((1, 16, 8, 8), "NHWC", "NHWC").free and not transform.free
+    with pytest.raises(SearchError, match="divisible"):
+        TransformTask((1, 12, 8, 8), "NCHW", "NCHW8c")
+    with pytest.raises(SearchError, match="NCHW shape"):
+        TransformTask((1, 16), "NCHW", "NHWC")
+
+
+def test_rejects_settings_that_cannot_measure(tmp_path):
+    with pytest.raises(MeasureError, match="threads"):
+        provider(tmp_path / "c.sqlite", threads=len(os.sched_getaffinity(0)) + 1)
+    with pytest.raises(MeasureError, match="cannot import"):
+        provider(tmp_path / "c.sqlite", f_build="no_such_module.build")
+    with pytest.raises(MeasureError, match="builders"):
+        provider(tmp_path / "c.sqlite", builders=0)
+
+
+def test_shared_workloads_are_measured_once_and_cached(tmp_path):
+    events = []
+    cache_path = tmp_path / "c.sqlite"
+    relayout = TransformTask((1, 16, 8, 8), "NCHW16c", "NHWC")
+    identity = TransformTask((1, 16, 8, 8), "NCHW8c", "NCHW8c")
+    tasks = [conv_task(), relayout, conv_task(), identity]  # the conv on two "nodes"
+    with provider(cache_path, events, builders=1) as costs:
+        records = costs.measure(tasks)
+        assert (events[0].total, events[0].hits, events[-1].done, events[-1].failures) == (2, 0, 2, 0)
+        assert [e.done for e in events] == [0, 1, 2] and events[-1].eta == 0
+        assert len(CostCache(cache_path)) == 2
+        kernel, transform, again, free = records
+        assert kernel == again and kernel.ok and kernel.median_ms > 0 and kernel.repeats == 3
+        assert 0 <= kernel.spread_ms < kernel.median_ms
+        assert transform.ok and transform.median_ms > 0  # different layouts cost time
+        assert free.ok and free.median_ms == 0  # identical layouts cost nothing, unmeasured
+
+        events.clear()
+        assert costs.measure(tasks) == records  # everything from the cache
+        assert [(e.total, e.hits, e.done) for e in events] == [(0, 2, 0)]
+
+
+def test_crashes_and_hangs_are_recorded_and_the_search_goes_on(tmp_path):
+    events = []
+    good = [conv_task(), TransformTask((1, 8, 3, 3), "NCHW", "NCHW8c"), TransformTask((1, 8, 3, 13), "NCHW", "NHWC")]
+    faults = {
+        faulty.task(faulty.SEGFAULT): ["build process crashed", "SIGSEGV"],
+        faulty.task(faulty.ABORT): ["build process crashed", "SIGABRT", "LLVM ERROR: injected fatal error"],
+        faulty.task(faulty.HANG): ["build timed out after 12 s"],
+        faulty.task(faulty.RAISE): ["build failed", "ValueError: injected build error"],
+        faulty.task(faulty.RUN_SEGFAULT): ["run process crashed", "SIGSEGV"],
+    }
+    tasks = [good[0], *faults, *good[1:]]
+    options = {"f_build": "tests.cost_models.faulty.build", "f_run": "tests.cost_models.faulty.run"}
+    with provider(tmp_path / "c.sqlite", events, build_timeout=12, batch_size=4, **options) as costs:
+        records = dict(zip(tasks, costs.measure(tasks)))
+        for task, reasons in faults.items():
+            assert not records[task].ok
+            for reason in reasons:
+                assert reason in records[task].error
+        assert all(records[task].ok and records[task].median_ms > 0 for task in good)
+        assert (events[-1].done, events[-1].total, events[-1].failures) == (len(tasks), len(tasks), len(faults))
+
+        cached = CostCache(tmp_path / "c.sqlite").get_many(costs.context, [task.key for task in faults])
+        assert all(not record.ok for record in cached.values()) and len(cached) == len(faults)
+        events.clear()
+        assert costs.measure(list(faults)) == [records[task] for task in faults]  # forbidden, not retried
+        assert events[-1].total == 0
+
+        def interrupt(progress):  # e.g. Ctrl-C while a build is in flight
+            if progress.done:
+                raise KeyboardInterrupt
+
+        later = [conv_task(out_layout="NHWC"), faulty.task(faulty.RAISE, width=2)]
+        costs.progress = interrupt
+        with pytest.raises(KeyboardInterrupt):
+            costs.measure(later)
+        costs.progress = events.append
+        events.clear()
+        conv, raised = costs.measure(later)  # the replaced workers serve on
+        assert conv.ok and "injected build error" in raised.error
+        assert (events[0].hits, events[0].total) == (1, 1)
+
+
+def _measure_in_child(path: str, tasks: list[TransformTask]) -> None:
+    with provider(path, builders=1, batch_size=2) as costs:
+        costs.measure(tasks)
+
+
+def test_resume_after_sigkill_remeasures_nothing_cached(tmp_path):
+    path = str(tmp_path / "c.sqlite")
+    tasks = [TransformTask((1, 8, 4, width), "NCHW", "NCHW8c") for width in range(1, 15)]
+    child = multiprocessing.get_context("spawn").Process(target=_measure_in_child, args=(path, tasks))
+    child.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not os.path.exists(path) or len(CostCache(path)) < 3):
+        time.sleep(0.05)
+    workers = psutil.Process(child.pid).children(recursive=True)
+    os.kill(child.pid, signal.SIGKILL)
+    child.join()
+    cached = len(CostCache(path))
+    assert 3 <= cached < len(tasks)
+    assert workers and psutil.wait_procs(workers, timeout=15)[1] == []  # orphaned workers exit on their own
+
+    events = []
+    with provider(path, events, builders=1) as costs:
+        records = costs.measure(tasks)
+    assert (events[0].hits, events[0].total) == (cached, len(tasks) - cached)
+    assert all(record.ok for record in records) and len(CostCache(path)) == len(tasks)
