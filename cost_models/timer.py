@@ -65,10 +65,15 @@ def configure_threads(threads: int) -> int:
     return actual
 
 
+def build_executable(func: tvm.tirx.PrimFunc, target: tvm.target.Target):
+    """Compile a PrimFunc (scheduled or not, with or without a global symbol) as a function named "main"; the result
+    can be saved with ``export_library`` or made callable with ``.jit()``."""
+    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target)
+
+
 def compile_kernel(func: tvm.tirx.PrimFunc, target: tvm.target.Target) -> tvm.runtime.Module:
-    """Build a PrimFunc (scheduled or not, with or without a global symbol) into a callable module named "main"."""
-    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
-    return tvm.compile(mod, target=target).jit()
+    """Build a PrimFunc into a callable module named "main"."""
+    return build_executable(func, target).jit()
 
 
 def argument_shapes(func: tvm.tirx.PrimFunc) -> list[tuple[tuple[int, ...], str]]:

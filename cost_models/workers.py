@@ -55,11 +55,11 @@ def build_artifact(task: Any, target: str, out_dir: str) -> Artifact:
     ``out_dir``."""
     import tvm
 
-    from cost_models.timer import argument_shapes
+    from cost_models.timer import argument_shapes, build_executable
 
     target = tvm.target.Target(target)
     func = task.primfunc(target)
-    executable = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target)
+    executable = build_executable(func, target)
     handle, path = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(handle)
     executable.export_library(path)

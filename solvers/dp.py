@@ -1,6 +1,7 @@
-"""Exact solver: degree-0/1/2 reductions, then variable (bucket) elimination along a greedy min-fill order.
+"""Exact solver: the exact reductions of ``solvers/reductions.py``, then variable (bucket) elimination along a greedy
+min-fill order.
 
-The reductions remove every node that has at most two neighbours (and every node with a single candidate) by
+The reductions remove every node that has at most two neighbours (and every node with a single allowed candidate) by
 folding its cost into its neighbours, which is exact and keeps tables pairwise; chains, trees and series-parallel
 graphs (ResNet-style residual blocks, SSD heads) vanish entirely. What remains is eliminated node by node: each
 elimination minimises over one node and leaves a table over its remaining neighbours. Table sizes grow
@@ -18,19 +19,16 @@ from __future__ import annotations
 import heapq
 import math
 import numbers
-from collections import deque
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from solvers.base import Solution, Solver, SolverError, register
 from solvers.problem import Problem
+from solvers.reductions import DENSE_ENTRIES, Reducer, back_substitute, min_out, summarize
 
-_DENSE_ENTRIES = 1 << 21
-"""Above this many entries (node candidates x table), a minimisation loops over the eliminated node's candidates."""
-
-Step = tuple[int, tuple[int, ...], np.ndarray]
-"""Back-substitution record: node, the nodes its choice depends on, and its best candidate per their choices."""
+_DENSE_ENTRIES = DENSE_ENTRIES
+"""Above this many entries (node candidates x table), an elimination loops over the eliminated node's candidates."""
 
 
 @register
@@ -73,10 +71,7 @@ class DPSolver(Solver):
         state = _Reduced(problem)
         removed = state.reduce(check_time)
         core = sorted(state.alive)
-        summary = (
-            f"reductions: {removed['fixed']} single-candidate, {removed['degree-0']} degree-0, "
-            f"{removed['degree-1']} degree-1, {removed['degree-2']} degree-2 nodes removed; {len(core)} left"
-        )
+        summary = summarize(removed, len(core))
         if math.isinf(state.constant):
             log = (summary, "elimination: skipped, the reductions proved every assignment forbidden")
         elif not core:
@@ -93,75 +88,13 @@ class DPSolver(Solver):
             )
         if math.isinf(state.constant):
             return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=log)
-        x = _back_substitute(state.steps, problem.num_nodes)
+        x = back_substitute(state.steps, [-1] * problem.num_nodes)
         cost = problem.evaluate(x)
         return Solution(self.name, problem.to_names(x), cost, "optimal", lower_bound=cost, log=log)
 
 
-class _Reduced:
-    """Working copy of a problem: node cost vectors, pairwise matrices, adjacency, and what was folded away."""
-
-    def __init__(self, problem: Problem) -> None:
-        self.sizes = problem.domain_sizes
-        self.costs = [np.array(node.costs, dtype=float) for node in problem.nodes]
-        self.edges = {key: np.array(m, dtype=float) for key, m in problem.pairs.items()}
-        self.adj = [set(nb) for nb in problem.neighbors()]
-        self.alive = set(range(problem.num_nodes))
-        self.constant = 0.0
-        self.steps: list[Step] = []
-
-    def matrix(self, i: int, j: int) -> np.ndarray:
-        """The edge matrix between ``i`` and ``j`` with rows indexing ``i``."""
-        return self.edges[(i, j)] if i < j else self.edges[(j, i)].T
-
-    def _drop(self, i: int) -> None:
-        for j in self.adj[i]:
-            self.adj[j].discard(i)
-            del self.edges[(i, j) if i < j else (j, i)]
-        self.adj[i].clear()
-        self.alive.discard(i)
-
-    def reduce(self, check_time: Callable[[], None]) -> dict[str, int]:
-        """Fold away single-candidate nodes, then nodes of degree 0, 1 and 2 until none is left; count each kind."""
-        removed = dict.fromkeys(("fixed", "degree-0", "degree-1", "degree-2"), 0)
-        for i in range(len(self.sizes)):
-            if self.sizes[i] == 1:
-                self.constant += float(self.costs[i][0])
-                for j in self.adj[i]:
-                    self.costs[j] += self.matrix(i, j)[0]
-                self._drop(i)
-                self.steps.append((i, (), np.zeros((), dtype=np.uint8)))
-                removed["fixed"] += 1
-        queue = deque(i for i in sorted(self.alive) if len(self.adj[i]) <= 2)
-        while queue:  # degrees never grow during these reductions, so a queued node stays reducible
-            i = queue.popleft()
-            if i not in self.alive:
-                continue
-            check_time()
-            nbrs = tuple(sorted(self.adj[i]))
-            cost_i = self.costs[i]
-            if not nbrs:
-                best, arg = _min_out([cost_i], ())
-                self.constant += float(best)
-            elif len(nbrs) == 1:
-                (j,) = nbrs
-                best, arg = _min_out([cost_i[:, None], self.matrix(i, j)], (self.sizes[j],))
-                self.costs[j] += best
-            else:
-                j, k = nbrs
-                parts = [cost_i[:, None, None], self.matrix(i, j)[:, :, None], self.matrix(i, k)[:, None, :]]
-                best, arg = _min_out(parts, (self.sizes[j], self.sizes[k]))
-                if (j, k) in self.edges:
-                    self.edges[(j, k)] += best
-                else:
-                    self.edges[(j, k)] = best
-                    self.adj[j].add(k)
-                    self.adj[k].add(j)
-            self._drop(i)
-            self.steps.append((i, nbrs, arg))
-            removed[f"degree-{len(nbrs)}"] += 1
-            queue.extend(j for j in nbrs if len(self.adj[j]) <= 2)
-        return removed
+class _Reduced(Reducer):
+    """The reductions' working state, extended by bucket elimination of the nodes the reductions leave."""
 
     def eliminate(self, order: Sequence[int], check_time: Callable[[], None]) -> None:
         """Bucket elimination of the remaining nodes in ``order`` (tables over sorted node indices)."""
@@ -186,7 +119,7 @@ class _Reduced:
                         of_node[u].discard(f)
                 table = np.moveaxis(table, fscope.index(v), 0)
                 parts.append(table.reshape((k,) + tuple(self.sizes[u] if u in fscope else 1 for u in scope)))
-            best, arg = _min_out(parts, shape)
+            best, arg = min_out(parts, shape, _DENSE_ENTRIES)
             self.steps.append((v, scope, arg))
             if not scope:
                 self.constant += float(best)
@@ -198,29 +131,6 @@ class _Reduced:
                     of_node[u].add(next_id)
                 next_id += 1
         self.alive.clear()
-
-
-def _min_out(parts: Sequence[np.ndarray], shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """Minimum and argmin over axis 0 of the broadcast sum of ``parts`` (each ``(k, ...)``), without ever holding
-    the full ``(k, *shape)`` sum when it is large: then the sum is built one candidate of axis 0 at a time."""
-    k = parts[0].shape[0]
-    index_type = np.min_scalar_type(max(k - 1, 0))
-    if k * math.prod(shape) <= _DENSE_ENTRIES:
-        total = np.zeros((k, *shape))
-        for part in parts:
-            total += part
-        return total.min(axis=0), total.argmin(axis=0).astype(index_type)
-    best = np.full(shape, math.inf)
-    arg = np.zeros(shape, dtype=index_type)
-    total = np.empty(shape)
-    for a in range(k):
-        total.fill(0.0)
-        for part in parts:
-            total += part[a]
-        better = total < best
-        np.copyto(best, total, where=better)
-        arg[better] = a
-    return best, arg
 
 
 def _min_fill_order(
@@ -283,11 +193,3 @@ def _count(n: int) -> str:
         return f"{float(n):.3g}"
     exponent = math.floor(math.log10(n))
     return f"{10 ** (math.log10(n) - exponent):.2f}e+{exponent}"
-
-
-def _back_substitute(steps: Sequence[Step], num_nodes: int) -> list[int]:
-    """Candidate index per node, reading each recorded argmin table in reverse elimination order."""
-    x = [-1] * num_nodes
-    for v, scope, arg in reversed(steps):
-        x[v] = int(arg[tuple(x[u] for u in scope)])
-    return x

@@ -4,6 +4,10 @@ The model (see ``solvers/bound.py`` for its LP relaxation) has a binary ``x[u, i
 ``u`` and a ``y[e, i, j]`` per allowed pair of edge ``e = (u, v)``; each node takes exactly one candidate and the
 marginal constraints ``sum_j y[e, i, j] = x[u, i]``, ``sum_i y[e, i, j] = x[v, j]`` tie each edge's pair to its end
 nodes. Forbidden candidates and pairs have no variable, so every solution has finite cost.
+
+Before the model is built, the exact reductions of ``solvers/reductions.py`` (presolve) fold away every node with at
+most two neighbours or a single allowed candidate: only the irreducible core goes to the backend, and a problem that
+reduces entirely (a chain, a tree, a series-parallel graph) is solved by the reductions alone.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from solvers.base import Solution, Solver, SolverError, register
-from solvers.problem import Problem
+from solvers.base import Solution, Solver, SolverError, Status, register
+from solvers.problem import Edge, Node, Problem
+from solvers.reductions import Reduction, reduce_problem
 
 AUTO_MAX_COST = 2**30
 """Automatic power-of-two scale: the largest finite cost, scaled, stays below this (about 1.07e9)."""
@@ -50,6 +55,13 @@ class ScaledCosts:
     nodes: tuple[np.ndarray, ...]
     pairs: dict[tuple[int, int], np.ndarray]
     error: float
+
+    def as_problem(self, problem: Problem) -> Problem:
+        """``problem`` with these integer costs (sums of them stay exact: they total less than ``MAX_TOTAL``)."""
+        nodes = tuple(Node(n.name, n.candidates, c) for n, c in zip(problem.nodes, self.nodes))
+        names = [n.name for n in problem.nodes]
+        edges = tuple(Edge(names[u], names[v], m) for (u, v), m in self.pairs.items())
+        return Problem(nodes, edges, problem.meta)
 
 
 def scale_costs(problem: Problem, scale: float | None = None) -> ScaledCosts:
@@ -103,6 +115,16 @@ def _auto_scale(costs: np.ndarray, peaks: np.ndarray) -> float:
     return math.ldexp(1.0, max(-1000, min(1000, exponent)))
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """What a backend found on the core: status, candidate index per core node (None without a solution) and its
+    proven bound on the core objective, in the core's cost units (None if it has none)."""
+
+    status: Status
+    chosen: tuple[int, ...] | None
+    bound: float | None
+
+
 @register
 class ILPSolver(Solver):
     """The local-polytope integer program, solved exactly by CP-SAT or SCIP.
@@ -110,9 +132,10 @@ class ILPSolver(Solver):
     Parameters
     ----------
     time_limit
-        Seconds (default 60, including the PBQP hint; None = unlimited). CP-SAT needs a limit by default: a proof can
-        take exponential time, and without one a hard instance would never return. A limit shorter than CP-SAT's
-        presolve (about 1 s for 200 nodes x 8 candidates here) ends with ``not_found``.
+        Seconds (default 60, including the reductions and the PBQP hint; None = unlimited). CP-SAT needs a limit by
+        default: a proof can take exponential time, and without one a hard instance would never return. A limit
+        shorter than CP-SAT's own presolve (about 1 s for 200 core nodes x 8 candidates here) ends with ``not_found``;
+        one that runs out during the reductions (milliseconds) raises ``SolverError``.
     workers
         CP-SAT worker threads (default 2). One runs the base search with the full LP; more run the first ``workers``
         of ``PORTFOLIO`` (``max_lp``, the worker that proves optimality, first) in CP-SAT's deterministic interleaved
@@ -127,16 +150,26 @@ class ILPSolver(Solver):
         CP-SAT only: costs are multiplied by ``scale`` and rounded to integers. None (default) picks it (see
         ``scale_costs``): 1 for integer costs and a power of ten for costs with at most six decimals, which keep them
         exact, else the power of two that brings the largest cost just below 2**30.
+    presolve
+        Apply the exact reductions (``solvers/reductions.py``) first and give the backend only the core they leave
+        (False: the whole problem, for ablation).
 
     Notes
     -----
+    Presolve. The reductions are exact: the optimum is the core's optimum plus the offset they collect, and the
+    back-substituted assignment costs exactly the core assignment's cost plus the offset. So the reported
+    ``lower_bound`` is the backend's bound on the core plus the offset (then treated as below), as valid as without
+    presolve. An empty core is solved by the reductions alone (``optimal``); the reductions proving every assignment
+    forbidden gives ``infeasible``. For CP-SAT the reductions run on the scaled integer costs, where every sum is exact,
+    so they add no rounding error; for SCIP they run on the costs themselves.
+
     Status. ``optimal`` means the backend proved its model optimal. For CP-SAT that model has the rounded costs: with a
     rounding error bound ``err`` (logged; 0 for integer costs, ~1e-16 relative for few-decimal costs) the assignment
-    is within ``2 * err`` of the true optimum, and ``lower_bound`` is the proven ``best_bound / scale - err`` (clipped
+    is within ``2 * err`` of the true optimum, and ``lower_bound`` is ``(best_bound + offset) / scale - err`` (clipped
     to the cost), which is the cost itself when ``err = 0``. ``feasible``: out of time with a solution and the proven
     bound. ``infeasible``: proven that no finite-cost assignment exists (``lower_bound`` inf). ``not_found``: out of
     time without a solution; the empty assignment is returned, never the hint or another solver's answer. SCIP's bound
-    is its dual bound less ``SCIP_MARGIN * (1 + |bound|)`` for its tolerances, also when optimal.
+    (on the core) is its dual bound less ``SCIP_MARGIN * (1 + |bound|)`` for its tolerances, also when optimal.
 
     Determinism. With several workers CP-SAT runs with ``interleave_search``: batches of tasks synchronised in a fixed
     order, so a solve that ends before the time limit returns the same assignment for the same seed and ``workers``
@@ -162,6 +195,7 @@ class ILPSolver(Solver):
         hint: bool = True,
         seed: int = 0,
         scale: float | None = None,
+        presolve: bool = True,
     ) -> None:
         super().__init__(time_limit=time_limit)
         self.workers = workers
@@ -169,6 +203,7 @@ class ILPSolver(Solver):
         self.hint = hint
         self.seed = seed
         self.scale = scale
+        self.presolve = presolve
 
     def _check_params(self) -> None:
         super()._check_params()
@@ -178,6 +213,8 @@ class ILPSolver(Solver):
             raise SolverError(f"ilp: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if not isinstance(self.hint, bool):
             raise SolverError(f"ilp: hint must be True or False, got {self.hint!r}")
+        if not isinstance(self.presolve, bool):
+            raise SolverError(f"ilp: presolve must be True or False, got {self.presolve!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
             raise SolverError(f"ilp: seed must be an integer in [0, 2**31), got {self.seed!r}")
         if self.scale is not None and (
@@ -189,10 +226,41 @@ class ILPSolver(Solver):
 
     def _solve(self, problem: Problem, start: float) -> Solution:
         log: list[str] = []
-        hint = self._hint(problem, start, log) if self.hint else None
-        if self.backend == "scip":
-            return self._solve_scip(problem, start, hint, log)
-        return self._solve_cpsat(problem, start, hint, log)
+        if self.backend == "cpsat":
+            costs = scale_costs(problem, self.scale)
+            log.append(f"scale {costs.scale:g}; rounding error bound {costs.error:g} (cost units, whole objective)")
+            scale, error, working = costs.scale, costs.error, costs.as_problem(problem)
+        else:
+            scale, error, working = 1.0, 0.0, problem
+        if self.presolve:
+            reduction = reduce_problem(working, lambda: self._check_time(start))
+            log.append(f"presolve {reduction.summary} (offset {reduction.offset / scale:.12g})")
+        else:
+            reduction = Reduction.identity(working)
+        if reduction.infeasible:
+            return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
+        if reduction.core is None:
+            outcome = _Outcome("optimal", (), 0.0)
+        else:
+            hint = self._hint(problem, start, log) if self.hint else None
+            core_hint = None if hint is None else tuple(hint[v] for v in reduction.core_nodes)
+            solve_core = self._solve_scip if self.backend == "scip" else self._solve_cpsat
+            outcome = solve_core(reduction.core, start, core_hint, log)
+        if outcome.status == "infeasible":
+            return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
+        bound = outcome.bound
+        if bound is not None:
+            bound = (bound + reduction.offset) / scale - error if math.isfinite(bound) else None
+        if outcome.chosen is None:
+            known = None if bound is None else max(0.0, bound)
+            return Solution(self.name, {}, math.inf, "not_found", lower_bound=known, log=tuple(log))
+        chosen = reduction.expand(outcome.chosen)
+        cost = problem.evaluate(chosen)
+        if outcome.status == "optimal" and self.backend == "cpsat" and error == 0:
+            bound = cost
+        elif bound is not None:
+            bound = min(cost, max(0.0, bound))
+        return Solution(self.name, problem.to_names(chosen), cost, outcome.status, bound, log=tuple(log))
 
     def _hint(self, problem: Problem, start: float, log: list[str]) -> tuple[int, ...] | None:
         """The PBQP solver's assignment (within the time left), or None if it has no finite one."""
@@ -211,27 +279,25 @@ class ILPSolver(Solver):
         return problem.to_indices(solution.assignment)
 
     # ------------------------------------------------------------------ CP-SAT
-    def _solve_cpsat(self, problem: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> Solution:
+    def _solve_cpsat(self, core: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> _Outcome:
+        """CP-SAT on ``core``, whose costs are already scaled to integers."""
         from ortools.sat.python import cp_model
 
-        # Data
-        costs = scale_costs(problem, self.scale)
-        log.append(f"scale {costs.scale:g}; rounding error bound {costs.error:g} (cost units, whole objective)")
         model = cp_model.CpModel()
         # Variables
         x = {
             (u, int(i)): model.new_bool_var(f"x[{u},{i}]")
-            for u, c in enumerate(costs.nodes)
-            for i in np.flatnonzero(np.isfinite(c))
+            for u, node in enumerate(core.nodes)
+            for i in np.flatnonzero(np.isfinite(node.costs))
         }
         y = {
             ((u, v), int(i), int(j)): model.new_bool_var(f"y[{u},{v},{i},{j}]")
-            for (u, v), m in costs.pairs.items()
+            for (u, v), m in core.pairs.items()
             for i, j in zip(*np.nonzero(np.isfinite(m)))
             if (u, int(i)) in x and (v, int(j)) in x
         }
         # Constraints
-        allowed: dict[int, list[int]] = {u: [] for u in range(problem.num_nodes)}
+        allowed: dict[int, list[int]] = {u: [] for u in range(core.num_nodes)}
         for u, i in x:
             allowed[u].append(i)
         for u, candidates in allowed.items():
@@ -241,14 +307,14 @@ class ILPSolver(Solver):
         for (e, i, j), var in y.items():
             rows.setdefault((e, i), []).append(var)
             cols.setdefault((e, j), []).append(var)
-        for u, v in costs.pairs:
+        for u, v in core.pairs:
             for i in allowed[u]:
                 model.add(cp_model.LinearExpr.sum(rows.get(((u, v), i), [])) == x[u, i])
             for j in allowed[v]:
                 model.add(cp_model.LinearExpr.sum(cols.get(((u, v), j), [])) == x[v, j])
         # Objective
-        terms = [(var, int(costs.nodes[u][i])) for (u, i), var in x.items()]
-        terms += [(var, int(costs.pairs[e][i, j])) for (e, i, j), var in y.items()]
+        terms = [(var, int(core.nodes[u].costs[i])) for (u, i), var in x.items()]
+        terms += [(var, int(core.pairs[e][i, j])) for (e, i, j), var in y.items()]
         terms = [(var, c) for var, c in terms if c]
         model.minimize(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms]))
         if hint is not None:
@@ -274,27 +340,21 @@ class ILPSolver(Solver):
         log.append(
             f"cp-sat {solver.status_name(status)} in {solver.wall_time:.3f} s: {len(x)} x, {len(y)} y, "
             f"{self.workers} worker(s); scaled objective {solver.objective_value:.17g}, "
-            f"bound {solver.best_objective_bound:.17g}"
+            f"bound {solver.best_objective_bound:.17g} (without the presolve offset)"
         )
         # Read back
         if status == cp_model.MODEL_INVALID:
             raise SolverError(f"ilp: CP-SAT rejected the model: {model.validate()}")
         if status == cp_model.INFEASIBLE:
-            return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
-        bound = solver.best_objective_bound / costs.scale - costs.error
+            return _Outcome("infeasible", None, math.inf)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            known = max(0.0, bound) if math.isfinite(bound) else None
-            return Solution(self.name, {}, math.inf, "not_found", lower_bound=known, log=tuple(log))
-        chosen = [next(i for i in allowed[u] if solver.boolean_value(x[u, i])) for u in range(problem.num_nodes)]
-        cost = problem.evaluate(chosen)
-        optimal = status == cp_model.OPTIMAL
-        bound = cost if optimal and costs.error == 0 else min(cost, max(0.0, bound))
-        return Solution(
-            self.name, problem.to_names(chosen), cost, "optimal" if optimal else "feasible", bound, log=tuple(log)
-        )
+            return _Outcome("not_found", None, solver.best_objective_bound)
+        chosen = tuple(next(i for i in allowed[u] if solver.boolean_value(x[u, i])) for u in range(core.num_nodes))
+        return _Outcome("optimal" if status == cp_model.OPTIMAL else "feasible", chosen, solver.best_objective_bound)
 
     # ------------------------------------------------------------------ SCIP
-    def _solve_scip(self, problem: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> Solution:
+    def _solve_scip(self, core: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> _Outcome:
+        """SCIP on ``core`` (floating-point costs); its bound is the dual bound less ``SCIP_MARGIN``."""
         from ortools.linear_solver import pywraplp
 
         from solvers.bound import local_polytope
@@ -302,7 +362,7 @@ class ILPSolver(Solver):
         solver = pywraplp.Solver.CreateSolver("SCIP")
         if solver is None:
             raise SolverError("ilp: OR-Tools has no SCIP solver")
-        model = local_polytope(solver, problem, binary_x=True)
+        model = local_polytope(solver, core, binary_x=True)
         if hint is not None:
             solver.SetHint(list(model.x.values()), [float(hint[u] == i) for u, i in model.x])
         time_left = self._time_left(start)
@@ -322,16 +382,14 @@ class ILPSolver(Solver):
             f"{len(model.x)} x, {len(model.y)} y"
         )
         if status == pywraplp.Solver.INFEASIBLE:
-            return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
+            return _Outcome("infeasible", None, math.inf)
         if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-            return Solution(self.name, {}, math.inf, "not_found", log=tuple(log))
-        chosen = [0] * problem.num_nodes
-        value = [-math.inf] * problem.num_nodes
+            return _Outcome("not_found", None, None)
+        chosen = [0] * core.num_nodes
+        value = [-math.inf] * core.num_nodes
         for (u, i), var in model.x.items():
             if var.solution_value() > value[u]:
                 chosen[u], value[u] = i, var.solution_value()
-        cost = problem.evaluate(chosen)
-        best = solver.Objective().BestBound()
-        bound = min(cost, max(0.0, best - SCIP_MARGIN * (1 + abs(best))))
         status_name = "optimal" if status == pywraplp.Solver.OPTIMAL else "feasible"
-        return Solution(self.name, problem.to_names(chosen), cost, status_name, bound, log=tuple(log))
+        best = solver.Objective().BestBound()
+        return _Outcome(status_name, tuple(chosen), best - SCIP_MARGIN * (1 + abs(best)))

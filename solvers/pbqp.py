@@ -1,34 +1,29 @@
 """PBQP solver: Scholz-Eckstein graph reductions, a highest-degree RN heuristic, then optional ICM.
 
-The exact reductions remove a node while keeping the optimum: R0 (no neighbours: take its cheapest candidate), RI
-(one neighbour: fold the node into the neighbour's cost vector), RII (two neighbours: fold it into an edge between
-them) and RF (at most one finite candidate left: fix it, since every finite assignment must use it). When none
-applies, RN fixes the node of highest degree to its locally best candidate, which may lose optimality. Solving the
-last remaining node and back-propagating in reverse reduction order gives the assignment. Graphs of treewidth at most
-2 (trees, series-parallel graphs) never need RN and are solved exactly.
+The exact reductions (``solvers/reductions.py``) remove a node while keeping the optimum: R0 (no neighbours: take its
+cheapest candidate), RI (one neighbour: fold the node into the neighbour's cost vector), RII (two neighbours: fold it
+into an edge between them) and RF (at most one finite candidate left: fix it, since every finite assignment must use
+it). When none applies, RN fixes the node of highest degree to its locally best candidate, which may lose optimality,
+and the exact reductions resume. Back-substituting in reverse removal order gives the assignment. Graphs of treewidth
+at most 2 (trees, series-parallel graphs) never need RN and are solved exactly.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from solvers.base import Solution, Solver, SolverError, register
-from solvers.local_search import iterated_conditional_modes, oriented_adjacency
+from solvers.local_search import iterated_conditional_modes
 from solvers.problem import Problem
-
-# Back-propagation records, in reduction order.
-#   ("fix", x, choice)            R0, RF, RN: x's candidate was decided when it was removed
-#   ("RI", x, y, table)           x takes table[choice of y]
-#   ("RII", x, y, z, table)       x takes table[choice of y, choice of z]
+from solvers.reductions import Reducer, back_substitute
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReductionStats:
     """How many times each reduction fired."""
 
@@ -37,7 +32,6 @@ class ReductionStats:
     rii: int = 0
     rf: int = 0
     rn: int = 0
-    records: list[tuple] = field(default_factory=list)
 
 
 def reduce_and_solve(
@@ -54,114 +48,40 @@ def reduce_and_solve(
     >>> choice, (stats.r0, stats.ri, stats.rn)
     ((0, 0), (1, 1, 0))
     """
-    n = problem.num_nodes
-    costs = [node.costs.copy() for node in problem.nodes]
-    adj = oriented_adjacency(problem)  # adj[u][v]: rows index u; adj[v][u] is its transpose view
-    alive = [True] * n
-    stats = ReductionStats()
-    records = stats.records
-
-    queue: deque[int] = deque(range(n))  # nodes that may have become exactly reducible
-    queued = [True] * n
-    heap = [(-len(adj[u]), u) for u in range(n)]  # degrees never increase, so stale entries are skipped on pop
+    state = Reducer(problem)
+    heap = [(-len(nbrs), u) for u, nbrs in enumerate(state.adj)]  # degrees never increase: stale keys are too high
     heapq.heapify(heap)
-
-    def touch(u: int) -> None:
-        if alive[u] and not queued[u] and (len(adj[u]) <= 2 or _finite_count(costs[u]) <= 1):
-            queue.append(u)
-            queued[u] = True
-        heapq.heappush(heap, (-len(adj[u]), u))
-
-    def remove(x: int) -> list[int]:
-        alive[x] = False
-        nbrs = list(adj[x])
-        for y in nbrs:
-            del adj[y][x]
-        adj[x] = {}
-        return nbrs
-
-    def fix(x: int, choice: int) -> None:
-        """Fix x to ``choice``: its edge rows go into the neighbours' cost vectors."""
-        records.append(("fix", x, choice))
-        for y, m in adj[x].items():
-            costs[y] += m[choice]
-        for y in remove(x):
-            touch(y)
-
-    remaining = n
-    while remaining:
+    rn = 0
+    state.reduce(check_time)
+    while state.alive:
         if check_time is not None:
             check_time()
-        x = -1
-        while queue:
-            u = queue.popleft()
-            queued[u] = False
-            if alive[u] and (len(adj[u]) <= 2 or _finite_count(costs[u]) <= 1):
-                x = u
-                break
-        if x >= 0:
-            degree = len(adj[x])
-            if degree == 0:
-                stats.r0 += 1
-                records.append(("fix", x, int(np.argmin(costs[x]))))
-                remove(x)
-            elif degree == 1:
-                stats.ri += 1
-                ((y, m),) = adj[x].items()
-                folded = costs[x][:, None] + m  # (k_x, k_y)
-                table = np.argmin(folded, axis=0)
-                costs[y] += folded[table, np.arange(folded.shape[1])]
-                records.append(("RI", x, y, table))
-                remove(x)
-                touch(y)
-            elif degree == 2:
-                stats.rii += 1
-                (y, my), (z, mz) = adj[x].items()
-                folded = costs[x][:, None, None] + my[:, :, None] + mz[:, None, :]  # (k_x, k_y, k_z)
-                table = np.argmin(folded, axis=0)
-                delta = np.take_along_axis(folded, table[None], axis=0)[0]
-                records.append(("RII", x, y, z, table))
-                remove(x)
-                if z in adj[y]:
-                    delta = adj[y][z] + delta
-                adj[y][z] = delta
-                adj[z][y] = delta.T
-                touch(y)
-                touch(z)
-            else:  # RF: at most one finite candidate, so fixing it is exact
-                stats.rf += 1
-                fix(x, int(np.argmin(costs[x])))
-        else:
-            stats.rn += 1
-            while True:
-                negdeg, x = heapq.heappop(heap)
-                if alive[x] and -negdeg == len(adj[x]):
-                    break
-            fix(x, _local_choice(x, costs, adj))
-        remaining -= 1
-
-    choice = [0] * n
-    for record in reversed(records):
-        if record[0] == "fix":
-            choice[record[1]] = record[2]
-        elif record[0] == "RI":
-            _, x, y, table = record
-            choice[x] = int(table[choice[y]])
-        else:
-            _, x, y, z, table = record
-            choice[x] = int(table[choice[y], choice[z]])
-    return tuple(choice), stats
+        x = _highest_degree(state, heap)
+        state.fix(x, _local_choice(x, state))
+        rn += 1
+        state.reduce(check_time)
+    removed = state.removed
+    stats = ReductionStats(removed["degree-0"], removed["degree-1"], removed["degree-2"], removed["fixed"], rn)
+    return tuple(back_substitute(state.steps, [-1] * problem.num_nodes)), stats
 
 
-def _finite_count(vector: np.ndarray) -> int:
-    return int(np.isfinite(vector).sum())
+def _highest_degree(state: Reducer, heap: list[tuple[int, int]]) -> int:
+    """The remaining node of highest degree, ties to the lowest index; entries with a stale degree are re-queued."""
+    while True:
+        negdeg, x = heapq.heappop(heap)
+        if x not in state.alive:
+            continue
+        degree = len(state.adj[x])
+        if degree == -negdeg:
+            return x
+        heapq.heappush(heap, (-degree, x))
 
 
-def _local_choice(x: int, costs: list[np.ndarray], adj: list[dict[int, np.ndarray]]) -> int:
+def _local_choice(x: int, state: Reducer) -> int:
     """RN choice: own cost plus, per neighbour, the cheapest edge + neighbour cost; ties go to the lowest index."""
-    local = costs[x].copy()
-    for y, m in adj[x].items():
-        local += (m + costs[y][None, :]).min(axis=1)
+    local = state.costs[x].copy()
+    for y in sorted(state.adj[x]):
+        local += (state.matrix(x, y) + state.costs[y][None, :]).min(axis=1)
     return int(np.argmin(local))
 
 

@@ -81,3 +81,25 @@ def test_solve_with_bound_adds_it():
     problem = random_problem(7, nodes=7, max_candidates=4, density=0.7)
     sol = solve(problem, "ilp", hint=False, bound=True)
     assert sol.lower_bound == sol.cost
+
+
+def test_presolve_bound_is_valid_and_at_least_the_plain_lp():
+    for seed in range(150):
+        problem = random_problem(seed, density=0.3 + 0.1 * (seed % 6))
+        optimum, _ = brute_force(problem)
+        reduced, plain = lp_lower_bound(problem), lp_lower_bound(problem, presolve=False)
+        assert reduced <= optimum, seed
+        assert reduced >= plain - 1e-6, seed
+
+
+def test_presolve_closes_the_gap_on_an_odd_cycle():
+    # two colours on a triangle, equal colours cost 1: the plain LP takes every colour by half and bounds 0
+    edges = [(u, v, [[1, 0], [0, 1]]) for u, v in (("a", "b"), ("b", "c"), ("c", "a"))]
+    problem = Problem.build([(n, ["r", "g"], [0, 0]) for n in "abc"], edges)
+    assert lp_lower_bound(problem, presolve=False) == pytest.approx(0.0, abs=1e-6)
+    assert lp_lower_bound(problem) == pytest.approx(1.0, abs=1e-6) and lp_lower_bound(problem) <= 1.0
+
+
+def test_bad_presolve_rejected():
+    with pytest.raises(SolverError, match="presolve"):
+        lp_lower_bound(random_problem(0), presolve="yes")

@@ -142,6 +142,26 @@ def test_ssd_shaped_graph_is_proven_optimal():
     assert sol.cost == solve(problem, "dp").cost
 
 
+@pytest.mark.parametrize("backend", ["cpsat", "scip"])
+def test_presolve_on_and_off_agree(backend):
+    for seed in range(30):
+        problem = random_problem(2000 + seed, nodes=6, density=0.3 + 0.1 * (seed % 6))
+        optimum, _ = brute_force(problem)
+        on, off = (solve(problem, "ilp", backend=backend, presolve=p) for p in (True, False))
+        assert on.status == off.status and on.cost == off.cost == optimum, (seed, on.log, off.log)
+        assert on.lower_bound <= optimum and off.lower_bound <= optimum
+        assert any(line.startswith("presolve reductions:") for line in on.log)
+        assert not any(line.startswith("presolve") for line in off.log)
+
+
+def test_chain_is_solved_by_the_presolve_alone():
+    problem = generate("chain", seed=0, candidates=8, nodes=300)
+    sol = solve(problem, "ilp")
+    assert sol.status == "optimal" and sol.cost == solve(problem, "dp").cost, sol.log
+    assert "0 left" in sol.log[1] and not any(line.startswith(("cp-sat", "hint")) for line in sol.log)
+    assert 0 <= sol.cost - sol.lower_bound <= 2 * scale_costs(problem).error
+
+
 def test_time_limited_run_reports_a_bound_and_a_gap():
     problem = random_graph(30, 16, 0, degree=10)  # about 18 s to prove here
     sol = solve(problem, "ilp", time_limit=3.0)
@@ -158,6 +178,7 @@ def test_time_limited_run_reports_a_bound_and_a_gap():
         ("workers", True),
         ("backend", "cplex"),
         ("hint", "yes"),
+        ("presolve", 1),
         ("seed", -1),
         ("seed", 2**31),
         ("scale", 0),
