@@ -18,6 +18,7 @@ from search.errors import SearchError
 from search.graph import KERNEL_KINDS, Op, OpGraph
 from search.layouts import BLOCK_SIZES, block_size
 from search.templates import knob_space
+from solvers.problem import write_json_atomic
 
 BASELINES = ("nchw", "nhwc", "nchw16c")
 
@@ -43,7 +44,7 @@ class Plan:
         return cls(dict(choices), str(data.get("model", "")), dict(data.get("args") or {}))
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        write_json_atomic(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
