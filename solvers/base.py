@@ -74,7 +74,9 @@ class Solver(ABC):
 
     Subclasses set ``name``, take their parameters as keyword arguments of ``__init__`` (each stored under the same
     attribute name, as in scikit-learn) and implement ``_solve``. ``time_limit`` (seconds, None = unlimited) is common
-    to all solvers; one that runs out of time before it has an answer raises ``SolverError``.
+    to all solvers. A solver that runs out of time without an answer either returns status ``not_found`` with the
+    reason in its log (``ilp``, whose search may be cut off at any point) or raises ``SolverError`` (the others, which
+    have no partial answer to report); it never substitutes another solver's answer.
     """
 
     name: ClassVar[str]

@@ -1,0 +1,216 @@
+"""``tessera ablate`` / ``report`` end to end: real local Ray (started once), a real sqlite MLflow store in tmp."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+
+from experiments.cli import main
+from experiments.config import LP_BOUND, parse_config
+from experiments.runner import run_experiment, start_ray
+from experiments.tracking import CONFIG_HASH, TRIAL_ID, client, trial_runs
+
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
+
+GRID = """
+repeats = 1
+num_cpus = 2
+[[problems]]
+generator = "chain"
+nodes = 20
+seed = 0
+candidates = 4
+[[problems]]
+generator = "densenet"
+seed = 0
+candidates = 4
+[[solvers]]
+name = "dp"
+[[solvers]]
+name = "pbqp"
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_session():
+    ray, started = start_ray(num_cpus=2)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """One sqlite tracking store for the module (creating one takes seconds); tests use their own experiments."""
+    return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+
+
+def write_config(path, name: str, body: str = GRID):
+    path.write_text(f'name = "{name}"\n{body}')
+    return path
+
+
+@pytest.fixture(scope="module")
+def grid(ray_session, store, tmp_path_factory):
+    """The grid run once on Ray through the CLI; returns (config path, experiment name)."""
+    path = write_config(tmp_path_factory.mktemp("cfg") / "grid.toml", "grid")
+    assert main(["ablate", str(path), "--tracking-uri", store]) == 0
+    return path, "grid"
+
+
+def by_trial(experiment: str, store: str) -> dict:
+    return {run.data.tags[TRIAL_ID]: run for run in trial_runs(experiment, store)}
+
+
+def test_grid_runs_on_ray_and_is_read_back_from_mlflow(grid, store):
+    runs = by_trial(grid[1], store)
+    assert sorted(runs) == sorted(f"{inst}/{solver}/r0" for inst in ("chain-n20-k4-s0", "densenet-k4-s0")
+                                  for solver in ("dp", "pbqp", LP_BOUND))
+    pbqp = runs["chain-n20-k4-s0/pbqp/r0"]
+    assert pbqp.info.status == "FINISHED"
+    assert pbqp.data.params["solver"] == "pbqp" and pbqp.data.params["problem.generator"] == "chain"
+    assert pbqp.data.params["problem.seed"] == "0" and pbqp.data.params["status"] == "optimal"
+    assert pbqp.data.params["config_hash"] == pbqp.data.tags[CONFIG_HASH]
+    assert {"version.tessera", "cpu", "cores"} <= set(pbqp.data.params)
+    metrics = pbqp.data.metrics
+    assert metrics["nodes"] == 20 and metrics["gap"] == 0 and metrics["cost"] == metrics["lower_bound"] > 0
+    bound = runs[f"chain-n20-k4-s0/{LP_BOUND}/r0"].data.metrics["lower_bound"]
+    assert bound == pytest.approx(metrics["cost"], rel=1e-6)  # the LP bound is tight on a chain
+    artifacts = {a.path for a in client(store).list_artifacts(pbqp.info.run_id)}
+    assert artifacts == {"problem.json", "solution.json", "solver.log"}
+    solution = json.loads(open(client(store).download_artifacts(pbqp.info.run_id, "solution.json")).read())
+    assert len(solution["assignment"]) == 20 and solution["cost"] == metrics["cost"]
+
+
+def test_a_failing_trial_records_its_error_and_the_others_complete(grid, store):
+    runs = by_trial(grid[1], store)
+    refused = runs["densenet-k4-s0/dp/r0"]
+    assert refused.info.status == "FAILED" and refused.data.params["status"] == "error"
+    assert "too wide" in refused.data.tags["tessera.error"]
+    assert "cost" not in refused.data.metrics
+    others = [run for trial_id, run in runs.items() if trial_id != "densenet-k4-s0/dp/r0"]
+    assert len(others) == 5 and all(run.info.status == "FINISHED" for run in others)
+
+
+def test_serial_gives_the_same_results(grid, store, tmp_path):
+    path = write_config(tmp_path / "serial.toml", "grid-serial")
+    assert main(["ablate", str(path), "--serial", "--tracking-uri", store]) == 0
+    on_ray, serial = by_trial(grid[1], store), by_trial("grid-serial", store)
+    assert sorted(on_ray) == sorted(serial)
+    for trial_id, run in serial.items():
+        assert run.data.params["status"] == on_ray[trial_id].data.params["status"]
+        assert run.data.tags[CONFIG_HASH] == on_ray[trial_id].data.tags[CONFIG_HASH]
+        for key in ("cost", "lower_bound"):
+            expected = on_ray[trial_id].data.metrics.get(key)
+            assert run.data.metrics.get(key) == (None if expected is None else pytest.approx(expected, rel=1e-9))
+
+
+def test_rerunning_skips_finished_trials(grid, store, capsys):
+    before = len(client(store).search_runs([client(store).get_experiment_by_name(grid[1]).experiment_id]))
+    assert main(["ablate", str(grid[0]), "--tracking-uri", store]) == 0
+    out, err = capsys.readouterr()
+    assert "6 trials, 5 already finished, 0 finished now, 1 failed" in out  # only the refused trial is tried again
+    assert "[1/1] densenet-k4-s0/dp/r0: error (dp: problem too wide" in err
+    runs = client(store).search_runs([client(store).get_experiment_by_name(grid[1]).experiment_id])
+    assert len(runs) == before + 2  # a parent run and the retried failure
+
+
+def test_a_killed_worker_is_retried(ray_session, store):
+    config = parse_config({"name": "killed", "lower_bound": False,
+                           "problems": [{"generator": "densenet", "seed": 0, "candidates": 8}],
+                           "solvers": [{"name": "ilp", "time_limit": 3.0, "workers": 1}]})
+    killed: list[int] = []
+
+    def kill_the_trial_worker() -> None:
+        deadline = time.monotonic() + 30
+        while not killed and time.monotonic() < deadline:
+            for process in psutil.Process().children(recursive=True):
+                try:
+                    if process.cmdline()[:1] == ["ray::run_trial"]:
+                        time.sleep(0.5)  # let it get into the solve
+                        os.kill(process.pid, signal.SIGKILL)
+                        killed.append(process.pid)
+                        return
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_trial_worker)
+    killer.start()
+    summary = run_experiment(config, tracking_uri=store)
+    killer.join()
+    assert killed, "no worker running the trial was found"
+    assert (summary.finished, summary.failed) == (1, 0)
+    (run,) = trial_runs("killed", store)
+    assert run.info.status == "FINISHED" and run.data.params["status"] in ("optimal", "feasible", "not_found")
+    assert run.data.metrics["solve_seconds"] >= 2.5  # the retry ran the whole solve
+
+
+def test_report_writes_tables_and_plots(grid, store, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["report", grid[1], "--out", str(out), "--tracking-uri", store]) == 0
+    markdown = (out / "report.md").read_text()
+    assert "| chain-n20-k4-s0 | pbqp" in markdown and "error: dp: problem too wide" in markdown
+    lines = (out / "report.csv").read_text().splitlines()
+    assert lines[0].startswith("instance,nodes,edges,solver,runs,cost,bound,best_bound,cost_ratio")
+    rows = [line.split(",") for line in lines[1:]]
+    assert len(rows) == 6
+    chain_pbqp = next(r for r in rows if r[0] == "chain-n20-k4-s0" and r[3] == "pbqp")
+    assert float(chain_pbqp[8]) == pytest.approx(1.0)
+    densenet_pbqp = next(r for r in rows if r[0] == "densenet-k4-s0" and r[3] == "pbqp")
+    assert float(densenet_pbqp[8]) >= 1.0 and densenet_pbqp[1] == "303"
+    for name in ("cost_ratio.png", "solve_time.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 5000
+
+
+def test_report_of_an_unknown_experiment_is_one_error(store, capsys):
+    assert main(["report", "no-such-experiment", "--tracking-uri", store]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no MLflow experiment named 'no-such-experiment'") and err.count("\n") == 1
+
+
+def one_conv_onnx(path):
+    """A one-convolution ONNX network (3 -> 8 channels, 8x8 input): the cheapest model to measure."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(nodes, "one_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+                              initializer=[weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_measured_trials_are_timed_end_to_end_one_at_a_time(ray_session, store, tmp_path):
+    one_conv_onnx(tmp_path / "one_conv.onnx")
+    body = ('lower_bound = false\nmetrics = ["solver", "latency"]\n'
+            '[[problems]]\nmodel = "one_conv.onnx"\nspace_size = 1\nlayouts = "NCHW"\n'
+            'cache = "costs.sqlite"\n[[solvers]]\nname = "pbqp"\n[[solvers]]\nname = "greedy"\n')
+    path = write_config(tmp_path / "measured.toml", "measured", body)
+    assert main(["ablate", str(path), "--tracking-uri", store]) == 0
+    runs = sorted(trial_runs("measured", store), key=lambda run: run.data.metrics["started_at"])
+    assert [run.data.tags[TRIAL_ID] for run in runs] == [
+        "one_conv-b1-s0-n1-t1-NCHW/pbqp/r0", "one_conv-b1-s0-n1-t1-NCHW/greedy/r0"]
+    assert all(run.info.status == "FINISHED" and run.data.metrics["cost"] > 0 for run in runs)
+    assert all(run.data.metrics["latency_ms"] > 0 and run.data.metrics["numerical_error"] < 1e-3 for run in runs)
+    assert runs[0].data.metrics["ended_at"] <= runs[1].data.metrics["started_at"]  # one at a time on the node
+    assert runs[0].data.params["problem.layouts"] == "NCHW" and (tmp_path / "costs.sqlite").is_file()
+    problem = json.loads(open(client(store).download_artifacts(runs[0].info.run_id, "problem.json")).read())
+    assert problem["meta"]["model"].endswith("one_conv.onnx")
+    assert problem["meta"]["costs"]["provider"] == "MeasuredCosts"
+    assert main(["report", "measured", "--out", str(tmp_path / "report"), "--tracking-uri", store]) == 0
+    assert "| one_conv-b1-s0-n1-t1-NCHW | pbqp |" in (tmp_path / "report" / "report.md").read_text()
+    rows = list(csv.DictReader((tmp_path / "report" / "report.csv").open()))
+    assert [float(row["latency_ms"]) for row in rows] == [pytest.approx(r.data.metrics["latency_ms"]) for r in
+                                                          sorted(runs, key=lambda r: r.data.params["solver"])]
