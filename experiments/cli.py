@@ -20,9 +20,10 @@ USAGE_ERROR = 2
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
+    from experiments.config import ExperimentError
     from search.errors import SearchError
 
-    return (ProblemError, SolverError, SearchError, FileNotFoundError, PermissionError)
+    return (ProblemError, SolverError, SearchError, ExperimentError, FileNotFoundError, PermissionError)
 
 
 # ---------------------------------------------------------------------------------------------------- solve
@@ -32,7 +33,8 @@ def _add_solve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", default="pbqp", help="dp, pbqp, ilp or greedy (default: pbqp)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
     p.add_argument("--bound", action="store_true", help="also compute the LP lower bound of the local polytope")
-    p.add_argument("--out", help="write the plan (node -> candidate) and the solution to this JSON file")
+    p.add_argument("--out", help="write the plan (model, args, node -> candidate choices; the format 'tessera export "
+                   "--plan' reads) with the solution summary to this JSON file")
     p.set_defaults(run=_run_solve)
 
 
@@ -44,8 +46,11 @@ def _run_solve(args: argparse.Namespace) -> int:
     params = {} if args.time_limit is None else {"time_limit": args.time_limit}
     solution = solve(problem, args.solver, bound=args.bound, **params)
     result = solution.to_dict()
-    if args.out:
-        write_json_atomic(args.out, result)
+    if args.out:  # a plan file for `tessera export` that also keeps the solution summary
+        summary = {k: v for k, v in result.items() if k != "assignment"}
+        plan = {"model": problem.meta.get("model", ""), "args": problem.meta.get("args", {}),
+                "choices": result["assignment"], "solution": summary}
+        write_json_atomic(args.out, plan)
     print(json.dumps(result))
     if not solution.assignment:
         print(f"error: {args.solver} found no finite-cost assignment (status: {solution.status})", file=sys.stderr)
@@ -183,6 +188,112 @@ def _run_models(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------- extract / tune
+def _add_measurement_args(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by extract and tune: the model's input, the candidate space, threads and the cost cache."""
+    p.add_argument("model", help="zoo model name or .onnx file")
+    p.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
+    p.add_argument("--image-size", type=int, default=None, help="input height and width (default: the model's own)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model's random weights (default: 0)")
+    p.add_argument("--threads", type=int, default=None, help="runtime threads (default: every usable core)")
+    p.add_argument("--space-size", type=int, default=None,
+                   help="candidates per node before the uniform baselines' are added (default: 50)")
+    p.add_argument("--layouts", default=None,
+                   help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c)")
+    p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
+
+
+def _measurement_kwargs(args: argparse.Namespace) -> dict:
+    from cost_models.cache import DEFAULT_CACHE
+    from experiments.progress import ProgressBar
+
+    return {"batch": args.batch, "image_size": args.image_size, "seed": args.seed, "threads": args.threads,
+            "space_size": args.space_size, "layouts": args.layouts, "cache": args.cache or DEFAULT_CACHE,
+            "progress": ProgressBar()}
+
+
+def _add_extract(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("extract", help="measure a model's candidate space (what the cache lacks) into a problem file")
+    _add_measurement_args(p)
+    p.add_argument("--out", required=True, help="problem JSON file to write")
+    p.set_defaults(run=_run_extract)
+
+
+def _run_extract(args: argparse.Namespace) -> int:
+    from experiments.tune import extract
+
+    kwargs = _measurement_kwargs(args)
+    try:
+        extracted = extract(args.model, **kwargs)
+    finally:
+        kwargs["progress"].close()
+    extracted.problem.save(args.out)
+    p = extracted.problem
+    print(f"wrote {args.out}: {p.num_nodes} nodes, {len(p.edges)} edges, {sum(p.domain_sizes)} candidates; "
+          f"{extracted.tasks} measurements needed, {extracted.new} new, {extracted.failed} failed")
+    return 0
+
+
+def _add_tune(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="measure, solve, export, check and time a model's plan against the baselines")
+    _add_measurement_args(p)
+    p.add_argument("--solver", default="pbqp", help="dp, pbqp, ilp or greedy (default: pbqp)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
+    p.add_argument("--repeat", type=int, default=10,
+                   help="interleaved timing rounds of the plan and each baseline (default: 10)")
+    p.add_argument("--out", required=True, help="directory for plan.json, problem.json, summary.json, artifact/")
+    p.set_defaults(run=_run_tune)
+
+
+def _run_tune(args: argparse.Namespace) -> int:
+    from experiments.tune import tune
+
+    kwargs = _measurement_kwargs(args)
+    try:
+        tune(args.model, args.out, solver=args.solver, time_limit=args.time_limit, repeat=args.repeat,
+             echo=lambda line: print(line, flush=True), **kwargs)
+    finally:
+        kwargs["progress"].close()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- ablate / report
+def _add_ablate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ablate", help="run an experiment grid (TOML) on Ray, tracked in MLflow; reruns resume")
+    p.add_argument("config", help="experiment TOML file (format in experiments/config.py)")
+    p.add_argument("--address", default=None, help="join this Ray cluster (default: start a local one)")
+    p.add_argument("--serial", action="store_true", help="run the trials one by one in this process, without Ray")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+    p.set_defaults(run=_run_ablate)
+
+
+def _run_ablate(args: argparse.Namespace) -> int:
+    from experiments.config import load_config
+    from experiments.runner import run_experiment
+
+    config = load_config(args.config)
+    summary = run_experiment(config, tracking_uri=args.tracking_uri, address=args.address, serial=args.serial)
+    print(f"{config.name}: {summary.trials} trials, {summary.skipped} already finished, {summary.finished} finished "
+          f"now, {summary.failed} failed, {summary.seconds:.1f} s (parent run {summary.parent_run_id})")
+    return 0
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="tables (markdown, CSV) and plots of an experiment's runs in MLflow")
+    p.add_argument("experiment", help="experiment name (the config's name)")
+    p.add_argument("--out", default=None, help="directory to write (default: report-<experiment>)")
+    p.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+    p.set_defaults(run=_run_report)
+
+
+def _run_report(args: argparse.Namespace) -> int:
+    from experiments.report import write_report
+
+    files = write_report(args.experiment, args.out or f"report-{args.experiment}", args.tracking_uri)
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -194,8 +305,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_models(sub)
     _add_export(sub)
     _add_run(sub)
+    _add_extract(sub)
+    _add_tune(sub)
     _add_generate(sub)
     _add_demo(sub)
+    _add_ablate(sub)
+    _add_report(sub)
     return parser
 
 

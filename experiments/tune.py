@@ -1,0 +1,349 @@
+"""The whole loop: measure a model's candidate space, solve the cost problem, export and check the plan, and time it
+against the uniform baselines in the same process.
+
+``extract(model, ...)`` measures what the cost cache lacks and returns the ``solvers.Problem``; ``tune(model, out,
+...)`` does everything and writes ``plan.json``, ``problem.json``, ``summary.json`` and the ``artifact/`` directory.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cost_models.cache import DEFAULT_CACHE
+from search.errors import SearchError
+
+if TYPE_CHECKING:
+    import tvm
+
+    from cost_models.measure import CostProvider, MeasuredCosts
+    from search.artifact import Artifact
+    from search.graph import OpGraph
+    from solvers.problem import Problem
+
+TUNED_ARTIFACT = "artifact"
+
+
+def usable_cores() -> int:
+    """Cores this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def use_threads(threads: int | None) -> int:
+    """Validate ``threads`` (None: every usable core) and put it into ``TVM_NUM_THREADS``.
+
+    TVM sizes its thread pool once per process, from that variable, when the runtime first runs something; call this
+    before then.
+    """
+    cores = usable_cores()
+    threads = cores if threads is None else threads
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= cores:
+        raise SearchError(f"threads must be an integer from 1 to the {cores} usable cores, got {threads!r}")
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    return threads
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A measured problem and how it was made: the graph, the model's name and load arguments, and measurement
+    counts (``tasks`` distinct measurements needed, ``new`` of them measured now, ``failed`` failures)."""
+
+    graph: OpGraph
+    problem: Problem
+    model: str
+    args: dict[str, Any]
+    tasks: int
+    new: int
+    failed: int
+    seconds: float
+
+
+def _load(model: str | tvm.IRModule, name: str | None, batch: int, image_size: int | None, seed: int):
+    """(graph, name, args) of a zoo name / .onnx path, or of a Relax module (labelled ``name``)."""
+    from search.graph import extract_graph
+    from search.zoo import load_model
+
+    if isinstance(model, str):
+        mod = load_model(model, batch=batch, image_size=image_size, seed=seed)
+        label = name or model
+    else:
+        mod, label = model, name or "model"
+    graph = extract_graph(mod)
+    shape = graph.inputs[0][1]
+    return graph, label, {"batch": int(shape[0]), "image_size": int(shape[-1]), "seed": seed}
+
+
+def extract(
+    model: str | tvm.IRModule,
+    *,
+    name: str | None = None,
+    batch: int = 1,
+    image_size: int | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+    space_size: int | None = None,
+    layouts: Sequence[str] | str | None = None,
+    cache: str | Path = DEFAULT_CACHE,
+    progress: Callable[[Any], None] | None = None,
+) -> Extracted:
+    """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
+
+    Parameters
+    ----------
+    model : str or tvm.IRModule
+        A zoo name or .onnx path (loaded with ``batch``, ``image_size``, ``seed``), or a Relax module in the zoo's
+        vocabulary, labelled ``name``.
+    threads : int, optional
+        Runtime threads kernels are timed with (default: every usable core); set before TVM starts its thread pool.
+    space_size, layouts
+        See ``search.costs.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE`` and ``DEFAULT_LAYOUTS``).
+    cache : path
+        The sqlite cost cache, created if missing.
+    progress : callable, optional
+        Receives the cost provider's progress events (see ``experiments.progress.ProgressBar``).
+
+    Raises
+    ------
+    SearchError
+        Unknown model, bad sizes, threads, layouts or space size, or an unusable cache file.
+    """
+    from search import costs
+    from search.export import make_target
+
+    threads = use_threads(threads)
+    layouts = costs.parse_layouts(costs.DEFAULT_LAYOUTS if layouts is None else layouts)
+    space_size = costs.check_space_size(costs.DEFAULT_SPACE_SIZE if space_size is None else space_size)
+    graph, label, args = _load(model, name, batch, image_size, seed)
+    space = costs.tuning_space(graph, layouts=layouts, space_size=space_size)
+    meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size}
+    tally = _Tally(progress)
+    start = time.perf_counter()
+    with _open_provider(cache, make_target(threads), threads, tally) as provider:
+        problem = costs.build_problem(graph, space, tally.wrap(provider.measure),
+                                      meta={**meta, "costs": _provenance(provider)})
+    return Extracted(graph, problem, label, args, tally.tasks, tally.new, tally.failed, time.perf_counter() - start)
+
+
+class _Tally:
+    """Counts what a provider's ``measure`` was asked (``tasks``), measured anew (``new``, from its progress events)
+    and returned as failed (``failed``, cached failures included); forwards progress events."""
+
+    def __init__(self, forward: Callable[[Any], None] | None) -> None:
+        self.forward, self.tasks, self.new, self.failed = forward, 0, 0, 0
+
+    def __call__(self, event: Any) -> None:
+        self.new = event.done
+        if self.forward is not None:
+            self.forward(event)
+
+    def wrap(self, measure: Callable[[list[Any]], list[Any]]) -> Callable[[list[Any]], list[Any]]:
+        def counted(tasks: list[Any]) -> list[Any]:
+            records = measure(tasks)
+            self.tasks, self.failed = len(tasks), sum(not record.ok for record in records)
+            return records
+
+        return counted
+
+
+def _open_provider(cache: str | Path, target, threads: int, progress: Callable[[Any], None]) -> CostProvider:
+    from cost_models.cache import CacheError, CostCache
+    from cost_models.measure import MeasuredCosts
+
+    store = CostCache(cache)
+    try:
+        len(store)
+    except CacheError as exc:
+        raise SearchError(str(exc)) from exc
+    return MeasuredCosts(store, target=target, threads=threads, progress=progress)
+
+
+def _provenance(provider: MeasuredCosts) -> dict[str, Any]:
+    """Where the costs come from: the provider, its cache file and measurement context."""
+    return {"provider": type(provider).__name__, "cache": str(provider.cache.path),
+            "context": dict(vars(provider.context))}
+
+
+# ---------------------------------------------------------------------------------------------------- tune
+def tune(
+    model: str | tvm.IRModule,
+    out: str | Path,
+    *,
+    solver: str = "pbqp",
+    time_limit: float | None = None,
+    repeat: int = 10,
+    echo: Callable[[str], None] = print,
+    **extract_args: Any,
+) -> dict[str, Any]:
+    """Measure, solve, export, check and time ``model``'s best plan and the uniform baselines.
+
+    Parameters
+    ----------
+    model : str or tvm.IRModule
+        As ``extract`` (which also takes every other keyword: name, batch, image_size, seed, threads, space_size,
+        layouts, cache, progress).
+    out : path
+        Directory for ``problem.json``, ``plan.json``, ``summary.json`` and the exported ``artifact/``.
+    solver, time_limit
+        The ``solvers`` solver by name and its time limit in seconds.
+    repeat : int
+        Rounds of the interleaved end-to-end latency measurement (see ``interleaved_latency``).
+    echo : callable
+        Receives each printed line of the summary.
+
+    Returns
+    -------
+    dict
+        The summary written to ``summary.json``.
+
+    Raises
+    ------
+    SearchError, SolverError
+        Bad input, a solver that finds no finite-cost plan, or a plan failing the numerical check.
+    """
+    from search.artifact import load_artifact
+    from search.costs import plan_from_assignment
+    from search.export import export, make_target
+    from search.plan import BASELINES, baseline_plan
+    from solvers import solve
+    from solvers.base import SolverError, make_solver
+
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
+        raise SearchError(f"repeat must be a positive integer, got {repeat!r}")
+    chosen_solver = make_solver(solver, **({} if time_limit is None else {"time_limit": time_limit}))
+    extracted = extract(model, **extract_args)
+    problem, graph, threads = extracted.problem, extracted.graph, extracted.problem.meta["threads"]
+    directory = Path(out)
+    directory.mkdir(parents=True, exist_ok=True)
+    problem.save(directory / "problem.json")
+    solution = solve(problem, chosen_solver, bound=True)
+    if not solution.assignment:
+        raise SolverError(f"{solver} found no finite-cost plan (status: {solution.status})")
+    plan = plan_from_assignment(solution.assignment, extracted.model, extracted.args)
+    plan.save(directory / "plan.json")
+    target = make_target(threads)
+    plans = {"plan": plan, **{name: baseline_plan(graph, name, extracted.model, extracted.args) for name in BASELINES}}
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="tessera-baseline-") as scratch:
+        artifacts = {}
+        for label, candidate_plan in plans.items():
+            where = directory / TUNED_ARTIFACT if label == "plan" else Path(scratch) / label
+            compiled = export(graph, candidate_plan, target=target, threads=threads, seed=extracted.args["seed"])
+            compiled.save(where)
+            artifacts[label] = load_artifact(where)
+            results[label] = {"predicted_ms": problem.evaluate(candidate_plan.choices),
+                              "relative_error": compiled.manifest["numerical_check"]["relative_error"]}
+        load = [os.getloadavg()[0]]
+        for label, latency in interleaved_latency(artifacts, rounds=repeat, threads=threads).items():
+            results[label]["latency"] = latency
+        load.append(os.getloadavg()[0])
+    tuned, baselines = results.pop("plan"), results
+    for result in baselines.values():
+        result["speedup"] = result["latency"]["median_ms"] / tuned["latency"]["median_ms"]
+    summary = _summary(extracted, solution, tuned, baselines, target, directory)
+    summary["load_average_1min"] = {"before_latency": load[0], "after_latency": load[1]}
+    _write_json(directory / "summary.json", summary)
+    for line in format_summary(summary):
+        echo(line)
+    return summary
+
+
+def interleaved_latency(artifacts: dict[str, Artifact], *, rounds: int, threads: int) -> dict[str, dict[str, Any]]:
+    """End-to-end latency of several artifacts, measured in turns so that load from other processes on a shared
+    machine hits them all alike.
+
+    Each of ``rounds`` rounds times every artifact once (``number`` runs of about 50 ms in all, fixed per artifact at
+    its first round), starting one artifact later each round. Returns, per artifact, the median, quartiles, extremes
+    and interquartile ``spread_ms`` of the per-round times in milliseconds.
+    """
+    import numpy as np
+
+    from search.artifact import measure_latency
+
+    labels = list(artifacts)
+    samples: dict[str, list[float]] = {label: [] for label in labels}
+    numbers: dict[str, int] = {}
+    runtime_threads = threads
+    for index in range(rounds):
+        shift = index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            latency = measure_latency(artifacts[label], repeat=1, number=numbers.get(label), threads=threads)
+            numbers[label], runtime_threads = latency.number, latency.runtime_threads
+            samples[label].append(latency.median_ms)
+    out = {}
+    for label, values in samples.items():
+        p25, median, p75 = (float(v) for v in np.percentile(values, [25, 50, 75]))
+        out[label] = {"median_ms": median, "p25_ms": p25, "p75_ms": p75, "spread_ms": p75 - p25,
+                      "min_ms": min(values), "max_ms": max(values), "rounds": rounds, "number": numbers[label],
+                      "threads": threads, "runtime_threads": runtime_threads}
+    return out
+
+
+def _summary(extracted: Extracted, solution, tuned, baselines, target, directory: Path) -> dict[str, Any]:
+    import tvm
+
+    problem = extracted.problem
+    return {
+        "model": extracted.model,
+        "args": extracted.args,
+        "threads": problem.meta["threads"],
+        "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
+                   "num-cores": int(target.attrs.get("num-cores", 0))},
+        "versions": {"tessera": importlib.metadata.version("tessera"), "tvm": tvm.__version__,
+                     "python": platform.python_version()},
+        "problem": {"nodes": problem.num_nodes, "edges": len(problem.edges),
+                    "candidates": sum(problem.domain_sizes), "layouts": problem.meta["layouts"],
+                    "space_size": problem.meta["space_size"]},
+        "measurements": {"tasks": extracted.tasks, "new": extracted.new, "cached": extracted.tasks - extracted.new,
+                         "failed": extracted.failed, "seconds": extracted.seconds, **problem.meta["costs"]},
+        "solver": {key: value for key, value in solution.to_dict().items() if key != "assignment"},
+        "plan": tuned,
+        "baselines": baselines,
+        "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
+                  "artifact": str(directory / TUNED_ARTIFACT)},
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g} ms"
+
+
+def format_summary(summary: dict[str, Any]) -> list[str]:
+    """The printed lines of a ``tune`` summary."""
+    s, p, m, solver = summary, summary["problem"], summary["measurements"], summary["solver"]
+    gap = "-" if solver["gap"] is None else f"{100 * solver['gap']:.2f}%"
+    lines = [
+        f"{s['model']} (batch {s['args']['batch']}, {s['args']['image_size']}x{s['args']['image_size']}, "
+        f"{s['threads']} threads): {p['nodes']} nodes, {p['edges']} edges, {p['candidates']} candidates",
+        f"measurements: {m['tasks']} needed, {m['new']} new, {m['cached']} from the cache, {m['failed']} failed "
+        f"({m['seconds']:.1f} s; cache {m['cache']})",
+        f"solver {solver['solver']}: cost {_ms(solver['cost'])}, {solver['status']}, gap {gap} "
+        f"(lower bound {_ms(solver['lower_bound'])}), {solver['seconds']:.3g} s",
+    ]
+    rows = [("plan", s["plan"])] + [(f"baseline {name}", result) for name, result in s["baselines"].items()]
+    for label, result in rows:
+        latency = result["latency"]
+        speedup = f", plan speed-up {result['speedup']:.2f}x" if "speedup" in result else ""
+        lines.append(f"{label}: predicted {_ms(result['predicted_ms'])}, measured {_ms(latency['median_ms'])} "
+                     f"median (spread {_ms(latency['spread_ms'])}){speedup}")
+    load = s["load_average_1min"]
+    latency = s["plan"]["latency"]
+    pool = "" if latency["runtime_threads"] == latency["threads"] else \
+        f" (TVM's thread pool ran {latency['runtime_threads']} threads: it was started before threads were set)"
+    lines.append(f"end-to-end latency: {latency['rounds']} interleaved rounds per plan; 1-min load average "
+                 f"{load['before_latency']:.2f} -> {load['after_latency']:.2f} on {usable_cores()} cores{pool}")
+    lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}; wrote "
+                 f"{Path(s['files']['plan']).parent}: plan.json, problem.json, summary.json, {TUNED_ARTIFACT}/")
+    return lines
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    from solvers.problem import write_json_atomic
+
+    write_json_atomic(path, data)

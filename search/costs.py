@@ -1,0 +1,226 @@
+"""Measured costs: the tuning space of a graph, the measurement tasks it needs, and the ``solvers.Problem`` they give.
+
+Costs are in milliseconds:
+
+- a **node** candidate costs its conv / dense kernel's measured time, plus the layout transforms of its boundary
+  reads (a fixed NCHW tensor into the candidate's layout) and boundary writes (its output back to NCHW); a failed
+  measurement forbids the candidate;
+- an **edge** matrix entry is the transform of the edge's tensor from the producer candidate's output layout to the
+  layout the consumer candidate needs on that input (0 when they agree; a failed measurement forbids the pair);
+  several edges between the same two nodes reading the same tensor in the same layout pay for one transform, as the
+  exported module shares it;
+- concat / add nodes and follower ops (pooling, relu, per-channel scale, ...) cost 0 in every layout: they are
+  memory-bound, move the same bytes whatever the layout, and are not measured.
+
+The pairwise model charges every consumer for its own transform, where the exported module converts a tensor once
+per wanted layout, so predicted costs can exceed the module's when one tensor feeds several consumers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from cost_models.cache import CostRecord
+from cost_models.tasks import KernelTask, Task, TransformTask
+from search.candidates import Candidate, kernel_spec, node_candidates
+from search.errors import SearchError
+from search.graph import KERNEL_KINDS, OpGraph
+from search.layouts import block_size
+from search.plan import BASELINES, Plan, baseline_plan
+from solvers.problem import Problem
+
+DEFAULT_LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c", "NCHW32c")
+DEFAULT_SPACE_SIZE = 50
+Carried = list[tuple[str, tuple[int, ...], str]]  # (tensor, logical shape, side of the consumer) an edge group carries
+
+
+def parse_layouts(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``"NCHW,NHWC,NCHW16c"`` (or a sequence) -> validated, deduplicated layouts; SearchError if one is unknown."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    layouts = tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
+    if not layouts:
+        raise SearchError("give at least one layout, e.g. NCHW,NHWC,NCHW16c")
+    for layout in layouts:
+        block_size(layout)  # LayoutError (a SearchError) for unknown ones
+    return layouts
+
+
+def check_space_size(space_size: Any) -> int:
+    """``space_size`` if it is a positive integer; SearchError otherwise."""
+    if not isinstance(space_size, int) or isinstance(space_size, bool) or space_size < 1:
+        raise SearchError(f"space size must be a positive integer (candidates per node), got {space_size!r}")
+    return space_size
+
+
+def tuning_space(
+    graph: OpGraph,
+    *,
+    layouts: Sequence[str] = DEFAULT_LAYOUTS,
+    space_size: int = DEFAULT_SPACE_SIZE,
+) -> dict[str, list[Candidate]]:
+    """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (dense keeps ``NC``),
+    the first ``space_size`` of them, then the uniform baselines' candidates not already there.
+
+    The baselines make every node's domain non-empty and let their predicted costs be read off the problem.
+    """
+    check_space_size(space_size)
+    allowed = set(parse_layouts(layouts)) | {"NC"}
+    baselines = [baseline_plan(graph, name) for name in BASELINES]
+    space = {}
+    for op in graph.tunable:
+        ranked = node_candidates(op)
+        chosen = [c for c in ranked if c.in_layout in allowed and c.out_layout in allowed][:space_size]
+        chosen += [plan.candidate(op.name) for plan in baselines]
+        space[op.name] = list(dict.fromkeys(chosen))
+    return space
+
+
+def _layout_on(candidate: Candidate, side: str) -> str:
+    return candidate.in_layout if side == "in" else candidate.out_layout
+
+
+class _Costing:
+    """Enumerates the tasks of a graph's space and, once their records are known, prices nodes and edges."""
+
+    def __init__(self, graph: OpGraph, space: Mapping[str, Sequence[Candidate]]) -> None:
+        missing = [op.name for op in graph.tunable if not space.get(op.name)]
+        if missing:
+            raise SearchError(f"no candidates for node(s) {', '.join(missing)}")
+        self.graph, self.space = graph, space
+        self.records: dict[Task, CostRecord] = {}
+
+    # ----------------------------------------------------------------------------------- what each cost is made of
+    def kernel_task(self, node: str, candidate: Candidate) -> KernelTask | None:
+        op = self.graph.op(node)
+        return KernelTask(kernel_spec(op, candidate)) if op.kind in KERNEL_KINDS else None
+
+    def node_transforms(self, node: str, candidate: Candidate) -> list[TransformTask]:
+        reads = [TransformTask(tuple(r.shape), "NCHW", _layout_on(candidate, r.side))
+                 for r in self.graph.boundary_reads if r.node == node]
+        writes = [TransformTask(tuple(w.shape), candidate.out_layout, "NCHW")
+                  for w in self.graph.boundary_writes if w.node == node]
+        return [task for task in reads + writes if task.src != task.dst]
+
+    def edge_groups(self) -> dict[tuple[str, str], Carried]:
+        """(src, dst) -> the (tensor, shape, side) the edges between them carry, each tensor-side once."""
+        groups: dict[tuple[str, str], Carried] = {}
+        for edge in self.graph.edges:
+            value = self.graph.op(edge.dst).inputs[edge.dst_input]
+            entry = (value, tuple(edge.shape), edge.dst_side)
+            group = groups.setdefault((edge.src, edge.dst), [])
+            if entry not in group:
+                group.append(entry)
+        return groups
+
+    @staticmethod
+    def edge_transforms(carried: Carried, source_layout: str, consumer: Candidate) -> list[TransformTask]:
+        """Transforms for one candidate pair: one per distinct (tensor, wanted layout) that differs from the source."""
+        wanted = dict.fromkeys((value, shape, _layout_on(consumer, side)) for value, shape, side in carried)
+        return [TransformTask(shape, source_layout, layout) for _, shape, layout in wanted if layout != source_layout]
+
+    def tasks(self) -> list[Task]:
+        """Every distinct measurement the problem needs, kernels first."""
+        kernels, transforms = [], []
+        for node, candidates in self.space.items():
+            for candidate in candidates:
+                kernels.append(self.kernel_task(node, candidate))
+                transforms += self.node_transforms(node, candidate)
+        for (src, dst), carried in self.edge_groups().items():
+            for source_layout in dict.fromkeys(c.out_layout for c in self.space[src]):
+                for consumer in self.space[dst]:
+                    transforms += self.edge_transforms(carried, source_layout, consumer)
+        return list(dict.fromkeys(task for task in kernels + transforms if task is not None))
+
+    # ----------------------------------------------------------------------------------- prices
+    def cost(self, task: Task) -> float:
+        record = self.records[task]
+        return float(record.median_ms) if record.ok else math.inf
+
+    def node_costs(self, node: str) -> list[float]:
+        costs = []
+        for candidate in self.space[node]:
+            task = self.kernel_task(node, candidate)
+            kernel = self.cost(task) if task is not None else 0.0
+            costs.append(kernel + sum(self.cost(t) for t in self.node_transforms(node, candidate)))
+        return costs
+
+    def edge_matrix(self, src: str, dst: str, carried: Carried) -> list[list[float]]:
+        """Rows: ``src``'s candidates; a row depends only on the candidate's output layout."""
+        rows: dict[str, list[float]] = {}
+        for layout in dict.fromkeys(c.out_layout for c in self.space[src]):
+            rows[layout] = [sum(self.cost(t) for t in self.edge_transforms(carried, layout, consumer))
+                            for consumer in self.space[dst]]
+        return [rows[producer.out_layout] for producer in self.space[src]]
+
+    def candidate_meta(self, node: str) -> dict[str, Any]:
+        """candidate name -> layouts, knobs, and the kernel record behind its cost."""
+        out = {}
+        for candidate in self.space[node]:
+            entry: dict[str, Any] = {"in_layout": candidate.in_layout, "out_layout": candidate.out_layout,
+                                     "knobs": dict(candidate.knobs)}
+            task = self.kernel_task(node, candidate)
+            if task is not None:
+                record = self.records[task]
+                if record.ok:
+                    entry.update(kernel_ms=float(record.median_ms), kernel_spread_ms=record.spread_ms)
+                else:
+                    entry.update(kernel_ms=None, error=record.error or "no timing")
+            out[candidate.name] = entry
+        return out
+
+
+def measurement_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]]) -> list[Task]:
+    """Every distinct kernel and layout-transform measurement ``build_problem`` needs for ``space``."""
+    return _Costing(graph, space).tasks()
+
+
+def build_problem(
+    graph: OpGraph,
+    space: Mapping[str, Sequence[Candidate]],
+    measure: Callable[[list[Task]], Sequence[CostRecord]],
+    *,
+    meta: Mapping[str, Any] | None = None,
+) -> Problem:
+    """The node/edge cost problem of ``graph`` over ``space`` (node -> candidates), priced by ``measure``.
+
+    Parameters
+    ----------
+    graph : OpGraph
+        The model's graph.
+    space : dict of str to list of Candidate
+        Candidates per tunable node (see ``tuning_space``); problem candidate names are ``Candidate.name``.
+    measure : callable
+        ``tasks -> records`` (one ``CostRecord`` per task, in order), e.g. a cost provider's ``measure``; it is
+        called once, with every distinct task.
+    meta : dict, optional
+        Extra provenance (model, args, cost source) stored in ``problem.meta`` next to ``candidates``.
+
+    Raises
+    ------
+    SearchError
+        If a node has no candidates or every candidate of a node failed to measure.
+    """
+    costing = _Costing(graph, space)
+    tasks = costing.tasks()
+    records = list(measure(tasks))
+    if len(records) != len(tasks):
+        raise RuntimeError(f"cost provider returned {len(records)} records for {len(tasks)} tasks")
+    costing.records = dict(zip(tasks, records))
+    nodes = []
+    for op in graph.tunable:
+        costs = costing.node_costs(op.name)
+        if all(math.isinf(c) for c in costs):
+            errors = {e for e in (m.get("error") for m in costing.candidate_meta(op.name).values()) if e}
+            raise SearchError(f"every candidate of {op.name} ({op.kind}) failed to measure: {'; '.join(errors)}")
+        nodes.append((op.name, [c.name for c in space[op.name]], costs))
+    edges = [(src, dst, costing.edge_matrix(src, dst, carried))
+             for (src, dst), carried in costing.edge_groups().items()]
+    candidates = {op.name: costing.candidate_meta(op.name) for op in graph.tunable}
+    return Problem.build(nodes, edges, {**dict(meta or {}), "unit": "ms", "candidates": candidates})
+
+
+def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None) -> Plan:
+    """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices."""
+    return Plan(dict(assignment), model, dict(args or {}))

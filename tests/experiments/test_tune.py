@@ -1,0 +1,111 @@
+"""The whole loop on a tiny network: measure, solve, export, check, time; a second run measures nothing; CLI errors."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from cost_models.measure import Progress
+from experiments.cli import main
+from experiments.progress import ProgressBar
+from experiments.tune import tune
+from search.artifact import load_artifact
+from search.graph import extract_graph
+from search.plan import BASELINES, Plan, validate
+from tests.search.tiny_nets import residual_concat_net
+
+SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 3}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two tune runs of the tiny net on the same (initially empty) cache: (out dir, summaries, printed lines)."""
+    root = tmp_path_factory.mktemp("tune")
+    summaries, printed = [], []
+    for run in range(2):
+        lines: list[str] = []
+        summaries.append(tune(residual_concat_net(), root / f"run{run}", cache=root / "costs.sqlite",
+                              echo=lines.append, **SETTINGS))
+        printed.append(lines)
+    return root / "run0", summaries, printed
+
+
+def test_tune_writes_a_checked_plan_and_its_artifact(runs):
+    out, (summary, _), _ = runs
+    for name in ("plan.json", "problem.json", "summary.json", "artifact/model.so", "artifact/manifest.json"):
+        assert (out / name).is_file(), name
+    plan = Plan.load(out / "plan.json")
+    assert validate(plan, extract_graph(residual_concat_net())) and plan.model == "tiny"
+    artifact = load_artifact(out / "artifact")
+    assert artifact.plan.choices == plan.choices and artifact.manifest["numerical_check"]["passed"]
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_summary_has_solver_prediction_latency_and_baselines(runs):
+    _, (summary, _), (lines, _) = runs
+    solver, plan = summary["solver"], summary["plan"]
+    assert solver["solver"] == "pbqp" and solver["cost"] == pytest.approx(plan["predicted_ms"])
+    assert solver["gap"] is not None and plan["latency"]["median_ms"] > 0 and plan["latency"]["spread_ms"] >= 0
+    assert set(summary["baselines"]) == set(BASELINES)
+    for result in summary["baselines"].values():
+        assert result["predicted_ms"] >= solver["cost"] - 1e-9 and result["speedup"] > 0
+    assert summary["threads"] == 1 and summary["target"]["kind"] == "llvm" and summary["versions"]["tvm"]
+    assert summary["measurements"]["new"] == summary["measurements"]["tasks"] > 0
+    text = "\n".join(lines)
+    for field in ("gap", "predicted", "measured", "spread", "speed-up", *BASELINES):
+        assert field in text
+
+
+def test_a_second_run_on_the_same_cache_measures_nothing(runs):
+    _, (first, second), (_, lines) = runs
+    assert second["measurements"]["new"] == 0 and second["measurements"]["tasks"] == first["measurements"]["tasks"]
+    assert " 0 new" in lines[1]
+    assert second["solver"]["cost"] == pytest.approx(first["solver"]["cost"])
+
+
+def _one_error_line(capsys) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["tune", "nosuchnet", "--out", "{tmp}/o"], "unknown model"),
+        (["extract", "nosuchnet", "--out", "{tmp}/p.json"], "unknown model"),
+        (["extract", "resnet18", "--space-size", "0", "--out", "{tmp}/p.json"], "space size"),
+        (["tune", "resnet18", "--space-size", "-3", "--out", "{tmp}/o"], "space size"),
+        (["extract", "resnet18", "--layouts", "NCHW,NCWH", "--out", "{tmp}/p.json"], "unknown layout"),
+        (["tune", "resnet18", "--threads", "0", "--out", "{tmp}/o"], "threads"),
+        (["tune", "resnet18", "--solver", "nosuch", "--out", "{tmp}/o"], "unknown solver"),
+    ],
+)
+def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys):
+    assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
+    assert message in _one_error_line(capsys)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_draws_in_place_on_a_terminal_and_prints_lines_otherwise():
+    events = [Progress(0, 2, 5, 0, 0.0, None), Progress(1, 2, 5, 1, 3.0, 3.0), Progress(2, 2, 5, 1, 6.5, 0.0)]
+    log, terminal = io.StringIO(), _Terminal()
+    for stream in (log, terminal):
+        bar = ProgressBar(stream)
+        for event in events:
+            bar(event)
+        bar.close()
+    assert log.getvalue().splitlines() == [
+        "measuring: 0/2 measured, 5 cached, 0 failed, 0:00 elapsed, ETA ?",
+        "measuring: 1/2 measured, 5 cached, 1 failed, 0:03 elapsed, ETA 0:03",
+        "measuring: 2/2 measured, 5 cached, 1 failed, 0:06 elapsed, ETA 0:00",
+    ]
+    drawn = terminal.getvalue()
+    assert drawn.count("\r") == 3 and drawn.endswith("\n") and drawn.count("\n") == 1
+    assert "[###############...............] 1/2" in drawn
