@@ -1,10 +1,10 @@
-"""Helpers shared by the heuristic solvers: oriented adjacency and iterated conditional modes (ICM)."""
+"""Helpers shared by the heuristic solvers: oriented adjacency and local searches (ICM, star moves)."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,8 +25,8 @@ def oriented_adjacency(problem: Problem) -> list[dict[int, np.ndarray]]:
 
 
 @dataclass(frozen=True)
-class ICMResult:
-    """Outcome of :func:`iterated_conditional_modes`: the improved assignment and what it took."""
+class LocalSearchResult:
+    """Outcome of a local search: the improved assignment, sweeps made, moves taken, whether it converged."""
 
     assignment: tuple[int, ...]
     rounds: int
@@ -40,7 +40,7 @@ def iterated_conditional_modes(
     *,
     max_rounds: int = 100,
     deadline: float = math.inf,
-) -> ICMResult:
+) -> LocalSearchResult:
     """Improve an assignment one node at a time until no single-node change lowers the cost.
 
     Each round sweeps the nodes in order; a node moves to the candidate minimising its own cost plus the edges to its
@@ -62,7 +62,7 @@ def iterated_conditional_modes(
     --------
     >>> p = Problem.build([("a", ["x", "y"], [0, 1]), ("b", ["x", "y"], [1, 0])], [("a", "b", [[0, 9], [9, 0]])])
     >>> iterated_conditional_modes(p, (0, 1))
-    ICMResult(assignment=(1, 1), rounds=2, moves=1, converged=True)
+    LocalSearchResult(assignment=(1, 1), rounds=2, moves=1, converged=True)
     """
     x = np.array(problem.to_indices(assignment), dtype=np.intp)
     costs = [node.costs for node in problem.nodes]
@@ -103,7 +103,118 @@ def iterated_conditional_modes(
         if not changed:
             converged = True
             break
-    return ICMResult(tuple(int(i) for i in x), rounds, moves, converged)
+    return LocalSearchResult(tuple(int(i) for i in x), rounds, moves, converged)
+
+
+def star_moves(
+    problem: Problem,
+    assignment: Sequence[int],
+    *,
+    max_rounds: int = 100,
+    deadline: float = math.inf,
+) -> LocalSearchResult:
+    """Improve an assignment by re-optimising each node jointly with its neighbours until no such move helps.
+
+    A move centred on ``u`` takes as leaves the neighbours of ``u`` not adjacent to an earlier leaf (in index order),
+    so ``u`` and its leaves form a star; with every other node held fixed the star is solved exactly: each candidate
+    ``a`` of ``u`` costs its own conditional cost plus, per leaf, the leaf's best response to ``a``. The move is taken
+    only when strictly better than the current choices, so the cost never increases. From a finite-cost assignment a
+    star move is never worse than the single-node ICM move at its centre (nor than a joint move of the centre and any
+    one leaf), so a finite star optimum is also an ICM optimum. Each round centres one move on every node in order;
+    the cost of each candidate of a node given its neighbours is kept up to date as nodes move.
+
+    Parameters
+    ----------
+    problem
+        The problem.
+    assignment
+        Candidate index per node, the starting point.
+    max_rounds
+        At most this many sweeps (0 returns the start unchanged).
+    deadline
+        ``time.perf_counter()`` value after which no new sweep starts.
+
+    Examples
+    --------
+    >>> p = Problem.build(
+    ...     [("a", ["x", "y"], [0, 1]), ("b", ["x", "y"], [0, 1]), ("c", ["x", "y"], [3, 0])],
+    ...     [("a", "c", [[0, 9], [9, 0]]), ("b", "c", [[0, 9], [9, 0]])],
+    ... )
+    >>> iterated_conditional_modes(p, (0, 0, 0)).assignment, star_moves(p, (0, 0, 0)).assignment
+    ((0, 0, 0), (1, 1, 1))
+    """
+    x = np.array(problem.to_indices(assignment), dtype=np.intp)
+    costs = [node.costs for node in problem.nodes]
+    adj = oriented_adjacency(problem)
+    stars = [_star(u, adj) for u in range(problem.num_nodes)]
+    rounds = moves = 0
+    converged = False
+    while rounds < max_rounds and time.perf_counter() < deadline:
+        rounds += 1
+        changed = 0
+        # field[v][b]: cost of v taking b given every neighbour's choice (rebuilt each round: rounding cannot drift)
+        field = [_field(v, costs, adj, x) for v in range(len(adj))]
+        for u, groups in enumerate(stars):
+            if all(finite for _, _, finite in groups):  # take the star's own edges out of u's field
+                total = field[u] - sum((m[np.arange(len(v)), :, x[v]].sum(axis=0) for v, m, _ in groups), 0.0)
+            else:  # inf - inf is undefined: sum afresh
+                total = _field(u, costs, adj, x, without={int(v) for leaves, _, _ in groups for v in leaves})
+            current = total[x[u]]
+            responses = []
+            for leaves, stacked, finite in groups:  # stacked[i] = adj[u][leaves[i]]
+                if finite:
+                    leaf = np.stack([field[v] for v in leaves]) - stacked[:, x[u], :]
+                else:
+                    leaf = np.stack([_field(v, costs, adj, x, without=(u,)) for v in leaves])
+                table = stacked + leaf[:, None, :]  # (leaf, candidate of u, candidate of leaf): the leaf's cost
+                current += table[np.arange(len(leaves)), x[u], x[leaves]].sum()
+                total += table.min(axis=2).sum(axis=0)
+                responses.append((leaves, table.argmin(axis=2)))
+            a = int(np.argmin(total))
+            if not (total[a] < current and not _same(total[a], current)):
+                continue
+            changed += 1
+            targets = [(u, a)] + [(int(v), int(c)) for leaves, best in responses for v, c in zip(leaves, best[:, a])]
+            for v, choice in targets:
+                if choice != x[v]:
+                    old, x[v] = x[v], choice
+                    for w, m in adj[v].items():  # column x[v] of adj[w][v] is row x[v] of adj[v][w]
+                        finite = np.isfinite(m[old]).all()
+                        field[w] = field[w] + (m[choice] - m[old]) if finite else _field(w, costs, adj, x)
+        moves += changed
+        if not changed:
+            converged = True
+            break
+    return LocalSearchResult(tuple(int(i) for i in x), rounds, moves, converged)
+
+
+def _field(
+    v: int, costs: list[np.ndarray], adj: list[dict[int, np.ndarray]], x: np.ndarray, without: Collection[int] = ()
+) -> np.ndarray:
+    """Cost of each candidate of ``v`` given the choices in ``x`` of its neighbours not in ``without``."""
+    return costs[v] + sum((m[:, x[w]] for w, m in adj[v].items() if w not in without), np.zeros(len(costs[v])))
+
+
+def _star(u: int, adj: list[dict[int, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray, bool]]:
+    """The leaves of the star centred on ``u``, grouped by candidate count: indices, stacked matrices from ``u``
+    (rows index ``u``) and whether they are all finite."""
+    groups: dict[int, list[int]] = {}
+    for v in _independent(u, adj):
+        groups.setdefault(adj[u][v].shape[1], []).append(v)
+    stars = []
+    for leaves in groups.values():
+        stacked = np.stack([adj[u][v] for v in leaves])
+        stars.append((np.array(leaves, dtype=np.intp), stacked, bool(np.isfinite(stacked).all())))
+    return stars
+
+
+def _independent(u: int, adj: list[dict[int, np.ndarray]]) -> tuple[int, ...]:
+    """Neighbours of ``u`` (in index order) that are not adjacent to one taken before: the leaves of its star."""
+    taken: list[int] = []
+    for v in sorted(adj[u]):
+        if not any(w in adj[v] for w in taken):
+            taken.append(v)
+    return tuple(taken)
 
 
 def _same(a: float, b: float) -> bool:

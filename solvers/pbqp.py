@@ -1,4 +1,4 @@
-"""PBQP solver: Scholz-Eckstein graph reductions, a highest-degree RN heuristic, then optional ICM.
+"""PBQP solver: Scholz-Eckstein graph reductions, a highest-degree RN heuristic, then optional local search.
 
 The exact reductions (``solvers/reductions.py``) remove a node while keeping the optimum: R0 (no neighbours: take its
 cheapest candidate), RI (one neighbour: fold the node into the neighbour's cost vector), RII (two neighbours: fold it
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from solvers.base import Solution, Solver, SolverError, register
-from solvers.local_search import iterated_conditional_modes
+from solvers.local_search import iterated_conditional_modes, star_moves
 from solvers.problem import Problem
 from solvers.reductions import Reducer, back_substitute
 
@@ -85,9 +85,13 @@ def _local_choice(x: int, state: Reducer) -> int:
     return int(np.argmin(local))
 
 
+LOCAL_SEARCHES = {"star": star_moves, "icm": iterated_conditional_modes, "none": None}
+"""Improvements run after the reductions when RN fired: star moves (a node with its neighbours), ICM (one node)."""
+
+
 @register
 class PBQPSolver(Solver):
-    """Scholz-Eckstein PBQP reductions with a highest-degree RN heuristic and optional ICM improvement.
+    """Scholz-Eckstein PBQP reductions with a highest-degree RN heuristic and optional local improvement.
 
     Parameters
     ----------
@@ -95,10 +99,11 @@ class PBQPSolver(Solver):
         Seconds the solve may take (None = unlimited). Running out during the reductions raises ``SolverError``;
         running out during local improvement returns the best assignment so far.
     local_search
-        After the reductions, improve the assignment by iterated conditional modes (only when RN fired: otherwise
-        the assignment is already optimal).
+        After the reductions, when RN fired (otherwise the assignment is already optimal), improve the assignment by
+        ``"star"`` moves (each node re-optimised jointly with its neighbours, ``local_search.star_moves``), ``"icm"``
+        (one node at a time) or ``"none"``.
     max_local_rounds
-        At most this many ICM sweeps over all nodes.
+        At most this many local-search sweeps over all nodes.
 
     Examples
     --------
@@ -111,7 +116,7 @@ class PBQPSolver(Solver):
     name = "pbqp"
 
     def __init__(
-        self, *, time_limit: float | None = None, local_search: bool = True, max_local_rounds: int = 100
+        self, *, time_limit: float | None = None, local_search: str = "star", max_local_rounds: int = 100
     ) -> None:
         super().__init__(time_limit=time_limit)
         self.local_search = local_search
@@ -119,8 +124,9 @@ class PBQPSolver(Solver):
 
     def _check_params(self) -> None:
         super()._check_params()
-        if not isinstance(self.local_search, (bool, np.bool_)):
-            raise SolverError(f"{self.name}: local_search must be True or False, got {self.local_search!r}")
+        if not isinstance(self.local_search, str) or self.local_search not in LOCAL_SEARCHES:
+            choices = ", ".join(map(repr, LOCAL_SEARCHES))
+            raise SolverError(f"{self.name}: local_search must be one of {choices}, got {self.local_search!r}")
         if (
             isinstance(self.max_local_rounds, (bool, np.bool_))
             or not isinstance(self.max_local_rounds, (int, np.integer))
@@ -141,23 +147,26 @@ class PBQPSolver(Solver):
             log.append("no heuristic step: proven optimal")
             return Solution(self.name, problem.to_names(choice), cost, "optimal", lower_bound=cost, log=tuple(log))
 
-        if self.local_search:
+        search = LOCAL_SEARCHES[self.local_search]
+        if search is not None:
             deadline = math.inf if self.time_limit is None else start + self.time_limit
-            result = iterated_conditional_modes(
-                problem, choice, max_rounds=int(self.max_local_rounds), deadline=deadline
-            )
+            result = search(problem, choice, max_rounds=int(self.max_local_rounds), deadline=deadline)
             improved = problem.evaluate(result.assignment)
             if improved <= cost:
                 gain = f"{cost - improved:g}" if math.isfinite(cost) else "inf" if math.isfinite(improved) else "0"
                 log.append(
-                    f"ICM: {result.rounds} round(s), {result.moves} move(s), cost {cost:g} -> {improved:g} "
+                    f"local search ({self.local_search}): {result.rounds} round(s), {result.moves} move(s), "
+                    f"cost {cost:g} -> {improved:g} "
                     f"(improvement {gain}){'' if result.converged else ', stopped before convergence'}"
                 )
                 choice, cost = result.assignment, improved
             else:  # only rounding could do this; keep the reduction result
-                log.append(f"ICM: {result.rounds} round(s) gave {improved:g} > {cost:g}; kept the reduction result")
+                log.append(
+                    f"local search ({self.local_search}): {result.rounds} round(s) gave {improved:g} > {cost:g}; "
+                    "kept the reduction result"
+                )
         else:
-            log.append("ICM: off")
+            log.append("local search: none")
 
         if math.isinf(cost):
             return Solution(self.name, {}, math.inf, "not_found", log=tuple(log))
