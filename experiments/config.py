@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.compare import LP_BOUND
 from solvers.base import SolverError, make_solver
 from solvers.generators import GENERATORS
 from solvers.problem import Problem, ProblemError
@@ -55,8 +56,6 @@ from solvers.problem import Problem, ProblemError
 if TYPE_CHECKING:
     from experiments.tune import Extracted
 
-LP_BOUND = "lp bound"
-"""The solver name of the trial that computes an instance's LP lower bound (as in ``experiments.compare``)."""
 
 METRICS = ("solver", "latency")
 """Metric groups an experiment can collect: ``solver`` always; ``latency`` (export the plan, check it and time it end

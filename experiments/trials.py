@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.config import LP_BOUND, Trial
+from experiments.compare import LP_BOUND
+from experiments.config import Trial
 from search.errors import SearchError
 from solvers import ProblemError, SolverError, solve
 
