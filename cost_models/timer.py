@@ -55,7 +55,10 @@ def configure_threads(threads: int) -> int:
     """Make TVM's CPU runtime use ``threads`` threads; returns the count it reports using."""
     if threads < 1:
         raise TimerError(f"threads must be >= 1, got {threads}")
-    tvm.get_global_func("runtime.config_threadpool")(_BIG_CORES, threads)
+    if tvm.runtime.num_threads() != threads:
+        # Reconfiguring re-creates and re-pins the pool; timings right after it ran up to 2x slow (one effective
+        # thread), so this happens only when the size really changes.
+        tvm.get_global_func("runtime.config_threadpool")(_BIG_CORES, threads)
     actual = tvm.runtime.num_threads()
     if actual != threads:
         raise TimerError(
@@ -124,7 +127,9 @@ def time_kernel(
     actual = configure_threads(threads)
     device = tvm.cpu()
     args = random_arguments(shapes, seed, device)
-    kernel["main"](*args)  # warm-up: page in code and data, start the thread pool
+    # Warm-up for at least min_repeat_ms, not one call: page in code and data, and let a freshly started thread
+    # pool settle (the first calls after it starts can run at one thread's speed).
+    kernel.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=max(min_repeat_ms, 20))(*args)
     evaluator = kernel.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
     samples_ms = [seconds * 1e3 for seconds in evaluator(*args).results]
     return Timing.from_samples(samples_ms, actual)
