@@ -16,6 +16,7 @@ from tvm import relax
 
 from search.errors import SearchError
 from search.graph import TUNABLE_KINDS, Op
+from search.relax_reads import var_reads
 
 FOLLOWERS = {
     "relax.nn.relu": "relu",
@@ -63,17 +64,6 @@ def _shape(expr, where: str) -> tuple[int, ...]:
         raise SearchError(f"binding {where!r}: dynamic shape {ty.shape} is not supported") from exc
 
 
-def _vars_in(expr) -> list:
-    """Variables read by ``expr`` (call arguments and tuple fields, recursively), in order."""
-    if isinstance(expr, relax.Var):
-        return [expr]
-    if isinstance(expr, relax.Tuple):
-        return [v for item in expr.fields for v in _vars_in(item)]
-    if isinstance(expr, relax.Call):
-        return [v for arg in expr.args for v in _vars_in(arg)]
-    if isinstance(expr, relax.TupleGetItem):
-        return _vars_in(expr.tuple_value)
-    return []
 
 
 class _Extractor:
@@ -82,9 +72,9 @@ class _Extractor:
         self.bindings = [b for block in func.body.blocks for b in block.bindings]
         self.users: dict[Any, list[int]] = defaultdict(list)
         for index, binding in enumerate(self.bindings):
-            for var in _vars_in(binding.value):
+            for var in var_reads(binding.value):
                 self.users[var].append(index)
-        self.outputs = Counter(_vars_in(func.body.body))
+        self.outputs = Counter(var_reads(func.body.body))
         self.defs = {b.var: b.value for b in self.bindings}
         self.consts: dict[Any, np.ndarray | None] = {}
         self.values: dict[Any, str] = {p: p.name for p in func.params}
@@ -227,7 +217,7 @@ class _Extractor:
         binding = self.bindings[index]
         call, name = binding.value, _op_name(binding.value)
         where = binding.var.name
-        args = [a for a in _vars_in(call) if self.const(a) is None]
+        args = [a for a in var_reads(call) if self.const(a) is None]
         ndim = len(_shape(binding.var, where)) if isinstance(binding.var.ty, relax.TensorType) else 0
         if name in FOLLOWERS:
             kind = FOLLOWERS[name]

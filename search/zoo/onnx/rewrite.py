@@ -14,6 +14,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from search.relax_reads import var_reads
 from search.zoo.onnx.operators import OPERATORS
 from search.zoo.onnx.values import (
     Items,
@@ -22,7 +23,6 @@ from search.zoo.onnx.values import (
     Unsupported,
     Unusable,
     channel_constant,
-    var_reads,
 )
 
 

@@ -105,17 +105,6 @@ class Unusable:
     reason: str
 
 
-def var_reads(expr) -> list[relax.Var]:
-    """The variables ``expr`` reads, once per read."""
-    if isinstance(expr, relax.Var):
-        return [expr]
-    if isinstance(expr, relax.Tuple):
-        return [v for item in expr.fields for v in var_reads(item)]
-    if isinstance(expr, relax.Call):
-        return [v for arg in expr.args for v in var_reads(arg)]
-    if isinstance(expr, relax.TupleGetItem):
-        return var_reads(expr.tuple_value)
-    return []
 
 
 def shape_of(var: relax.Var) -> tuple[int, ...]:
