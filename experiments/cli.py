@@ -237,8 +237,10 @@ def _run_extract(args: argparse.Namespace) -> int:
 def _add_tune(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="measure, solve, export, check and time a model's plan against the baselines")
     _add_measurement_args(p)
-    p.add_argument("--solver", default="pbqp", help="dp, pbqp, ilp or greedy (default: pbqp)")
-    p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
+    p.add_argument("--solver", default="pbqp",
+                   help="dp, pbqp, ilp or greedy, or several comma-separated, each plan timed beside the baselines "
+                        "(default: pbqp)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds each solver may spend")
     p.add_argument("--repeat", type=int, default=10,
                    help="interleaved timing rounds of the plan and each baseline (default: 10)")
     p.add_argument("--out", required=True, help="directory for plan.json, problem.json, summary.json, artifact/")

@@ -171,17 +171,27 @@ def _provenance(provider: MeasuredCosts) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------- tune
+def solver_names(solver: str | Sequence[str]) -> tuple[str, ...]:
+    """``"pbqp"``, ``"pbqp,ilp"`` or a sequence of names as a tuple of distinct names."""
+    names = tuple(n.strip() for n in (solver.split(",") if isinstance(solver, str) else solver))
+    if not names or not all(names):
+        raise SearchError(f"no solver named in {solver!r}")
+    if len(set(names)) != len(names):
+        raise SearchError(f"a solver is named twice in {solver!r}")
+    return names
+
+
 def tune(
     model: str | tvm.IRModule,
     out: str | Path,
     *,
-    solver: str = "pbqp",
+    solver: str | Sequence[str] = "pbqp",
     time_limit: float | None = None,
     repeat: int = 10,
     echo: Callable[[str], None] = print,
     **extract_args: Any,
 ) -> dict[str, Any]:
-    """Measure, solve, export, check and time ``model``'s best plan and the uniform baselines.
+    """Measure, solve, export, check and time ``model``'s plans and the uniform baselines.
 
     Parameters
     ----------
@@ -190,8 +200,13 @@ def tune(
         layouts, cache, progress).
     out : path
         Directory for ``problem.json``, ``plan.json``, ``summary.json`` and the exported ``artifact/``.
-    solver, time_limit
-        The ``solvers`` solver by name and its time limit in seconds.
+    solver : str or sequence of str
+        One or more ``solvers`` solvers by name (``"pbqp,ilp"``). Each solver's plan is exported, checked and timed
+        in the same interleaved rounds as the baselines (identical plans once); the lowest-cost plan is *the* plan
+        (``plan.json``, ``artifact/``) and, with several solvers, each one's is also ``plans/<solver>.json``. With
+        several solvers, one that finds no plan is reported and the others go on.
+    time_limit : float, optional
+        Seconds each solver may spend (default: the solver's own).
     repeat : int
         Rounds of the interleaved end-to-end latency measurement (see ``interleaved_latency``).
     echo : callable
@@ -205,53 +220,118 @@ def tune(
     Raises
     ------
     SearchError, SolverError
-        Bad input, a solver that finds no finite-cost plan, or a plan failing the numerical check.
+        Bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
     """
-    from search.artifact import load_artifact
-    from search.costs import plan_from_assignment
-    from search.export import export, make_target
-    from search.plan import BASELINES, baseline_plan
-    from solvers import solve
-    from solvers.base import SolverError, make_solver
+    from search.export import make_target
+    from solvers.base import make_solver
 
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise SearchError(f"repeat must be a positive integer, got {repeat!r}")
-    chosen_solver = make_solver(solver, **({} if time_limit is None else {"time_limit": time_limit}))
+    chosen = [make_solver(name, **({} if time_limit is None else {"time_limit": time_limit}))
+              for name in solver_names(solver)]
     extracted = extract(model, **extract_args)
-    problem, graph, threads = extracted.problem, extracted.graph, extracted.problem.meta["threads"]
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
-    problem.save(directory / "problem.json")
-    solution = solve(problem, chosen_solver, bound=True)
-    if not solution.assignment:
-        raise SolverError(f"{solver} found no finite-cost plan (status: {solution.status})")
-    plan = plan_from_assignment(solution.assignment, extracted.model, extracted.args)
-    plan.save(directory / "plan.json")
+    extracted.problem.save(directory / "problem.json")
+    solutions, errors = _solve_all(extracted.problem, chosen)
+    best = min(solutions, key=lambda name: solutions[name].cost)
+    plans = _save_plans(extracted, solutions, best, directory)
+    results, load = _export_and_time(extracted, plans, best, directory, repeat)
+    baselines = {name: results.pop(name) for name in list(results) if not name.startswith("solver:")}
+    per_solver = {name: {**_solution_dict(solution), **results[f"solver:{name}"]} for name, solution in
+                  solutions.items()}
+    for entry in per_solver.values():
+        entry["speedup"] = {name: result["latency"]["median_ms"] / entry["latency"]["median_ms"]
+                            for name, result in baselines.items()}
+    tuned = results[f"solver:{best}"]
+    for result in baselines.values():
+        result["speedup"] = result["latency"]["median_ms"] / tuned["latency"]["median_ms"]
+    summary = _summary(extracted, solutions[best], tuned, baselines, make_target(extracted.problem.meta["threads"]),
+                       directory)
+    summary["load_average_1min"] = {"before_latency": load[0], "after_latency": load[1]}
+    if len(chosen) > 1:
+        summary["solvers"] = {**per_solver, **{name: {"solver": name, "error": error} for name, error in
+                                               errors.items()}}
+    _write_json(directory / "summary.json", summary)
+    for line in format_summary(summary):
+        echo(line)
+    return summary
+
+
+def _solve_all(problem: Problem, chosen: list) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each solver's solution (with the LP bound) by name, and the error of each that found no plan. A single
+    solver's failure is raised; with several, only all of them failing is."""
+    from solvers import solve
+    from solvers.base import SolverError
+
+    solutions, errors = {}, {}
+    for instance in chosen:
+        try:
+            solution = solve(problem, instance, bound=True)
+            if not solution.assignment:
+                raise SolverError(f"{instance.name} found no finite-cost plan (status: {solution.status})")
+        except SolverError as exc:
+            if len(chosen) == 1:
+                raise
+            errors[instance.name] = str(exc)
+            continue
+        solutions[instance.name] = solution
+    if not solutions:
+        raise SolverError("no solver found a plan: " + "; ".join(f"{n}: {e}" for n, e in errors.items()))
+    return solutions, errors
+
+
+def _save_plans(extracted: Extracted, solutions: dict[str, Any], best: str, directory: Path) -> dict[str, Any]:
+    """Every plan to export and time: ``solver:<name>`` per solver and the uniform baselines by name."""
+    from search.costs import plan_from_assignment
+    from search.plan import BASELINES, baseline_plan
+
+    plans = {f"solver:{name}": plan_from_assignment(solution.assignment, extracted.model, extracted.args)
+             for name, solution in solutions.items()}
+    plans[f"solver:{best}"].save(directory / "plan.json")
+    if len(solutions) > 1:
+        (directory / "plans").mkdir(exist_ok=True)
+        for name in solutions:
+            plans[f"solver:{name}"].save(directory / "plans" / f"{name}.json")
+    for name in BASELINES:
+        plans[name] = baseline_plan(extracted.graph, name, extracted.model, extracted.args)
+    return plans
+
+
+def _export_and_time(extracted: Extracted, plans: dict[str, Any], best: str, directory: Path,
+                     repeat: int) -> tuple[dict[str, dict[str, Any]], list[float]]:
+    """Export and check each distinct plan once, then time them all in interleaved rounds. Returns per label the
+    predicted cost, the numerical check's error and the latency, and the 1-minute load average before and after."""
+    from search.artifact import load_artifact
+    from search.export import export, make_target
+
+    graph, problem, threads = extracted.graph, extracted.problem, extracted.problem.meta["threads"]
     target = make_target(threads)
-    plans = {"plan": plan, **{name: baseline_plan(graph, name, extracted.model, extracted.args) for name in BASELINES}}
+    distinct: dict[tuple, str] = {}  # choices -> the first label with them
     results: dict[str, dict[str, Any]] = {}
-    with tempfile.TemporaryDirectory(prefix="tessera-baseline-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="tessera-plans-") as scratch:
         artifacts = {}
-        for label, candidate_plan in plans.items():
-            where = directory / TUNED_ARTIFACT if label == "plan" else Path(scratch) / label
-            compiled = export(graph, candidate_plan, target=target, threads=threads, seed=extracted.args["seed"])
+        for label, plan in plans.items():
+            key = tuple(sorted(plan.choices.items()))
+            if key in distinct:
+                results[label] = results[distinct[key]]
+                continue
+            distinct[key] = label
+            where = directory / TUNED_ARTIFACT if label == f"solver:{best}" else Path(scratch) / label.replace(":", "_")
+            compiled = export(graph, plan, target=target, threads=threads, seed=extracted.args["seed"])
             compiled.save(where)
             artifacts[label] = load_artifact(where)
-            results[label] = {"predicted_ms": problem.evaluate(candidate_plan.choices),
+            results[label] = {"predicted_ms": problem.evaluate(plan.choices),
                               "relative_error": compiled.manifest["numerical_check"]["relative_error"]}
         load = [os.getloadavg()[0]]
         for label, latency in interleaved_latency(artifacts, rounds=repeat, threads=threads).items():
             results[label]["latency"] = latency
         load.append(os.getloadavg()[0])
-    tuned, baselines = results.pop("plan"), results
-    for result in baselines.values():
-        result["speedup"] = result["latency"]["median_ms"] / tuned["latency"]["median_ms"]
-    summary = _summary(extracted, solution, tuned, baselines, target, directory)
-    summary["load_average_1min"] = {"before_latency": load[0], "after_latency": load[1]}
-    _write_json(directory / "summary.json", summary)
-    for line in format_summary(summary):
-        echo(line)
-    return summary
+    return {label: dict(result) for label, result in results.items()}, load
+
+
+def _solution_dict(solution) -> dict[str, Any]:
+    return {key: value for key, value in solution.to_dict().items() if key != "assignment"}
 
 
 def interleaved_latency(artifacts: dict[str, Artifact], *, rounds: int, threads: int) -> dict[str, dict[str, Any]]:
@@ -302,7 +382,7 @@ def _summary(extracted: Extracted, solution, tuned, baselines, target, directory
                     "space_size": problem.meta["space_size"]},
         "measurements": {"tasks": extracted.tasks, "new": extracted.new, "cached": extracted.tasks - extracted.new,
                          "failed": extracted.failed, "seconds": extracted.seconds, **problem.meta["costs"]},
-        "solver": {key: value for key, value in solution.to_dict().items() if key != "assignment"},
+        "solver": _solution_dict(solution),
         "plan": tuned,
         "baselines": baselines,
         "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
@@ -314,19 +394,31 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g} ms"
 
 
+def _solver_line(solver: dict[str, Any]) -> str:
+    if "error" in solver:
+        return f"solver {solver['solver']}: no plan ({solver['error']})"
+    gap = "-" if solver["gap"] is None else f"{100 * solver['gap']:.2f}%"
+    line = (f"solver {solver['solver']}: cost {_ms(solver['cost'])}, {solver['status']}, gap {gap} "
+            f"(lower bound {_ms(solver['lower_bound'])}), {solver['seconds']:.3g} s")
+    if "latency" in solver:
+        best = min(solver["speedup"].items(), key=lambda item: item[1])
+        line += (f"; measured {_ms(solver['latency']['median_ms'])} median (spread "
+                 f"{_ms(solver['latency']['spread_ms'])}), {best[1]:.2f}x the best baseline ({best[0]})")
+    return line
+
+
 def format_summary(summary: dict[str, Any]) -> list[str]:
     """The printed lines of a ``tune`` summary."""
-    s, p, m, solver = summary, summary["problem"], summary["measurements"], summary["solver"]
-    gap = "-" if solver["gap"] is None else f"{100 * solver['gap']:.2f}%"
+    s, p, m = summary, summary["problem"], summary["measurements"]
     lines = [
         f"{s['model']} (batch {s['args']['batch']}, {s['args']['image_size']}x{s['args']['image_size']}, "
         f"{s['threads']} threads): {p['nodes']} nodes, {p['edges']} edges, {p['candidates']} candidates",
         f"measurements: {m['tasks']} needed, {m['new']} new, {m['cached']} from the cache, {m['failed']} failed "
         f"({m['seconds']:.1f} s; cache {m['cache']})",
-        f"solver {solver['solver']}: cost {_ms(solver['cost'])}, {solver['status']}, gap {gap} "
-        f"(lower bound {_ms(solver['lower_bound'])}), {solver['seconds']:.3g} s",
+        *(_solver_line(solver) for solver in s.get("solvers", {s["solver"]["solver"]: s["solver"]}).values()),
     ]
-    rows = [("plan", s["plan"])] + [(f"baseline {name}", result) for name, result in s["baselines"].items()]
+    plan = "plan" if "solvers" not in s else f"plan ({s['solver']['solver']}, the lowest cost)"
+    rows = [(plan, s["plan"])] + [(f"baseline {name}", result) for name, result in s["baselines"].items()]
     for label, result in rows:
         latency = result["latency"]
         speedup = f", plan speed-up {result['speedup']:.2f}x" if "speedup" in result else ""
@@ -338,8 +430,9 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
         f" (TVM's thread pool ran {latency['runtime_threads']} threads: it was started before threads were set)"
     lines.append(f"end-to-end latency: {latency['rounds']} interleaved rounds per plan; 1-min load average "
                  f"{load['before_latency']:.2f} -> {load['after_latency']:.2f} on {usable_cores()} cores{pool}")
+    extra = ", plans/" if "solvers" in s else ""
     lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}; wrote "
-                 f"{Path(s['files']['plan']).parent}: plan.json, problem.json, summary.json, {TUNED_ARTIFACT}/")
+                 f"{Path(s['files']['plan']).parent}: plan.json, problem.json, summary.json, {TUNED_ARTIFACT}/{extra}")
     return lines
 
 

@@ -10,10 +10,13 @@ import pytest
 from cost_models.measure import Progress
 from experiments.cli import main
 from experiments.progress import ProgressBar
-from experiments.tune import tune
+from experiments.tune import _solve_all, tune
 from search.artifact import load_artifact
 from search.graph import extract_graph
 from search.plan import BASELINES, Plan, validate
+from solvers.base import SolverError, make_solver
+from solvers.dp import DPSolver
+from solvers.generators import densenet
 from tests.search.tiny_nets import residual_concat_net
 
 SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 3}
@@ -65,6 +68,31 @@ def test_a_second_run_on_the_same_cache_measures_nothing(runs):
     assert second["solver"]["cost"] == pytest.approx(first["solver"]["cost"])
 
 
+def test_several_solvers_are_timed_beside_the_baselines(tmp_path):
+    lines: list[str] = []
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=tmp_path / "costs.sqlite", echo=lines.append,
+                   solver="greedy,dp,pbqp", **SETTINGS)
+    per_solver = summary["solvers"]
+    assert list(per_solver) == ["greedy", "dp", "pbqp"]
+    best = min(per_solver.values(), key=lambda entry: entry["cost"])
+    assert summary["solver"]["cost"] == best["cost"] == pytest.approx(per_solver["dp"]["cost"])
+    assert Plan.load(tmp_path / "out" / "plan.json").choices == \
+        Plan.load(tmp_path / "out" / "plans" / f"{best['solver']}.json").choices
+    for name, entry in per_solver.items():
+        assert entry["predicted_ms"] == pytest.approx(entry["cost"]) and entry["latency"]["median_ms"] > 0
+        assert set(entry["speedup"]) == set(BASELINES)
+        assert any(line.startswith(f"solver {name}: ") and "the best baseline" in line for line in lines)
+
+
+def test_a_solver_without_a_plan_is_reported_unless_it_is_the_only_one():
+    problem = densenet(3, seed=1, blocks=(4,))
+    too_small = DPSolver(max_table_entries=1)  # refuses every problem that needs a table
+    solutions, errors = _solve_all(problem, [too_small, make_solver("pbqp")])
+    assert list(solutions) == ["pbqp"] and "dp" in errors and errors["dp"]
+    with pytest.raises(SolverError):
+        _solve_all(problem, [too_small])
+
+
 def _one_error_line(capsys) -> str:
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
@@ -81,6 +109,8 @@ def _one_error_line(capsys) -> str:
         (["extract", "resnet18", "--layouts", "NCHW,NCWH", "--out", "{tmp}/p.json"], "unknown layout"),
         (["tune", "resnet18", "--threads", "0", "--out", "{tmp}/o"], "threads"),
         (["tune", "resnet18", "--solver", "nosuch", "--out", "{tmp}/o"], "unknown solver"),
+        (["tune", "resnet18", "--solver", "pbqp,,ilp", "--out", "{tmp}/o"], "no solver named"),
+        (["tune", "resnet18", "--solver", "pbqp,pbqp", "--out", "{tmp}/o"], "named twice"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys):
