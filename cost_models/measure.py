@@ -82,6 +82,11 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def machine_context(target: tvm.target.Target | str, threads: int) -> Context:
+    """The cache context of timings taken here with ``target`` and ``threads``."""
+    return Context(str(tvm.target.Target(target)), cpu_model(), threads, tvm.__version__, TEMPLATE_VERSION)
+
+
 class MeasuredCosts(CostProvider):
     """Measure tasks on this machine, caching every result in ``cache`` under this machine's context.
 
@@ -141,8 +146,8 @@ class MeasuredCosts(CostProvider):
         except WorkerError as exc:
             raise MeasureError(str(exc)) from exc
         self.cache, self.progress, self.batch_size = cache, progress, batch_size
-        self.target = str(tvm.target.Target(target))
-        self.context = Context(self.target, cpu_model(), threads, tvm.__version__, TEMPLATE_VERSION)
+        self.context = machine_context(target, threads)
+        self.target = self.context.target
         self.settings = RunSettings(threads, repeat, min_repeat_ms)
         self._workdir = tempfile.TemporaryDirectory(prefix="tessera-measure-")
         workdir = self._workdir.name

@@ -20,10 +20,11 @@ USAGE_ERROR = 2
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
+    from cost_models.xgb_model import ModelError
     from experiments.config import ExperimentError
     from search.errors import SearchError
 
-    return (ProblemError, SolverError, SearchError, ExperimentError, FileNotFoundError, PermissionError)
+    return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, FileNotFoundError, PermissionError)
 
 
 # ---------------------------------------------------------------------------------------------------- solve
@@ -201,15 +202,24 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layouts", default=None,
                    help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c)")
     p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
+    p.add_argument("--costs", default="measured", choices=("measured", "xgboost", "hybrid"),
+                   help="measure every task, predict every task with --cost-model, or measure the best-predicted "
+                        "--measure-fraction of each node's candidates and predict the rest (default: measured)")
+    p.add_argument("--cost-model", default=None, help="cost-model file from 'tessera costmodel train'")
+    p.add_argument("--measure-fraction", type=float, default=0.2,
+                   help="hybrid: share of each node's candidates to measure (default: 0.2)")
+    p.add_argument("--hybrid-rounds", type=int, default=2, help="hybrid: predict-measure-refit rounds (default: 2)")
 
 
 def _measurement_kwargs(args: argparse.Namespace) -> dict:
     from cost_models.cache import DEFAULT_CACHE
     from experiments.progress import ProgressBar
+    from experiments.tune import CostSource
 
+    source = CostSource(args.costs, args.cost_model, args.measure_fraction, args.hybrid_rounds)
     return {"batch": args.batch, "image_size": args.image_size, "seed": args.seed, "threads": args.threads,
             "space_size": args.space_size, "layouts": args.layouts, "cache": args.cache or DEFAULT_CACHE,
-            "progress": ProgressBar()}
+            "costs": source, "progress": ProgressBar()}
 
 
 def _add_extract(sub: argparse._SubParsersAction) -> None:
@@ -256,6 +266,52 @@ def _run_tune(args: argparse.Namespace) -> int:
              echo=lambda line: print(line, flush=True), **kwargs)
     finally:
         kwargs["progress"].close()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- costmodel
+def _add_costmodel(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("costmodel", help="train or evaluate the XGBoost cost model on the cost cache")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, helptext in (("train", "fit a model on what the cache holds of some zoo networks' spaces"),
+                           ("eval", "metrics of a model on held-out networks (nodes of seen workloads left out)")):
+        q = actions.add_parser(name, help=helptext)
+        q.add_argument("--models", required=True, help="comma-separated zoo networks")
+        q.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
+        q.add_argument("--threads", type=int, default=None, help="threads the timings were taken with")
+        q.add_argument("--layouts", default=None, help="the layouts the spaces were measured with (default: extract's)")
+        q.add_argument("--space-size", type=int, default=None, help="candidates per node (default: extract's)")
+        if name == "train":
+            q.add_argument("--out", required=True, help="model file to write (JSON)")
+            q.add_argument("--objective", default="regression", choices=("regression", "rank"),
+                           help="squared error on log time, or pairwise ranking within each node (default: regression)")
+            q.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+        else:
+            q.add_argument("--model", required=True, nargs="+", help="model file(s) to evaluate")
+    p.set_defaults(run=_run_costmodel)
+
+
+def _run_costmodel(args: argparse.Namespace) -> int:
+    from cost_models.cache import DEFAULT_CACHE
+    from experiments.costmodel import evaluate_on, train
+
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    cache = args.cache or DEFAULT_CACHE
+    space = {"threads": args.threads, "layouts": args.layouts, "space_size": args.space_size}
+    if args.action == "train":
+        model, data = train(cache, models, args.out, objective=args.objective, seed=args.seed, **space)
+        for network in data:
+            print(f"{network.model}: {len(network.records)} measured tasks, {network.missing} not in the cache")
+        print(f"wrote {args.out}: {args.objective} model on {model.provenance['records']} records "
+              f"({model.provenance['groups']} workload groups)")
+        return 0
+    rows = [(path, row) for path in args.model for row in evaluate_on(path, models, cache, **space)]
+    print("| model file | network | pairwise | top-1 | top-5 | R^2 log | nodes | left out (seen) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path, row in rows:
+        r2 = "-" if row["r2_log"] is None else f"{row['r2_log']:.3f}"
+        print(f"| {path} | {row['model']} | {row['pairwise_accuracy']:.3f} | {row['top1']:.3f} | {row['top5']:.3f} "
+              f"| {r2} | {row['groups']} | {row['seen_nodes_left_out']} |")
     return 0
 
 
@@ -309,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_extract(sub)
     _add_tune(sub)
+    _add_costmodel(sub)
     _add_generate(sub)
     _add_demo(sub)
     _add_ablate(sub)

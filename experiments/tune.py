@@ -23,7 +23,7 @@ from search.errors import SearchError
 if TYPE_CHECKING:
     import tvm
 
-    from cost_models.measure import CostProvider, MeasuredCosts
+    from cost_models.measure import CostProvider
     from search.artifact import Artifact
     from search.graph import OpGraph
     from solvers.problem import Problem
@@ -91,6 +91,7 @@ def extract(
     space_size: int | None = None,
     layouts: Sequence[str] | str | None = None,
     cache: str | Path = DEFAULT_CACHE,
+    costs: CostSource | str = "measured",
     progress: Callable[[Any], None] | None = None,
 ) -> Extracted:
     """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
@@ -106,6 +107,9 @@ def extract(
         See ``search.costs.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE`` and ``DEFAULT_LAYOUTS``).
     cache : path
         The sqlite cost cache, created if missing.
+    costs : CostSource or str
+        Where costs come from: ``"measured"`` (the default), or a ``CostSource`` naming a cost-model file for
+        ``xgboost`` or ``hybrid``.
     progress : callable, optional
         Receives the cost provider's progress events (see ``experiments.progress.ProgressBar``).
 
@@ -114,20 +118,21 @@ def extract(
     SearchError
         Unknown model, bad sizes, threads, layouts or space size, or an unusable cache file.
     """
-    from search import costs
+    from search import costs as space_costs
     from search.export import make_target
 
+    source = CostSource.of(costs)
     threads = use_threads(threads)
-    layouts = costs.parse_layouts(costs.DEFAULT_LAYOUTS if layouts is None else layouts)
-    space_size = costs.check_space_size(costs.DEFAULT_SPACE_SIZE if space_size is None else space_size)
+    layouts = space_costs.parse_layouts(space_costs.DEFAULT_LAYOUTS if layouts is None else layouts)
+    space_size = space_costs.check_space_size(space_costs.DEFAULT_SPACE_SIZE if space_size is None else space_size)
     graph, label, args = _load(model, name, batch, image_size, seed)
-    space = costs.tuning_space(graph, layouts=layouts, space_size=space_size)
+    space = space_costs.tuning_space(graph, layouts=layouts, space_size=space_size)
     meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size}
     tally = _Tally(progress)
     start = time.perf_counter()
-    with _open_provider(cache, make_target(threads), threads, tally) as provider:
-        problem = costs.build_problem(graph, space, tally.wrap(provider.measure),
-                                      meta={**meta, "costs": _provenance(provider)})
+    with source.open(cache, make_target(threads), threads, tally) as provider:
+        problem = space_costs.build_problem(graph, space, tally.wrap(provider.measure), meta=meta)
+        problem.meta["costs"] = source.provenance(provider)
     return Extracted(graph, problem, label, args, tally.tasks, tally.new, tally.failed, time.perf_counter() - start)
 
 
@@ -136,10 +141,13 @@ class _Tally:
     and returned as failed (``failed``, cached failures included); forwards progress events."""
 
     def __init__(self, forward: Callable[[Any], None] | None) -> None:
-        self.forward, self.tasks, self.new, self.failed = forward, 0, 0, 0
+        self.forward, self.tasks, self.new, self.failed, self._done = forward, 0, 0, 0, 0
 
     def __call__(self, event: Any) -> None:
-        self.new = event.done
+        if event.done == 0:  # a new ``measure`` call (the hybrid source makes one per round)
+            self._done = 0
+        self.new += event.done - self._done
+        self._done = event.done
         if self.forward is not None:
             self.forward(event)
 
@@ -152,22 +160,62 @@ class _Tally:
         return counted
 
 
-def _open_provider(cache: str | Path, target, threads: int, progress: Callable[[Any], None]) -> CostProvider:
-    from cost_models.cache import CacheError, CostCache
-    from cost_models.measure import MeasuredCosts
+@dataclass(frozen=True)
+class CostSource:
+    """Where a problem's costs come from.
 
-    store = CostCache(cache)
-    try:
-        len(store)
-    except CacheError as exc:
-        raise SearchError(str(exc)) from exc
-    return MeasuredCosts(store, target=target, threads=threads, progress=progress)
+    ``measured``: build and time every task the cache lacks. ``xgboost``: the regression model in ``model`` predicts
+    every task, nothing is measured. ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates
+    over ``rounds`` predict-measure-refit rounds, predict the rest (``cost_models.learned.HybridCosts``).
+    """
 
+    kind: str = "measured"
+    model: str | Path | None = None
+    fraction: float = 0.2
+    rounds: int = 2
 
-def _provenance(provider: MeasuredCosts) -> dict[str, Any]:
-    """Where the costs come from: the provider, its cache file and measurement context."""
-    return {"provider": type(provider).__name__, "cache": str(provider.cache.path),
-            "context": dict(vars(provider.context))}
+    def __post_init__(self) -> None:
+        from cost_models.learned import SOURCES
+
+        if self.kind not in SOURCES:
+            raise SearchError(f"unknown cost source {self.kind!r}; choose from {', '.join(SOURCES)}")
+        if (self.kind == "measured") != (self.model is None):
+            raise SearchError("the xgboost and hybrid cost sources need a cost-model file (--cost-model), and "
+                              "measured costs take none")
+
+    @classmethod
+    def of(cls, value: CostSource | str) -> CostSource:
+        return value if isinstance(value, CostSource) else cls(value)
+
+    def open(self, cache: str | Path, target, threads: int, progress: Callable[[Any], None]) -> CostProvider:
+        from cost_models.cache import CacheError, CostCache
+        from cost_models.learned import HybridCosts, PredictedCosts
+        from cost_models.measure import MeasuredCosts
+        from cost_models.xgb_model import ModelError, XGBCostModel
+
+        try:
+            model = None if self.model is None else XGBCostModel.load(self.model)
+            if self.kind == "xgboost":
+                return PredictedCosts(model)
+            store = CostCache(cache)
+            len(store)
+            measured = MeasuredCosts(store, target=target, threads=threads, progress=progress)
+            if self.kind == "measured":
+                return measured
+            return HybridCosts(measured, model, fraction=self.fraction, rounds=self.rounds)
+        except (CacheError, ModelError) as exc:
+            raise SearchError(str(exc)) from exc
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        """Where the costs came from: the source, its cache file and measurement context, the model file and
+        how many tasks were measured and predicted."""
+        out: dict[str, Any] = {"source": self.kind, "provider": type(provider).__name__}
+        measured = provider if self.kind == "measured" else getattr(provider, "measured", None)
+        if measured is not None:
+            out.update(cache=str(measured.cache.path), context=dict(vars(measured.context)))
+        if self.model is not None:
+            out.update(model=str(self.model), **getattr(provider, "stats", {}))
+        return out
 
 
 # ---------------------------------------------------------------------------------------------------- tune
@@ -380,8 +428,9 @@ def _summary(extracted: Extracted, solution, tuned, baselines, target, directory
         "problem": {"nodes": problem.num_nodes, "edges": len(problem.edges),
                     "candidates": sum(problem.domain_sizes), "layouts": problem.meta["layouts"],
                     "space_size": problem.meta["space_size"]},
-        "measurements": {"tasks": extracted.tasks, "new": extracted.new, "cached": extracted.tasks - extracted.new,
-                         "failed": extracted.failed, "seconds": extracted.seconds, **problem.meta["costs"]},
+        "measurements": {**problem.meta["costs"], "tasks": extracted.tasks, "new": extracted.new,
+                         "cached": extracted.tasks - extracted.new - problem.meta["costs"].get("predicted", 0),
+                         "failed": extracted.failed, "seconds": extracted.seconds},
         "solver": _solution_dict(solution),
         "plan": tuned,
         "baselines": baselines,
@@ -407,6 +456,12 @@ def _solver_line(solver: dict[str, Any]) -> str:
     return line
 
 
+def _predicted_note(m: dict[str, Any]) -> str:
+    if m.get("source", "measured") == "measured":
+        return ""
+    return f"; {m['source']} costs from {m['model']}: {m['predicted']} of {m['tasks']} tasks predicted"
+
+
 def format_summary(summary: dict[str, Any]) -> list[str]:
     """The printed lines of a ``tune`` summary."""
     s, p, m = summary, summary["problem"], summary["measurements"]
@@ -414,7 +469,7 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
         f"{s['model']} (batch {s['args']['batch']}, {s['args']['image_size']}x{s['args']['image_size']}, "
         f"{s['threads']} threads): {p['nodes']} nodes, {p['edges']} edges, {p['candidates']} candidates",
         f"measurements: {m['tasks']} needed, {m['new']} new, {m['cached']} from the cache, {m['failed']} failed "
-        f"({m['seconds']:.1f} s; cache {m['cache']})",
+        f"({m['seconds']:.1f} s; cache {m.get('cache', '-')})" + _predicted_note(m),
         *(_solver_line(solver) for solver in s.get("solvers", {s["solver"]["solver"]: s["solver"]}).values()),
     ]
     plan = "plan" if "solvers" not in s else f"plan ({s['solver']['solver']}, the lowest cost)"

@@ -81,6 +81,12 @@ def _layout_on(candidate: Candidate, side: str) -> str:
     return candidate.in_layout if side == "in" else candidate.out_layout
 
 
+def kernel_task(graph: OpGraph, node: str, candidate: Candidate) -> KernelTask | None:
+    """The kernel measurement behind ``node``'s ``candidate`` (None for concat and add, which cost 0)."""
+    op = graph.op(node)
+    return KernelTask(kernel_spec(op, candidate)) if op.kind in KERNEL_KINDS else None
+
+
 class _Costing:
     """Enumerates the tasks of a graph's space and, once their records are known, prices nodes and edges."""
 
@@ -93,8 +99,7 @@ class _Costing:
 
     # ----------------------------------------------------------------------------------- what each cost is made of
     def kernel_task(self, node: str, candidate: Candidate) -> KernelTask | None:
-        op = self.graph.op(node)
-        return KernelTask(kernel_spec(op, candidate)) if op.kind in KERNEL_KINDS else None
+        return kernel_task(self.graph, node, candidate)
 
     def node_transforms(self, node: str, candidate: Candidate) -> list[TransformTask]:
         reads = [TransformTask(tuple(r.shape), "NCHW", _layout_on(candidate, r.side))
