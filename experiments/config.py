@@ -5,6 +5,7 @@ An experiment file looks like::
     name = "solvers_synthetic"     # the MLflow experiment
     repeats = 2                    # runs of each (problem, solver) pair (default 1)
     time_limit = 10.0              # seconds, for every solver that does not set its own (default: the solver's)
+    trial_timeout = 600.0          # wall-clock seconds a trial may run before it is cancelled (default: none)
     num_cpus = 2                   # CPUs of the embedded Ray node (default 2)
     lower_bound = true             # one LP-bound trial per problem instance (default true)
     metrics = ["solver"]           # "solver": cost, bound, gap, solve time; "latency": also export and time the plan
@@ -26,6 +27,9 @@ An experiment file looks like::
     layouts = ["NCHW,NCHW8c", "NCHW,NHWC,NCHW16c"]   # each string is one layout space
     threads = 1                    # runtime threads of the measurements (default 1)
     cache = "costs.sqlite"         # the cost cache (default ~/.cache/tessera/costs.sqlite)
+    costs = ["measured", "hybrid"] # cost source(s): measured (default), xgboost or hybrid
+    cost_model = "model.json"      # the cost-model file xgboost and hybrid need
+    measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
 
     [[solvers]]
     name = "ilp"                   # any other key is a solver parameter; a list value is a grid axis
@@ -43,7 +47,7 @@ import itertools
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,10 +65,11 @@ METRICS = ("solver", "latency")
 """Metric groups an experiment can collect: ``solver`` always; ``latency`` (export the plan, check it and time it end
 to end) on model instances."""
 
-_TOP_KEYS = {"name", "description", "repeats", "time_limit", "num_cpus", "lower_bound", "metrics", "problems",
-             "solvers"}
+_TOP_KEYS = {"name", "description", "repeats", "time_limit", "trial_timeout", "num_cpus", "lower_bound", "metrics",
+             "problems", "solvers"}
 _GENERATOR_KEYS = {"generator", "seed", "candidates", "nodes"}
-_MODEL_KEYS = {"model", "batch", "image_size", "seed", "space_size", "layouts", "threads", "cache"}
+_MODEL_KEYS = {"model", "batch", "image_size", "seed", "space_size", "layouts", "threads", "cache", "costs",
+               "cost_model", "measure_fraction"}
 _KINDS = ("generator", "file", "model")
 _NODES_GENERATORS = ("chain", "random")
 
@@ -95,6 +100,9 @@ class ProblemSpec:
     layouts: str | None = None
     threads: int | None = None
     cache: str | None = None
+    costs: str | None = None  # None: measured
+    cost_model: str | None = None
+    measure_fraction: float | None = None
 
     @property
     def measured(self) -> bool:
@@ -108,8 +116,9 @@ class ProblemSpec:
             return Path(self.file).stem
         if self.model is not None:
             size = "" if self.image_size is None else f"-i{self.image_size}"
+            costs = "" if self.costs is None else f"-{self.costs}{self.measure_fraction or ''}"
             return (f"{Path(self.model).stem}{size}-b{self.batch}-s{self.seed}-n{self.space_size}-t{self.threads}-"
-                    + self.layouts.replace(",", "+"))
+                    + self.layouts.replace(",", "+") + costs)
         nodes = "" if self.nodes is None else f"-n{self.nodes}"
         return f"{self.generator}{nodes}-k{self.candidates}-s{self.seed}"
 
@@ -117,12 +126,16 @@ class ProblemSpec:
         """The fields that are set, for hashing and logging."""
         return {key: value for key, value in vars(self).items() if value is not None}
 
-    def extract(self) -> Extracted:
-        """Measure a model instance (what the cost cache lacks): ``experiments.tune.extract``."""
-        from experiments.tune import extract
+    def extract(self, progress: Callable[[Any], None] | None = None) -> Extracted:
+        """Measure (what the cost cache lacks of) or price a model instance: ``experiments.tune.extract``."""
+        from experiments.tune import CostSource, extract
 
+        source = CostSource() if self.costs is None else \
+            CostSource(self.costs, self.cost_model, **({} if self.measure_fraction is None else
+                                                       {"fraction": self.measure_fraction}))
         return extract(self.model, batch=self.batch, image_size=self.image_size, seed=self.seed, threads=self.threads,
-                       space_size=self.space_size, layouts=self.layouts, cache=self.cache)
+                       space_size=self.space_size, layouts=self.layouts, cache=self.cache, costs=source,
+                       progress=progress)
 
     def load(self) -> Problem:
         """Generate, read or measure the problem."""
@@ -171,6 +184,8 @@ class ExperimentConfig:
     num_cpus: int = 2
     lower_bound: bool = True
     metrics: tuple[str, ...] = ("solver",)
+    trial_timeout: float | None = None
+    """Wall-clock seconds a running trial may take before it is cancelled and recorded as an error."""
     description: str = ""
     source: str = ""
     """The file it was read from."""
@@ -214,6 +229,9 @@ def parse_config(raw: Mapping[str, Any], *, base: Path = Path("."), source: str 
     time_limit = raw.get("time_limit")
     if time_limit is not None and not _positive_number(time_limit):
         raise ConfigError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    trial_timeout = raw.get("trial_timeout")
+    if trial_timeout is not None and not _positive_number(trial_timeout):
+        raise ConfigError(f"trial_timeout must be a positive number of seconds, got {trial_timeout!r}")
     problems = tuple(p for i, spec in enumerate(_tables(raw, "problems")) for p in _problems(spec, i, base))
     if "latency" in metrics and not any(p.measured for p in problems):
         raise ConfigError("metrics: latency applies to model problems only, and there is none")
@@ -225,6 +243,7 @@ def parse_config(raw: Mapping[str, Any], *, base: Path = Path("."), source: str 
         num_cpus=_positive_int(raw.get("num_cpus", 2), "num_cpus"),
         lower_bound=_bool(raw.get("lower_bound", True), "lower_bound"),
         metrics=metrics,
+        trial_timeout=None if trial_timeout is None else float(trial_timeout),
         description=str(raw.get("description", "")),
         source=source,
     )
@@ -339,8 +358,39 @@ def _models(spec: Mapping[str, Any], where: str, base: Path) -> list[ProblemSpec
         "threads": _int_axis(spec.get("threads", 1), f"{where}.threads", minimum=1),
     }
     cache = str((base / Path(cache).expanduser()).resolve())
-    return [ProblemSpec(model=model, cache=cache, **dict(zip(axes, values)))
-            for values in itertools.product(*axes.values())]
+    sources = _cost_sources(spec, where, base)
+    return [ProblemSpec(model=model, cache=cache, **dict(zip(axes, values)), **source)
+            for values in itertools.product(*axes.values()) for source in sources]
+
+
+def _cost_sources(spec: Mapping[str, Any], where: str, base: Path) -> list[dict[str, Any]]:
+    """The ``costs`` axis with its model file and measured fractions, as ProblemSpec fields."""
+    from cost_models.learned import SOURCES
+
+    costs = spec.get("costs", ["measured"])
+    costs = costs if isinstance(costs, list) else [costs]
+    if not costs or any(c not in SOURCES for c in costs) or len(set(costs)) != len(costs):
+        raise ConfigError(f"{where}.costs must be one or a list of distinct {', '.join(SOURCES)}, got {costs!r}")
+    fractions = spec.get("measure_fraction", [0.2])
+    fractions = fractions if isinstance(fractions, list) else [fractions]
+    if not fractions or not all(_positive_number(f) and f <= 1 for f in fractions):
+        raise ConfigError(f"{where}.measure_fraction must be a number in (0, 1] or a list of them, got {fractions!r}")
+    model = spec.get("cost_model")
+    if any(c != "measured" for c in costs):
+        if not isinstance(model, str):
+            raise ConfigError(f"{where}: costs {costs} need cost_model, the path of a cost-model file")
+        model = str((base / Path(model).expanduser()).resolve())
+        if not Path(model).is_file():
+            raise ConfigError(f"{where}: no such cost-model file {model}")
+    out: list[dict[str, Any]] = []
+    for source in costs:
+        if source == "measured":
+            out.append({})
+        elif source == "xgboost":
+            out.append({"costs": source, "cost_model": model})
+        else:
+            out += [{"costs": source, "cost_model": model, "measure_fraction": float(f)} for f in fractions]
+    return out
 
 
 def _solvers(spec: Mapping[str, Any], index: int, time_limit: float | None) -> list[tuple[str, dict[str, Any]]]:

@@ -15,12 +15,14 @@ fresh worker process each (TVM sizes its thread pool once per process). On a clu
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from experiments.board import TrialBoard, overdue
 from experiments.config import ExperimentConfig, ExperimentError, Trial, expand
 from experiments.tracking import Tracker
 from experiments.trials import ERROR, TrialResult, run_trial
@@ -33,6 +35,14 @@ MAX_RETRIES = 2
 
 TIMING_SLOT = "timing_slot"
 """Custom Ray resource, one per node, held by every trial that times the machine."""
+
+POLL_SECONDS = 1.0
+"""How often the driver refreshes the running trials' lines and checks their timeouts."""
+
+QUIET_SECONDS = 30.0
+"""Interval of the running trials' lines when progress goes to a file rather than a terminal."""
+
+BAR_WIDTH = 20
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,7 @@ def run_experiment(
     >>> run_experiment(load_config("experiments/configs/solvers_synthetic.toml"))  # doctest: +SKIP
     """
     trials = expand(config)
+    timeout = config.trial_timeout
     tracker = Tracker(config, tracking_uri)
     done = tracker.finished_trials()
     todo = [t for t in trials if (t.id, t.config_hash) not in done]
@@ -81,10 +92,12 @@ def run_experiment(
     status = "KILLED"
     try:
         if serial:
+            board = TrialBoard()
             for trial in todo:
-                record(trial, run_trial(trial))
+                record(trial, _run_serial(trial, board, progress, timeout))
         elif todo:
-            _run_on_ray(todo, record, address=address, num_cpus=config.num_cpus, max_retries=max_retries)
+            _run_on_ray(todo, record, progress, address=address, num_cpus=config.num_cpus, max_retries=max_retries,
+                        timeout=timeout)
         status = "FINISHED"
     finally:
         tracker.finish(status)
@@ -93,32 +106,87 @@ def run_experiment(
                          tracker.parent_id)
 
 
+def run_reported(trial: Trial, board: Any) -> TrialResult:
+    """``run_trial`` in a Ray worker, reporting its stages to the board actor."""
+    board.update.remote(trial.id, "started")
+    try:
+        return run_trial(trial, lambda stage: board.update.remote(trial.id, stage))
+    finally:
+        board.done.remote(trial.id)
+
+
+def _run_serial(trial: Trial, board: TrialBoard, progress: _Progress, timeout: float | None) -> TrialResult:
+    """``run_trial`` in this process; a timeout interrupts it with SIGALRM (between Python steps, so a long call
+    into a solver's native code ends first)."""
+
+    def report(stage: str) -> None:
+        board.update(trial.id, stage)
+        progress.running(board.snapshot())
+
+    def expire(*_: Any) -> None:
+        raise _TrialTimeout
+
+    report("started")
+    previous = signal.signal(signal.SIGALRM, expire) if timeout else None
+    if timeout:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return run_trial(trial, report)
+    except _TrialTimeout:
+        return TrialResult(trial.id, ERROR, error=_timed_out(timeout, board.snapshot().get(trial.id)))
+    finally:
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        board.done(trial.id)
+
+
+class _TrialTimeout(Exception):
+    pass
+
+
+def _timed_out(timeout: float, entry: tuple[float, str] | None) -> str:
+    stage = f" while {entry[1]}" if entry else ""
+    return f"timed out after {timeout:g} s{stage}"
+
+
 def _run_on_ray(
     trials: list[Trial],
     record: Callable[[Trial, TrialResult], None],
+    progress: _Progress,
     *,
     address: str | None,
     num_cpus: int,
     max_retries: int,
+    timeout: float | None,
 ) -> None:
     ray, started = start_ray(address=address, num_cpus=num_cpus)
-    remote = {False: ray.remote(run_trial), True: ray.remote(max_calls=1)(run_trial)}  # timing: a fresh worker each
+    remote = {False: ray.remote(run_reported), True: ray.remote(max_calls=1)(run_reported)}  # timing: fresh worker
+    board = ray.remote(num_cpus=0)(TrialBoard).remote()
     pending: dict[Any, Trial] = {}
+    expired: dict[str, str] = {}  # trial id -> why it was cancelled
     try:
         _check_cluster(trials, ray.cluster_resources())
         for trial in trials:
             options = {**_options(trial), "max_retries": max_retries, "retry_exceptions": False}
-            pending[remote[trial.problem.measured].options(**options).remote(trial)] = trial
+            pending[remote[trial.problem.measured].options(**options).remote(trial, board)] = trial
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_SECONDS)
             for ref in ready:
                 trial = pending.pop(ref)
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayError as exc:
                     summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    result = TrialResult(trial.id, ERROR, error=f"ray: {type(exc).__name__}: {summary}")
+                    error = expired.get(trial.id) or f"ray: {type(exc).__name__}: {summary}"
+                    result = TrialResult(trial.id, ERROR, error=error)
                 record(trial, result)
+            snapshot = {tid: entry for tid, entry in ray.get(board.snapshot.remote()).items() if tid not in expired}
+            progress.running(snapshot)
+            for trial_id in overdue(snapshot, timeout):
+                expired[trial_id] = _timed_out(timeout, snapshot[trial_id])
+                ray.cancel(next(ref for ref, t in pending.items() if t.id == trial_id), force=True)
+                board.done.remote(trial_id)
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)
@@ -162,24 +230,48 @@ def start_ray(*, address: str | None = None, num_cpus: int = 2) -> tuple[Any, bo
 
 
 class _Progress:
-    """One stderr line per finished trial with the overall count and an ETA."""
+    """A line per finished trial with an overall bar and ETA, and a live line per running trial: redrawn in place
+    on a terminal, printed every ``QUIET_SECONDS`` (when something runs) otherwise."""
 
     def __init__(self, total: int, stream: TextIO) -> None:
         self.total, self.done, self.stream = total, 0, stream
         self.start = time.perf_counter()
+        self.tty = stream.isatty()
+        self.drawn = 0  # live lines currently on the terminal
+        self.last_print = 0.0
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
 
     def note(self, text: str) -> None:
+        self._erase()
         print(text, file=self.stream, flush=True)
 
     def trial(self, trial: Trial, result: TrialResult) -> None:
         self.done += 1
         eta = self.elapsed() / self.done * (self.total - self.done)
-        figure = _figure(result)
-        self.note(f"[{self.done}/{self.total}] {trial.id}: {figure} in {result.seconds:.2f} s; "
+        filled = round(BAR_WIDTH * self.done / max(self.total, 1))
+        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+        self.note(f"[{bar}] {self.done}/{self.total} {trial.id}: {_figure(result)} in {result.seconds:.2f} s; "
                   f"elapsed {_clock(self.elapsed())}, ETA {_clock(eta)}")
+
+    def running(self, snapshot: dict[str, tuple[float, str]]) -> None:
+        now = time.time()
+        lines = [f"  running {trial_id} for {_clock(now - started)}: {stage}"
+                 for trial_id, (started, stage) in sorted(snapshot.items(), key=lambda item: item[1][0])]
+        if self.tty:
+            self._erase()
+            if lines:
+                print("\n".join(lines), file=self.stream, flush=True)
+            self.drawn = len(lines)
+        elif lines and time.monotonic() - self.last_print >= QUIET_SECONDS:
+            self.last_print = time.monotonic()
+            print("\n".join(lines), file=self.stream, flush=True)
+
+    def _erase(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write(f"\x1b[{self.drawn}F\x1b[J")
+            self.drawn = 0
 
 
 def _figure(result: TrialResult) -> str:

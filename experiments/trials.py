@@ -14,10 +14,9 @@ import importlib.metadata
 import math
 import os
 import platform
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from experiments.compare import LP_BOUND
@@ -34,7 +33,7 @@ ERROR = "error"
 _USER_ERRORS = (SolverError, ProblemError, SearchError)
 
 LATENCY_REPEAT = 10
-"""Timed repeats of an exported plan's end-to-end latency."""
+"""Interleaved rounds timing an exported plan and the uniform baselines end to end."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +59,10 @@ class TrialResult:
     latency_ms: float | None = None
     """Median end-to-end latency of the exported plan (``latency`` metrics on a model instance)."""
     latency_spread_ms: float | None = None
+    baselines_ms: dict[str, float] = field(default_factory=dict)
+    """Median latency of each uniform baseline plan, timed in the same interleaved rounds as the plan."""
+    measurements: int | None = None
+    """Kernels and transforms measured anew to build the problem (0 when the cache had them all)."""
     numerical_error: float | None = None
     """Relative error of the exported plan's output against the stock NCHW build."""
     started_at: float = 0.0
@@ -72,13 +75,18 @@ class TrialResult:
                   "wall_seconds": self.wall_seconds, "nodes": self.nodes, "edges": self.edges,
                   "latency_ms": self.latency_ms, "latency_spread_ms": self.latency_spread_ms,
                   "numerical_error": self.numerical_error, "started_at": self.started_at or None,
-                  "ended_at": self.ended_at or None}
+                  "ended_at": self.ended_at or None, "measurements": self.measurements}
+        for name, ms in self.baselines_ms.items():
+            values[f"baseline_{name}_ms"] = ms
+            values[f"speedup_{name}"] = ms / self.latency_ms if self.latency_ms else None
         return {key: float(v) for key, v in values.items() if v is not None and math.isfinite(v)}
 
 
-def run_trial(trial: Trial) -> TrialResult:
-    """Generate, load or measure the trial's problem and solve it (or bound it)."""
+def run_trial(trial: Trial, report: Callable[[str], None] | None = None) -> TrialResult:
+    """Generate, load or measure the trial's problem and solve it (or bound it); ``report`` receives a short text
+    whenever the trial moves to a new stage (measuring, with its progress; solving; exporting; timing)."""
     started_at, start = time.time(), time.perf_counter()
+    report = report or (lambda _: None)
 
     def finished(**fields: Any) -> TrialResult:
         return TrialResult(**fields, wall_seconds=time.perf_counter() - start, started_at=started_at,
@@ -87,18 +95,24 @@ def run_trial(trial: Trial) -> TrialResult:
     environment = environment_info()
     extracted = None
     try:
-        extracted = trial.problem.extract() if trial.timed_end_to_end else None
-        problem = extracted.problem if extracted else trial.problem.load()
+        if trial.problem.measured:
+            report("measuring")
+            extracted = trial.problem.extract(progress=_measuring(report))
+            problem = extracted.problem
+        else:
+            problem = trial.problem.load()
     except _USER_ERRORS as exc:
         return finished(trial_id=trial.id, status=ERROR, error=str(exc), environment=environment)
     shape = {"nodes": problem.num_nodes, "edges": len(problem.edges), "problem": problem.to_dict(),
-             "environment": environment}
+             "environment": environment, "measurements": None if extracted is None else extracted.new}
     try:
+        report("solving")
         if trial.solver == LP_BOUND:
             result = _bound(trial, problem)
         else:
             result = _solve(trial, problem)
-            if extracted is not None and result["solution"]["assignment"]:
+            if trial.timed_end_to_end and result["solution"]["assignment"]:
+                report("exporting and timing the plan and the baselines")
                 result.update(_latency(extracted, result["solution"]["assignment"]))
     except _USER_ERRORS as exc:
         return finished(trial_id=trial.id, status=ERROR, error=str(exc), **shape)
@@ -121,20 +135,34 @@ def _solve(trial: Trial, problem) -> dict[str, Any]:
             "gap": solution.gap, "seconds": solution.seconds, "solution": solution.to_dict(), "log": solution.log}
 
 
-def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, float]:
-    """Export the plan of ``assignment`` (checked against the stock build) and time it end to end."""
-    from search.artifact import load_artifact, measure_latency
+def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, Any]:
+    """Export the plan of ``assignment`` and the uniform baselines (each checked against the stock build) and time
+    them end to end in interleaved rounds."""
+    from experiments.tune import time_plans
     from search.costs import plan_from_assignment
-    from search.export import export, make_target
+    from search.plan import BASELINES, baseline_plan
 
-    threads = extracted.problem.meta["threads"]
-    plan = plan_from_assignment(assignment, extracted.model, extracted.args)
-    compiled = export(extracted.graph, plan, target=make_target(threads), threads=threads, seed=extracted.args["seed"])
-    with tempfile.TemporaryDirectory(prefix="tessera-trial-") as scratch:
-        compiled.save(Path(scratch) / "artifact")
-        latency = measure_latency(load_artifact(Path(scratch) / "artifact"), repeat=LATENCY_REPEAT, threads=threads)
-    return {"latency_ms": latency.median_ms, "latency_spread_ms": latency.spread_ms,
-            "numerical_error": compiled.manifest["numerical_check"]["relative_error"]}
+    plans = {"plan": plan_from_assignment(assignment, extracted.model, extracted.args)}
+    plans.update({name: baseline_plan(extracted.graph, name, extracted.model, extracted.args) for name in BASELINES})
+    results, _ = time_plans(extracted, plans, repeat=LATENCY_REPEAT)
+    plan = results["plan"]
+    return {"latency_ms": plan["latency"]["median_ms"], "latency_spread_ms": plan["latency"]["spread_ms"],
+            "numerical_error": plan["relative_error"],
+            "baselines_ms": {name: results[name]["latency"]["median_ms"] for name in BASELINES}}
+
+
+def _measuring(report: Callable[[str], None]) -> Callable[[Any], None]:
+    """A measurement progress callback that reports at most once a second."""
+    last = [0.0]
+
+    def progress(event: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1.0 or event.done == event.total:
+            last[0] = now
+            eta = "" if event.eta is None else f", ETA {int(event.eta) // 60}:{int(event.eta) % 60:02d}"
+            report(f"measuring {event.done}/{event.total} ({event.hits} cached{eta})")
+
+    return progress
 
 
 def environment_info() -> dict[str, Any]:

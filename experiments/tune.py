@@ -284,7 +284,8 @@ def tune(
     solutions, errors = _solve_all(extracted.problem, chosen)
     best = min(solutions, key=lambda name: solutions[name].cost)
     plans = _save_plans(extracted, solutions, best, directory)
-    results, load = _export_and_time(extracted, plans, best, directory, repeat)
+    results, load = time_plans(extracted, plans, repeat=repeat,
+                               keep={f"solver:{best}": directory / TUNED_ARTIFACT})
     baselines = {name: results.pop(name) for name in list(results) if not name.startswith("solver:")}
     per_solver = {name: {**_solution_dict(solution), **results[f"solver:{name}"]} for name, solution in
                   solutions.items()}
@@ -346,26 +347,31 @@ def _save_plans(extracted: Extracted, solutions: dict[str, Any], best: str, dire
     return plans
 
 
-def _export_and_time(extracted: Extracted, plans: dict[str, Any], best: str, directory: Path,
-                     repeat: int) -> tuple[dict[str, dict[str, Any]], list[float]]:
-    """Export and check each distinct plan once, then time them all in interleaved rounds. Returns per label the
-    predicted cost, the numerical check's error and the latency, and the 1-minute load average before and after."""
+def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
+               keep: dict[str, Path] | None = None) -> tuple[dict[str, dict[str, Any]], list[float]]:
+    """Export and check each distinct plan once, then time them all in interleaved rounds.
+
+    ``plans`` maps labels to ``Plan``s; the artifact of a label in ``keep`` is saved to its directory, the others
+    to a temporary one. Returns per label the predicted cost, the numerical check's error and the latency (labels
+    with identical plans share one export and timing), and the 1-minute load average before and after timing.
+    """
     from search.artifact import load_artifact
     from search.export import export, make_target
 
     graph, problem, threads = extracted.graph, extracted.problem, extracted.problem.meta["threads"]
     target = make_target(threads)
+    keep = keep or {}
     distinct: dict[tuple, str] = {}  # choices -> the first label with them
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="tessera-plans-") as scratch:
         artifacts = {}
-        for label, plan in plans.items():
+        for index, (label, plan) in enumerate(plans.items()):
             key = tuple(sorted(plan.choices.items()))
             if key in distinct:
                 results[label] = results[distinct[key]]
                 continue
             distinct[key] = label
-            where = directory / TUNED_ARTIFACT if label == f"solver:{best}" else Path(scratch) / label.replace(":", "_")
+            where = keep.get(label, Path(scratch) / f"plan{index}")
             compiled = export(graph, plan, target=target, threads=threads, seed=extracted.args["seed"])
             compiled.save(where)
             artifacts[label] = load_artifact(where)

@@ -117,7 +117,7 @@ def test_rerunning_skips_finished_trials(grid, store, capsys):
     assert main(["ablate", str(grid[0]), "--tracking-uri", store]) == 0
     out, err = capsys.readouterr()
     assert "6 trials, 5 already finished, 0 finished now, 1 failed" in out  # only the refused trial is tried again
-    assert "[1/1] densenet-k4-s0/dp/r0: error (dp: problem too wide" in err
+    assert "] 1/1 densenet-k4-s0/dp/r0: error (dp: problem too wide" in err
     runs = client(store).search_runs([client(store).get_experiment_by_name(grid[1]).experiment_id])
     assert len(runs) == before + 2  # a parent run and the retried failure
 
@@ -133,7 +133,7 @@ def test_a_killed_worker_is_retried(ray_session, store):
         while not killed and time.monotonic() < deadline:
             for process in psutil.Process().children(recursive=True):
                 try:
-                    if process.cmdline()[:1] == ["ray::run_trial"]:
+                    if process.cmdline()[:1] == ["ray::run_reported"]:
                         time.sleep(0.5)  # let it get into the solve
                         os.kill(process.pid, signal.SIGKILL)
                         killed.append(process.pid)
@@ -204,6 +204,10 @@ def test_measured_trials_are_timed_end_to_end_one_at_a_time(ray_session, store, 
         "one_conv-b1-s0-n1-t1-NCHW/pbqp/r0", "one_conv-b1-s0-n1-t1-NCHW/greedy/r0"]
     assert all(run.info.status == "FINISHED" and run.data.metrics["cost"] > 0 for run in runs)
     assert all(run.data.metrics["latency_ms"] > 0 and run.data.metrics["numerical_error"] < 1e-3 for run in runs)
+    for name in ("nchw", "nhwc", "nchw16c"):  # the baselines, timed in the same rounds as each plan
+        assert all(run.data.metrics[f"baseline_{name}_ms"] > 0 and run.data.metrics[f"speedup_{name}"] > 0
+                   for run in runs)
+    assert runs[0].data.metrics["measurements"] > 0 == runs[1].data.metrics["measurements"]  # cached the 2nd time
     assert runs[0].data.metrics["ended_at"] <= runs[1].data.metrics["started_at"]  # one at a time on the node
     assert runs[0].data.params["problem.layouts"] == "NCHW" and (tmp_path / "costs.sqlite").is_file()
     problem = json.loads(open(client(store).download_artifacts(runs[0].info.run_id, "problem.json")).read())
@@ -214,3 +218,24 @@ def test_measured_trials_are_timed_end_to_end_one_at_a_time(ray_session, store, 
     rows = list(csv.DictReader((tmp_path / "report" / "report.csv").open()))
     assert [float(row["latency_ms"]) for row in rows] == [pytest.approx(r.data.metrics["latency_ms"]) for r in
                                                           sorted(runs, key=lambda r: r.data.params["solver"])]
+
+
+def test_a_trial_over_its_timeout_is_cancelled_and_running_trials_are_shown(ray_session, store, monkeypatch):
+    import io
+
+    from experiments import runner
+
+    monkeypatch.setattr(runner, "QUIET_SECONDS", 0.0)
+    config = parse_config({"name": "timeout", "lower_bound": False, "trial_timeout": 2.0,
+                           "problems": [{"generator": "densenet", "seed": 1, "candidates": 8}],
+                           "solvers": [{"name": "ilp", "time_limit": 60.0, "workers": 1}, {"name": "greedy"}]})
+    stream = io.StringIO()
+    start = time.monotonic()
+    summary = run_experiment(config, tracking_uri=store, stream=stream)
+    assert time.monotonic() - start < 40 and (summary.finished, summary.failed) == (1, 1)
+    runs = by_trial("timeout", store)
+    cancelled = runs["densenet-k8-s1/ilp(time_limit=60.0,workers=1)/r0"]
+    assert cancelled.info.status == "FAILED" and "timed out after 2 s while solving" in cancelled.data.tags[
+        "tessera.error"]
+    assert runs["densenet-k8-s1/greedy/r0"].info.status == "FINISHED"
+    assert "running densenet-k8-s1/ilp(time_limit=60.0,workers=1)/r0 for 0:0" in stream.getvalue()
