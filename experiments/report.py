@@ -5,7 +5,8 @@ own bound, the gap to the instance's best lower bound (the LP bound, any proven 
 relative to the cheapest solution and the time, in ``report.md`` (the ``experiments.compare`` table) and
 ``report.csv`` (with ``cost_ratio`` = cost / best lower bound and the graph size). Plots: ``cost_ratio.png`` (cost /
 best lower bound per solver per instance) and ``solve_time.png`` (solve seconds against the number of nodes). Trials
-with ``latency`` metrics add a ``latency_ms`` column (median over repeats) and a predicted-against-measured table.
+with ``latency`` metrics add a ``latency_ms`` column (median over repeats), a table of each plan next to the uniform
+baselines, and two plots: ``latency.png`` (plans and baselines per instance) and ``predicted_vs_measured.png``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Entry:
     runs: int
     latency_ms: float | None = None
     """Median end-to-end latency of the exported plans (``latency`` metrics), None when not measured."""
+    baselines_ms: dict[str, float] | None = None
+    """Median latency of each uniform baseline, timed in the same rounds as the plans."""
 
     @property
     def cost_ratio(self) -> float | None:
@@ -71,8 +74,11 @@ def entries(experiment: str, tracking_uri: str | None = None) -> list[Entry]:
         runs = groups[instance, row.solver]
         metrics = runs[0].data.metrics
         latencies = [r.data.metrics["latency_ms"] for r in runs if "latency_ms" in r.data.metrics]
+        baselines = {key[len("baseline_"):-len("_ms")]: statistics.median(
+            r.data.metrics[key] for r in runs if key in r.data.metrics)
+            for key in dict.fromkeys(k for r in runs for k in r.data.metrics if k.startswith("baseline_"))}
         out.append(Entry(row, int(metrics.get("nodes", 0)), int(metrics.get("edges", 0)), bound, len(runs),
-                         statistics.median(latencies) if latencies else None))
+                         statistics.median(latencies) if latencies else None, baselines or None))
     return out
 
 
@@ -109,6 +115,13 @@ def write_report(experiment: str, out: str | Path, tracking_uri: str | None = No
     _write_csv(files[1], table)
     _plot_cost_ratio(files[2], table)
     _plot_solve_time(files[3], table)
+    if any(e.latency_ms is not None for e in table):
+        files += [out / "latency.png", out / "predicted_vs_measured.png"]
+        _plot_latency(files[4], table)
+        _plot_predicted(files[5], table)
+        with files[0].open("a") as handle:
+            handle.write(f"![end-to-end latency per plan and baseline]({files[4].name})\n\n"
+                         f"![predicted against measured latency]({files[5].name})\n")
     return files
 
 
@@ -117,22 +130,33 @@ def _latency_table(table: list[Entry]) -> str:
     timed = [e for e in table if e.latency_ms is not None]
     if not timed:
         return ""
-    lines = ["| instance | solver | predicted cost | latency (ms, median) |", "|---|---|---:|---:|"]
-    lines += [f"| {e.row.instance} | {e.row.solver} | {e.row.cost:.4g} | {e.latency_ms:.4g} |" for e in timed]
-    return "End-to-end latency of the exported plans (model instances; costs in the problem's unit):\n\n" + (
-        "\n".join(lines) + "\n\n")
+    names = list(dict.fromkeys(name for e in timed for name in e.baselines_ms or {}))
+    lines = ["| instance | solver | predicted cost | latency (ms, median) | "
+             + "".join(f"{name} (ms) | " for name in names) + "speed-up over the best baseline |",
+             "|---|---|---:|---:|" + "---:|" * (len(names) + 1)]
+    for e in timed:
+        base = e.baselines_ms or {}
+        best = min(base.values(), default=None)
+        cells = "".join(f"{base[n]:.4g} | " if n in base else "- | " for n in names)
+        speedup = "-" if best is None else f"{best / e.latency_ms:.2f}x"
+        lines.append(f"| {e.row.instance} | {e.row.solver} | {e.row.cost:.4g} | {e.latency_ms:.4g} | {cells}"
+                     f"{speedup} |")
+    return ("End-to-end latency of the exported plans next to the uniform baselines timed in the same rounds (model "
+            "instances; costs in the problem's unit):\n\n" + "\n".join(lines) + "\n\n")
 
 
 def _write_csv(path: Path, table: list[Entry]) -> None:
+    names = list(dict.fromkeys(name for e in table for name in e.baselines_ms or {}))
     columns = ["instance", "nodes", "edges", "solver", "runs", "cost", "bound", "best_bound", "cost_ratio", "gap",
-               "vs_best", "seconds", "latency_ms", "status"]
+               "vs_best", "seconds", "latency_ms", "status", *(f"baseline_{name}_ms" for name in names)]
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)
         for e in table:
             r = e.row
             writer.writerow([r.instance, e.nodes, e.edges, r.solver, e.runs, r.cost, r.bound, e.best_bound,
-                             e.cost_ratio, r.gap, r.vs_best, f"{r.seconds:.6f}", e.latency_ms, r.status])
+                             e.cost_ratio, r.gap, r.vs_best, f"{r.seconds:.6f}", e.latency_ms, r.status,
+                             *((e.baselines_ms or {}).get(name) for name in names)])
 
 
 def _pyplot():
@@ -178,6 +202,47 @@ def _plot_solve_time(path: Path, table: list[Entry]) -> None:
     ax.set_xlabel("nodes")
     ax.set_ylabel("solve seconds (median over repeats)")
     ax.set_yscale("log")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_latency(path: Path, table: list[Entry]) -> None:
+    """Per model instance: each solver's plan and each baseline, median end-to-end latency."""
+    plt = _pyplot()
+    timed = [e for e in table if e.latency_ms is not None]
+    instances = list(dict.fromkeys(e.row.instance for e in timed))
+    fig, axes = plt.subplots(1, len(instances), figsize=(max(6.0, 4.0 * len(instances)), 4.0), squeeze=False)
+    for ax, instance in zip(axes[0], instances):
+        here = [e for e in timed if e.row.instance == instance]
+        baselines: dict[str, list[float]] = defaultdict(list)
+        for e in here:
+            for name, ms in (e.baselines_ms or {}).items():
+                baselines[name].append(ms)
+        labels = [e.row.solver for e in here] + list(baselines)
+        values = [e.latency_ms for e in here] + [statistics.median(v) for v in baselines.values()]
+        ax.bar(range(len(labels)), values, color=["C0"] * len(here) + ["C7"] * len(baselines))
+        ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+        ax.set_title(instance, fontsize="small")
+        ax.set_ylabel("end-to-end latency (ms, median)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_predicted(path: Path, table: list[Entry]) -> None:
+    """Predicted plan cost against measured latency, with the line where they agree."""
+    plt = _pyplot()
+    timed = [e for e in table if e.latency_ms is not None and e.row.cost is not None]
+    fig, ax = plt.subplots(figsize=(5.0, 5.0))
+    for solver in dict.fromkeys(e.row.solver for e in timed):
+        points = [(e.row.cost, e.latency_ms) for e in timed if e.row.solver == solver]
+        ax.scatter([p[0] for p in points], [p[1] for p in points], label=solver)
+    top = max((max(e.row.cost, e.latency_ms) for e in timed), default=1.0) * 1.1
+    ax.plot([0, top], [0, top], color="black", linewidth=0.8)
+    ax.set_xlabel("predicted plan cost (ms)")
+    ax.set_ylabel("measured latency (ms, median)")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -214,10 +214,14 @@ def test_measured_trials_are_timed_end_to_end_one_at_a_time(ray_session, store, 
     assert problem["meta"]["model"].endswith("one_conv.onnx")
     assert problem["meta"]["costs"]["provider"] == "MeasuredCosts"
     assert main(["report", "measured", "--out", str(tmp_path / "report"), "--tracking-uri", store]) == 0
-    assert "| one_conv-b1-s0-n1-t1-NCHW | pbqp |" in (tmp_path / "report" / "report.md").read_text()
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "| one_conv-b1-s0-n1-t1-NCHW | pbqp |" in markdown and "speed-up over the best baseline" in markdown
+    for name in ("latency.png", "predicted_vs_measured.png"):
+        assert (tmp_path / "report" / name).read_bytes().startswith(b"\x89PNG")
     rows = list(csv.DictReader((tmp_path / "report" / "report.csv").open()))
     assert [float(row["latency_ms"]) for row in rows] == [pytest.approx(r.data.metrics["latency_ms"]) for r in
                                                           sorted(runs, key=lambda r: r.data.params["solver"])]
+    assert all(float(row["baseline_nchw_ms"]) > 0 for row in rows)
 
 
 def test_a_trial_over_its_timeout_is_cancelled_and_running_trials_are_shown(ray_session, store, monkeypatch):
