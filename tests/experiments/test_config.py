@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from experiments.cli import main
@@ -97,3 +99,25 @@ def test_each_fault_is_one_clear_error(tmp_path, capsys, text, message):
     assert captured.err.startswith(f"error: {path}: ") and captured.err.count("\n") == 1
     assert message in captured.err
     assert not (tmp_path / "never.db").exists()  # nothing ran
+
+
+def test_the_shipped_configs_are_valid(tmp_path):
+    import shutil
+
+    from cost_models import KernelTask
+    from cost_models.xgb_model import XGBCostModel
+    from experiments.config import expand, load_config
+    from search.templates import Conv2DWorkload, KernelSpec
+
+    shipped = Path(__file__).resolve().parents[2] / "experiments" / "configs"
+    for path in shipped.glob("*.toml"):
+        shutil.copy(path, tmp_path / path.name)
+    keys = [KernelTask(KernelSpec(Conv2DWorkload(1, 8, 8, 8, c, (3, 3), (1, 1), (1, 1, 1, 1)), "NCHW", "NCHW8c")).key
+            for c in (8, 16, 24)]
+    XGBCostModel(n_estimators=2).fit(keys, [1.0, 2.0, 3.0]).save(tmp_path / "costmodel.json")
+    names = set()
+    for path in sorted(tmp_path.glob("*.toml")):
+        config = load_config(path)
+        assert config.name == path.stem and expand(config)
+        names.add(config.name)
+    assert {"solvers_synthetic", "solvers_ssd_densenet", "layout_space", "cost_sources"} <= names
