@@ -1,0 +1,263 @@
+"""Tessera's solvers next to two peers on the same problems: toulbar2 and CP-SAT out of the box.
+
+Contenders: tessera's dp, pbqp, ilp and greedy, each with the time limit; toulbar2 (``pytoulbar2``, skipped with a
+message when missing) on the problem as a cost function network, one variable per node with unary and binary cost
+functions; and a plain CP-SAT model (a boolean per candidate with exactly-one, a boolean per allowed edge pair tied to
+its endpoints by row and column sums) with default parameters bar the time limit and one worker per usable core. The
+peers get costs scaled to integers (the smallest power of ten up to 1e6 that keeps them exact, else 1e6), bounds
+corrected for the rounding and costs re-evaluated from the returned assignment.
+
+Instances: a 1000-node chain and the SSD-like and DenseNet-201-like problems with 5 and 10 candidates (seed 0), plus
+any ``--problems`` files. The contenders run in turn, in reversed order on every other instance so that drift of the
+machine spreads evenly. A markdown table per instance gives cost, proven lower bound, gap to the best lower bound of
+the instance (proven bounds and optima), status, seconds, and for the peers their seconds over those of tessera's
+fastest solver that proved optimality (> 1: tessera is faster; ">" marks a peer that proved nothing in that time).
+
+    python benchmarks/peer_solvers.py [--quick] [--instances chain,ssd,densenet] [--candidates 5,10]
+                                      [--problems a.json ...] [--time-limit 60] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path, and the file solvers.py would shadow the package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from functools import partial  # noqa: E402
+from importlib.metadata import version  # noqa: E402
+
+import numpy as np  # noqa: E402
+import ortools  # noqa: E402
+from ortools.sat.python import cp_model  # noqa: E402
+
+from solvers import Problem, ProblemError, SolverError, solve  # noqa: E402
+from solvers.base import relative_gap  # noqa: E402
+from solvers.generators import generate  # noqa: E402
+
+try:
+    import pytoulbar2
+except ImportError:
+    pytoulbar2 = None
+
+INSTANCES = {"chain": ("chain-1000", {"nodes": 1000}), "ssd": ("ssd-like", {}), "densenet": ("densenet201-like", {})}
+TESSERA = ("dp", "pbqp", "ilp", "greedy")
+WORKERS = len(os.sched_getaffinity(0))
+
+
+@dataclass(frozen=True)
+class Result:
+    """One contender on one instance; ``bound`` is a proven lower bound (the cost itself when proven optimal)."""
+
+    solver: str
+    cost: float | None
+    bound: float | None
+    status: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class IntegerCosts:
+    """Costs times ``scale``, rounded (inf kept); ``error`` bounds ``|scaled objective / scale - objective|``."""
+
+    scale: float
+    nodes: list[np.ndarray]
+    pairs: dict[tuple[int, int], np.ndarray]
+    error: float
+
+
+def integer_costs(problem: Problem) -> IntegerCosts:
+    """The peers' integer costs: scaled by the smallest power of ten up to 1e6 that keeps them exact, else by 1e6."""
+    arrays = [node.costs for node in problem.nodes] + list(problem.pairs.values())
+    finite = [a[np.isfinite(a)] for a in arrays]
+    every = np.concatenate(finite)
+    scale = next((10.0**d for d in range(7) if np.array_equal(np.rint(every * 10**d) / 10**d, every)), 1e6)
+    scaled = [np.where(np.isfinite(a), np.rint(a * scale), math.inf) for a in arrays]
+    error = sum(float(np.max(np.abs(np.rint(f * scale) / scale - f), initial=0.0)) for f in finite)
+    return IntegerCosts(
+        scale, scaled[: problem.num_nodes], dict(zip(problem.pairs, scaled[problem.num_nodes :])), error
+    )
+
+
+def tessera(name: str, problem: Problem, time_limit: float) -> Result:
+    """Tessera's solver ``name``; a refusal (``SolverError``) becomes the status, its message goes to stderr."""
+    start = time.perf_counter()
+    try:
+        sol = solve(problem, name, time_limit=time_limit)
+    except SolverError as exc:
+        print(f"  {exc}", file=sys.stderr)
+        reason = str(exc).removeprefix(f"{name}: ").split(":")[0]
+        return Result(name, None, None, f"refused ({reason})", time.perf_counter() - start)
+    cost = None if math.isinf(sol.cost) else sol.cost
+    return Result(name, cost, cost if sol.optimal else sol.lower_bound, sol.status, sol.seconds)
+
+
+def toulbar2(problem: Problem, time_limit: float) -> Result:
+    """toulbar2's branch and bound; its time limit is whole seconds of CPU time."""
+    start = time.perf_counter()
+    costs = integer_costs(problem)
+    cfn = pytoulbar2.CFN(None, resolution=0)  # the costs are integers already; inf is pytoulbar2's Top (forbidden)
+    for node in problem.nodes:
+        cfn.AddVariable(node.name, list(node.candidates))
+    for u, unary in enumerate(costs.nodes):
+        cfn.AddFunction([u], unary.tolist())
+    for (u, v), matrix in costs.pairs.items():
+        cfn.AddFunction([u, v], matrix.ravel().tolist())  # row-major: the last variable's value varies fastest
+    found = cfn.Solve(timeLimit=max(1, math.ceil(time_limit)))
+    cfn.CFN.timerStop()
+    seconds = time.perf_counter() - start
+    if found is None:  # proven infeasible or out of time before a solution: toulbar2 returns None for both
+        return Result("toulbar2", None, None, "not_found", seconds)
+    values, scaled_cost, _ = found
+    cost, dual = problem.evaluate(values), cfn.GetDDualBound()
+    proven = dual >= scaled_cost
+    bound = cost if proven and costs.error == 0 else min(cost, max(0.0, dual / costs.scale - costs.error))
+    return Result("toulbar2", cost, bound, "optimal" if proven else "feasible", seconds)
+
+
+def cpsat(problem: Problem, time_limit: float) -> Result:
+    """The local-polytope model in CP-SAT with default parameters (bar the time limit and the worker count)."""
+    start = time.perf_counter()
+    costs = integer_costs(problem)
+    model = cp_model.CpModel()
+    allowed = [np.flatnonzero(np.isfinite(c)).tolist() for c in costs.nodes]
+    x = {(u, i): model.new_bool_var(f"x{u}_{i}") for u, cands in enumerate(allowed) for i in cands}
+    terms = [(var, int(costs.nodes[u][i])) for (u, i), var in x.items()]
+    for u, cands in enumerate(allowed):
+        model.add_exactly_one(x[u, i] for i in cands)
+    for (u, v), matrix in costs.pairs.items():
+        rows: dict[int, list[cp_model.IntVar]] = {i: [] for i in allowed[u]}
+        cols: dict[int, list[cp_model.IntVar]] = {j: [] for j in allowed[v]}
+        for i, j in zip(*np.nonzero(np.isfinite(matrix))):
+            if i in rows and j in cols:
+                y = model.new_bool_var(f"y{u}_{v}_{i}_{j}")
+                rows[i].append(y)
+                cols[j].append(y)
+                terms.append((y, int(matrix[i, j])))
+        for i, ys in rows.items():  # the pairs of a row sum to its candidate: picked pairs are allowed and agree
+            model.add(cp_model.LinearExpr.sum(ys) == x[u, i])
+        for j, ys in cols.items():
+            model.add(cp_model.LinearExpr.sum(ys) == x[v, j])
+    model.minimize(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms]))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = time_limit
+    solver.parameters.num_workers = WORKERS
+    status = solver.solve(model)
+    seconds = time.perf_counter() - start
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return Result("cp-sat", None, None, "infeasible" if status == cp_model.INFEASIBLE else "not_found", seconds)
+    chosen = [next(i for i in cands if solver.boolean_value(x[u, i])) for u, cands in enumerate(allowed)]
+    cost = problem.evaluate(chosen)
+    exact = status == cp_model.OPTIMAL and costs.error == 0
+    bound = cost if exact else min(cost, max(0.0, solver.best_objective_bound / costs.scale - costs.error))
+    return Result("cp-sat", cost, bound, "optimal" if status == cp_model.OPTIMAL else "feasible", seconds)
+
+
+CONTENDERS: dict[str, Callable[[Problem, float], Result]] = {name: partial(tessera, name) for name in TESSERA}
+CONTENDERS |= {"toulbar2": toulbar2, "cp-sat": cpsat} if pytoulbar2 else {"cp-sat": cpsat}
+
+
+def run(label: str, problem: Problem, *, time_limit: float, reverse: bool) -> str:
+    """Every contender on one problem, as a markdown section; progress goes to stderr."""
+    print(f"{label}: {problem.num_nodes} nodes, {len(problem.edges)} edges", file=sys.stderr, flush=True)
+    costs = integer_costs(problem)
+    results = {}
+    for name in reversed(CONTENDERS) if reverse else CONTENDERS:
+        results[name] = CONTENDERS[name](problem, time_limit)
+        print(f"  {name}: {results[name].status} in {results[name].seconds:.2f} s", file=sys.stderr, flush=True)
+    rows = [results[name] for name in CONTENDERS]
+    best = max((r.bound for r in rows if r.bound is not None), default=None)
+    proofs = [r for r in rows if r.solver in TESSERA and r.status == "optimal"]
+    ref = min(proofs, key=lambda r: r.seconds, default=None)
+    against = f"peer seconds over those of tessera's {ref.solver}" if ref else "no tessera solver proved optimality"
+    lines = [
+        f"## {label}",
+        "",
+        f"{problem.num_nodes} nodes, {len(problem.edges)} edges; peers' costs scaled by {costs.scale:g} "
+        f"(rounding error bound {costs.error:.3g}); vs tessera: {against}.",
+        "",
+        "| solver | cost | bound | gap | status | seconds | vs tessera |",
+        "|---|--:|--:|--:|---|--:|--:|",
+    ]
+    for r in rows:
+        gap = None if r.cost is None or best is None else relative_gap(r.cost, best)
+        ratio = "-" if ref is None or r.solver in TESSERA else f"{r.seconds / max(ref.seconds, 1e-9):.2f}"
+        ratio = ratio if ratio == "-" or r.status == "optimal" else f">{ratio}"
+        lines.append(
+            f"| {r.solver} | {_number(r.cost)} | {_number(r.bound)} | {'-' if gap is None else f'{100 * gap:.3f}%'} "
+            f"| {r.status} | {r.seconds:.3f} | {ratio} |"
+        )
+    wrong = [r.solver for r in rows if r.cost is not None and best is not None and r.cost < best - 1e-6 * abs(best)]
+    if wrong:
+        lines += ["", f"**Inconsistent:** {', '.join(wrong)} found a cost below the best proven lower bound."]
+    return "\n".join(lines)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _cpu_model() -> str:
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown CPU")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="k = 5 only and 5 s limits (a smoke run)")
+    parser.add_argument("--instances", default=",".join(INSTANCES), help="comma-separated: chain, ssd, densenet")
+    parser.add_argument("--candidates", default=None, help="comma-separated candidate counts (default: 5,10)")
+    parser.add_argument("--problems", nargs="*", default=[], help="problem JSON files to add (Problem.load)")
+    parser.add_argument("--time-limit", type=float, default=None, help="seconds per solver run (default: 60)")
+    parser.add_argument("--out", help="also write the markdown report to this file")
+    args = parser.parse_args(argv)
+    instances = [name.strip() for name in args.instances.split(",") if name.strip()]
+    unknown = [name for name in instances if name not in INSTANCES]
+    if unknown:
+        parser.error(f"unknown instance(s) {', '.join(unknown)}; choose from {', '.join(INSTANCES)}")
+    try:
+        candidates = [int(k) for k in (args.candidates or ("5" if args.quick else "5,10")).split(",")]
+    except ValueError:
+        parser.error(f"--candidates must be comma-separated integers, got {args.candidates!r}")
+    time_limit = args.time_limit if args.time_limit is not None else 5.0 if args.quick else 60.0
+    try:
+        files = [(Path(path).name, Problem.load(path)) for path in args.problems]
+    except ProblemError as exc:
+        parser.error(str(exc))
+    if pytoulbar2 is None:
+        print("pytoulbar2 is not installed: skipping toulbar2 (pip install pytoulbar2)", file=sys.stderr)
+
+    problems = [(f"{INSTANCES[kind][0]} k={k}", kind, k) for kind in instances for k in candidates]
+    report = [
+        "# Tessera against toulbar2 and CP-SAT",
+        "",
+        "`" + " ".join(["python benchmarks/peer_solvers.py", *(sys.argv[1:] if argv is None else argv)]) + "`",
+        "",
+        f"{datetime.datetime.now().isoformat(timespec='seconds')} on {_cpu_model()}, {WORKERS} usable core(s) "
+        f"(CP-SAT workers); tessera {version('tessera')}, ortools {ortools.__version__}, "
+        f"pytoulbar2 {version('pytoulbar2') if pytoulbar2 else 'not installed (skipped)'}; "
+        f"time limit {time_limit:g} s per run. Gap: (cost - best lower bound of the instance) / cost.",
+    ]
+    for n, (label, kind, k) in enumerate(problems):
+        problem = generate(kind, seed=0, candidates=k, **INSTANCES[kind][1])
+        report += ["", run(label, problem, time_limit=time_limit, reverse=n % 2 == 1)]
+    for n, (label, problem) in enumerate(files, start=len(problems)):
+        report += ["", run(label, problem, time_limit=time_limit, reverse=n % 2 == 1)]
+    text = "\n".join(report) + "\n"
+    print(text, end="")
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
