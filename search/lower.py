@@ -1,8 +1,8 @@
-"""Lower an emitted module: legalise, give the legalised (non-template) functions a simple parallel schedule, check
-that the template kernels survive the default Relax pipeline unchanged, and compile.
+"""Lower an emitted module: legalise, fuse the chains of non-template operators, give them a simple parallel
+schedule, check that the template kernels survive the default Relax pipeline unchanged, and compile.
 
-The CPU default pipeline of ``tvm.compile`` does not fuse, so ``call_tir`` kernels stay separate PrimFuncs; the check
-compares every kernel body after the pipeline with the body ``build_kernel`` returned.
+The CPU default pipeline of ``tvm.compile`` does not fuse, so ``call_tir`` kernels stay separate PrimFuncs unless
+fused here; the check compares every kernel body after the pipeline with the body ``build_kernel`` returned.
 """
 
 from __future__ import annotations
@@ -13,11 +13,19 @@ from tvm import relax
 
 SCHEDULED = "tir.is_scheduled"
 MIN_PARALLEL = 4  # fuse leading spatial loops until at least this many parallel iterations
+OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into or out of such a function
 
 
 def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
-    """Parallelise the leading spatial loops of every block; vectorise the innermost loop of purely spatial ones."""
+    """Inline what a fused function computes on the way (elementwise producers into their consumers), then
+    parallelise the leading spatial loops of every remaining block and vectorise the innermost loop of purely spatial
+    ones."""
     sch = tvm.s_tir.Schedule(func)
+    for block in sch.get_child_blocks(sch.get_sblock("root"))[:-1]:
+        try:
+            sch.compute_inline(block)
+        except (RuntimeError, OSError, ValueError):  # a reduction, or a block others cannot take in
+            continue
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         loops = sch.get_loops(block)
         spatial = sum(1 for iv in sch.get(block).iter_vars if iv.iter_type == 0)
@@ -40,8 +48,15 @@ def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
 
 
 def schedule_legalised(mod: tvm.IRModule) -> tvm.IRModule:
-    """Legalise ``mod`` and schedule every PrimFunc not already marked scheduled (the template kernels are)."""
+    """Legalise ``mod``, fuse chains of injective and elementwise operators (a concat with the BatchNorm and ReLU
+    after it, a pooling with the scale, shift and ReLU after it) into one function each, and schedule every
+    PrimFunc not already marked scheduled. The template kernels are marked opaque, so nothing fuses into them."""
     mod = relax.transform.LegalizeOps()(mod)
+    marked = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc) and func.attrs.get(SCHEDULED, False):
+            marked[gvar] = func.with_attr("op_pattern", OPAQUE)
+    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(marked)))
     updated = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc) and not func.attrs.get(SCHEDULED, False):
