@@ -7,6 +7,7 @@ import json
 import pytest
 
 from experiments.cli import main
+from tests.cli_helpers import one_error_line
 
 
 @pytest.fixture(scope="module")
@@ -29,12 +30,6 @@ def test_run_prints_latency(artifact, capsys):
     assert latency["repeat"] == 3 and latency["median_ms"] > 0 and latency["threads"] == 1
 
 
-def _one_error_line(capsys) -> str:
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ")
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -44,7 +39,7 @@ def _one_error_line(capsys) -> str:
 )
 def test_export_user_errors(argv, message, capsys, tmp_path):
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
-    assert message in _one_error_line(capsys)
+    assert message in one_error_line(capsys)
 
 
 def test_export_rejects_a_plan_for_another_graph(artifact, capsys, tmp_path):
@@ -53,9 +48,9 @@ def test_export_rejects_a_plan_for_another_graph(artifact, capsys, tmp_path):
     (tmp_path / "bad.json").write_text(json.dumps(plan))
     argv = ["export", "resnet18", "--plan", str(tmp_path / "bad.json"), "--out", str(tmp_path / "out")]
     assert main([*argv, "--image-size", "32"]) == 2
-    assert "unknown node(s) conv2d_99" in _one_error_line(capsys)
+    assert "unknown node(s) conv2d_99" in one_error_line(capsys)
 
 
 def test_run_rejects_a_directory_that_is_no_artifact(capsys, tmp_path):
     assert main(["run", str(tmp_path)]) == 2
-    assert "not a tessera artifact" in _one_error_line(capsys)
+    assert "not a tessera artifact" in one_error_line(capsys)

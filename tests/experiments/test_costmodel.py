@@ -9,6 +9,7 @@ from experiments.cli import main
 from experiments.costmodel import evaluate_on, network_data, train
 from experiments.tune import CostSource, extract
 from search.errors import SearchError
+from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
 SPACE = {"threads": 1, "space_size": 4, "layouts": "NCHW,NCHW8c"}
@@ -57,12 +58,6 @@ def test_xgboost_costs_measure_nothing_and_hybrid_measures_a_fraction(trained, t
     assert costs["cache"].endswith("c.sqlite") and costs["model"].endswith("model.json")
 
 
-def _one_error_line(capsys) -> str:
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -76,4 +71,4 @@ def _one_error_line(capsys) -> str:
 def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys):
     (tmp_path / "junk.json").write_text("[1, 2")
     assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
-    assert message in _one_error_line(capsys)
+    assert message in one_error_line(capsys)

@@ -17,6 +17,7 @@ from search.plan import BASELINES, Plan, validate
 from solvers.base import SolverError, make_solver
 from solvers.dp import DPSolver
 from solvers.generators import densenet
+from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
 SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 3}
@@ -93,12 +94,6 @@ def test_a_solver_without_a_plan_is_reported_unless_it_is_the_only_one():
         _solve_all(problem, [too_small])
 
 
-def _one_error_line(capsys) -> str:
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -115,7 +110,7 @@ def _one_error_line(capsys) -> str:
 )
 def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys):
     assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
-    assert message in _one_error_line(capsys)
+    assert message in one_error_line(capsys)
 
 
 class _Terminal(io.StringIO):
