@@ -13,15 +13,18 @@ the graph is a forest.
 Validity despite LP tolerances: the bound is not the LP's objective value but the Lagrangian (dual) bound computed
 here from the LP's dual values ``lambda``: ``L(lambda) = sum_u alpha_u + sum over variables of min(0, reduced cost)``
 is a lower bound for *any* ``lambda`` because every variable lies in [0, 1]. So an inexact dual only makes the bound
-weaker, never invalid. What remains is floating-point rounding in that sum; the margin ``SAFETY * (1 + sum of |terms|)``
-(``SAFETY = 1e-9``) is subtracted for it.
+weaker, never invalid. What remains is floating-point rounding, bounded by standard error analysis and subtracted:
+a reduced cost computed with ``k`` additions is off by at most ``2 k u S`` (``u = 2**-53``, ``S`` the sum of the
+magnitudes of its operands), so a term ``min(0, r)`` whose computed ``r`` is at least that far above 0 is exactly 0,
+and any other term is off by at most that much; ``math.fsum`` rounds the sum once (at most ``u |sum|``, doubled here).
+Keeping the margin this tight lets an LP bound prove an integer optimum (``solvers/ilp.py``'s LP-first step).
 
 Presolve (the default): the LP is solved on the core left by the exact reductions of ``solvers/reductions.py`` and
 their offset is added. That is valid (the core's optimum plus the offset is the optimum), faster (chains and trees
 vanish, series-parallel parts shrink) and at least as tight as the plain LP: every LP solution of the core extends,
 through the argmin tables of the folds, to an LP solution of the whole problem with the same cost plus the offset,
 and the edges the degree-2 folds add only constrain the core further. The offset is a sum of problem costs, whose
-rounding (relative 1e-16 per fold) the margin covers; it is one of the terms of the margin.
+rounding (relative 1e-16 per fold) the margin ``SAFETY * (1 + |offset|)`` (``SAFETY = 1e-9``) covers.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from solvers.problem import Problem
 from solvers.reductions import Reduction, reduce_problem
 
 SAFETY = 1e-9
-"""Relative safety margin subtracted from the Lagrangian bound (times ``1 + sum of |terms|``)."""
+"""Relative safety margin for the presolve offset (times ``1 + |offset|``), whose folds are not tracked one by one."""
+UNIT_ROUNDOFF = 2.0**-53
 
 LP_SOLVERS = ("GLOP", "PDLP")
 
@@ -146,7 +150,7 @@ def lp_lower_bound(problem: Problem, *, solver: str = "GLOP", presolve: bool = T
     if reduction.infeasible:
         return math.inf
     if reduction.core is None:
-        return _with_margin([reduction.offset])
+        return _offset_bound(reduction.offset)
     lp_solver = pywraplp.Solver.CreateSolver(solver)
     if lp_solver is None:
         raise SolverError(f"lp_lower_bound: OR-Tools has no {solver} solver")
@@ -171,22 +175,39 @@ def lagrangian_bound(problem: Problem, model: LocalPolytope, *, offset: float = 
     alpha = {u: _dual(row) for u, row in model.one_hot.items()}
     beta = {key: _dual(row) for key, row in model.rows.items()}  # row (e, i): sum_j y - x[u, i] = 0
     gamma = {key: _dual(row) for key, row in model.cols.items()}  # col (e, j): sum_i y - x[v, j] = 0
-    terms = [offset, *alpha.values()]
-    reduced_x = {(u, i): float(problem.nodes[u].costs[i]) - alpha[u] for (u, i) in model.x}
+    terms = list(alpha.values())
+    errors: list[float] = []
+
+    def add(reduced: float, magnitude: float, operations: int) -> None:
+        error = 2.0 * operations * UNIT_ROUNDOFF * magnitude
+        if reduced < error:  # possibly negative: the term counts, with its rounding error
+            terms.append(min(0.0, reduced))
+            errors.append(error)
+
+    reduced_x = {(u, i): [float(problem.nodes[u].costs[i]) - alpha[u]] for (u, i) in model.x}
+    magnitude_x = {(u, i): abs(float(problem.nodes[u].costs[i])) + abs(alpha[u]) for (u, i) in model.x}
     for ((u, _), i), b in beta.items():
-        reduced_x[u, i] += b
+        reduced_x[u, i].append(b)
+        magnitude_x[u, i] += abs(b)
     for ((_, v), j), g in gamma.items():
-        reduced_x[v, j] += g
-    terms.extend(min(0.0, r) for r in reduced_x.values())
+        reduced_x[v, j].append(g)
+        magnitude_x[v, j] += abs(g)
+    for key, parts in reduced_x.items():
+        value = 0.0
+        for part in parts:
+            value += part
+        add(value, magnitude_x[key], len(parts))
     for e, i, j in model.y:
-        r = float(problem.pairs[e][i, j]) - beta[e, i] - gamma[e, j]
-        terms.append(min(0.0, r))
-    return _with_margin(terms)
+        c, b, g = float(problem.pairs[e][i, j]), beta[e, i], gamma[e, j]
+        add(c - b - g, abs(c) + abs(b) + abs(g), 2)
+    total = math.fsum(terms)
+    margin = math.fsum(errors) + 4.0 * UNIT_ROUNDOFF * (abs(total) + abs(offset))  # fsum and the final additions
+    return math.fsum([_offset_bound(offset), total, -margin])
 
 
-def _with_margin(terms: list[float]) -> float:
-    """The exact sum of ``terms`` less the safety margin ``SAFETY * (1 + sum of |terms|)``."""
-    return math.fsum(terms) - SAFETY * (1.0 + math.fsum(abs(t) for t in terms))
+def _offset_bound(offset: float) -> float:
+    """The presolve offset less its margin ``SAFETY * (1 + |offset|)``."""
+    return offset - SAFETY * (1.0 + abs(offset))
 
 
 def _dual(row: Any) -> float:

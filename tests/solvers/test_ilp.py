@@ -154,6 +154,33 @@ def test_presolve_on_and_off_agree(backend):
         assert not any(line.startswith("presolve") for line in off.log)
 
 
+@pytest.mark.parametrize("backend", ["cpsat", "scip"])
+def test_lp_first_proves_tight_instances_and_hands_the_rest_to_the_backend(backend):
+    by_lp = by_backend = 0
+    for seed in range(40):
+        problem = random_problem(3000 + seed, nodes=7, density=0.9, forbid=0.0)
+        optimum, _ = brute_force(problem)
+        sol = solve(problem, "ilp", backend=backend, hint=False)
+        assert sol.status == "optimal" and sol.cost == pytest.approx(optimum, abs=1e-9), (seed, sol.log)
+        assert sol.lower_bound <= optimum + 1e-9
+        lp = [line for line in sol.log if line.startswith("lp:")]
+        ran_backend = any(line.startswith(("cp-sat", "scip")) for line in sol.log)
+        if lp and "(proven optimal" in lp[0]:
+            by_lp += 1
+            assert not ran_backend, sol.log
+        elif lp:
+            by_backend += 1
+            assert ran_backend, sol.log
+    assert by_lp > 0 and by_backend > 0, (by_lp, by_backend)
+
+
+def test_lp_first_can_be_turned_off():
+    problem = random_problem(3001, nodes=7, density=0.9, forbid=0.0)
+    sol = solve(problem, "ilp", lp_first=False)
+    assert sol.cost == brute_force(problem)[0]
+    assert not any(line.startswith("lp:") for line in sol.log)
+
+
 def test_chain_is_solved_by_the_presolve_alone():
     problem = generate("chain", seed=0, candidates=8, nodes=300)
     sol = solve(problem, "ilp")
@@ -179,6 +206,7 @@ def test_time_limited_run_reports_a_bound_and_a_gap():
         ("backend", "cplex"),
         ("hint", "yes"),
         ("presolve", 1),
+        ("lp_first", "no"),
         ("seed", -1),
         ("seed", 2**31),
         ("scale", 0),
