@@ -1,0 +1,143 @@
+"""A zoo network as a plain list of calls, for re-emitting it in other frameworks (PyTorch, ONNX).
+
+``walk(mod)`` reads ``main``'s dataflow block (the zoo's op vocabulary, see ``search/zoo/__init__.py``) into a
+``Network``: its input, its calls in order and its outputs. Constants become numpy arrays. A convolution or matmul
+whose only user adds a constant takes that constant as its bias (``conv2d`` / ``dense`` with three inputs), which is
+how PyTorch and ONNX models carry a folded BatchNorm; every other op keeps its Relax meaning.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from search.errors import SearchError
+from search.relax_reads import var_reads
+
+Value = str | np.ndarray
+"""A call input: the name of an earlier value (the network input or a call's output) or a constant."""
+
+OPS = {
+    "relax.nn.conv2d": "conv2d",
+    "relax.matmul": "matmul",
+    "relax.add": "add",
+    "relax.multiply": "multiply",
+    "relax.nn.relu": "relu",
+    "relax.clip": "clip",
+    "relax.nn.max_pool2d": "max_pool2d",
+    "relax.nn.avg_pool2d": "avg_pool2d",
+    "relax.nn.adaptive_avg_pool2d": "global_avg_pool",
+    "relax.concat": "concat",
+    "relax.reshape": "reshape",
+    "relax.permute_dims": "permute",
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    """``name = op(*inputs, **attrs)``.
+
+    Attributes by op: conv2d ``strides``, ``padding`` (top, left, bottom, right), ``groups``; max_pool2d and
+    avg_pool2d ``pool_size``, ``strides``, ``padding``; clip ``min``, ``max``; concat ``axis``; reshape ``shape``;
+    permute ``axes``. conv2d and dense take (x, weight[, bias]); dense's weight is (in, out) as in ``x @ weight``.
+    """
+
+    name: str
+    op: str
+    inputs: tuple[Value, ...]
+    attrs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Network:
+    input_name: str
+    input_shape: tuple[int, ...]
+    calls: tuple[Call, ...]
+    outputs: tuple[str, ...]
+    output_shapes: tuple[tuple[int, ...], ...]
+
+
+def _ints(values) -> tuple[int, ...]:
+    return tuple(int(v) for v in values)
+
+
+def _number(expr) -> float:
+    while hasattr(expr, "value"):
+        expr = expr.value
+    return float(expr)
+
+
+def _attrs(op: str, call: relax.Call) -> dict[str, Any]:
+    a = call.attrs
+    if op == "conv2d":
+        if _ints(a.dilation) != (1, 1) or a.data_layout != "NCHW" or a.kernel_layout != "OIHW":
+            raise SearchError(f"conv2d with dilation {_ints(a.dilation)} or layouts {a.data_layout}/{a.kernel_layout}"
+                              " is outside the zoo vocabulary")
+        return {"strides": _ints(a.strides), "padding": _ints(a.padding), "groups": int(a.groups)}
+    if op in ("max_pool2d", "avg_pool2d"):
+        if _ints(a.dilation) != (1, 1) or bool(a.ceil_mode) or (op == "avg_pool2d" and not a.count_include_pad):
+            raise SearchError(f"{op} with dilation, ceil_mode or count_include_pad=False is outside the zoo vocabulary")
+        return {"pool_size": _ints(a.pool_size), "strides": _ints(a.strides), "padding": _ints(a.padding)}
+    if op == "global_avg_pool" and _ints(a.output_size) != (1, 1):
+        raise SearchError(f"adaptive_avg_pool2d to {_ints(a.output_size)} is outside the zoo vocabulary")
+    if op == "clip":
+        return {"min": _number(call.args[1]), "max": _number(call.args[2])}
+    if op == "concat":
+        return {"axis": int(a.axis)}
+    if op == "reshape":
+        return {"shape": _ints(call.args[1].values)}
+    if op == "permute":
+        return {"axes": _ints(a.axes)}
+    return {}
+
+
+def _value(expr, where: str) -> Value:
+    if isinstance(expr, tvm.ir.expr.Constant):
+        return expr.value.numpy()
+    if isinstance(expr, relax.Var):
+        return expr.name
+    raise SearchError(f"binding {where!r}: argument {expr} is neither a variable nor a constant")
+
+
+def walk(mod: tvm.IRModule) -> Network:
+    """``mod``'s ``main`` as a ``Network``; SearchError for anything outside the zoo vocabulary."""
+    func = mod["main"]
+    if len(func.params) != 1:
+        raise SearchError(f"main takes {len(func.params)} inputs; a zoo network takes one")
+    data = func.params[0]
+    bindings = [b for block in func.body.blocks for b in block.bindings]
+    uses = Counter(v.name for b in bindings for v in var_reads(b.value))
+    shapes = {b.var.name: b.var.ty.shape for b in bindings if isinstance(b.var.ty, relax.TensorType)}
+    outputs: tuple[str, ...] = ()
+    calls: list[Call] = []
+    for binding in bindings:
+        name, value = binding.var.name, binding.value
+        if isinstance(value, relax.Tuple):
+            outputs = tuple(v.name for v in var_reads(value))
+            continue
+        op = OPS.get(value.op.name) if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) else None
+        if op is None:
+            raise SearchError(f"binding {name!r}: {value} is outside the zoo vocabulary")
+        if op == "concat":
+            fields = value.args[0].fields
+        else:
+            fields = value.args[:1] if op in ("clip", "reshape") else value.args
+        inputs = tuple(_value(a, name) for a in fields)
+        if op == "matmul" and not isinstance(inputs[1], np.ndarray):
+            raise SearchError(f"binding {name!r}: matmul by a non-constant is outside the zoo vocabulary")
+        previous = calls[-1] if calls else None
+        if (op == "add" and previous is not None and previous.op in ("conv2d", "matmul") and len(previous.inputs) == 2
+                and inputs[0] == previous.name and isinstance(inputs[1], np.ndarray) and uses[previous.name] == 1):
+            calls[-1] = Call(name, "conv2d" if previous.op == "conv2d" else "dense",
+                             (*previous.inputs, inputs[1].reshape(-1)), previous.attrs)
+            continue
+        calls.append(Call(name, op, inputs, _attrs(op, value)))
+    if not outputs:
+        outputs = (bindings[-1].var.name,)
+    calls = [Call(c.name, "dense", c.inputs, c.attrs) if c.op == "matmul" else c for c in calls]
+    return Network(data.name, _ints(data.ty.shape), tuple(calls), outputs, tuple(_ints(shapes[o]) for o in outputs))

@@ -1,0 +1,76 @@
+"""Zoo networks re-emitted as ONNX and PyTorch compute what the stock TVM build computes, with the same weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+
+from search.errors import SearchError
+from search.export import run_vm
+from search.graph import extract_graph
+from search.zoo import load_model
+from search.zoo.onnx import load_onnx
+from search.zoo.onnx.save import to_onnx
+from search.zoo.walk import walk
+from tests.search.tiny_nets import add_node_net
+
+# mobilenet_v2: depthwise convs, clip, residual adds, dense; densenet121: BatchNorm without conv (multiply), average
+# pools, channel concats; ssd: permute, reshape, 2-D concats and a tuple output.
+NETWORKS = [("mobilenet_v2", 32), ("densenet121", 32), ("ssd_resnet50_512", 64)]
+
+
+@pytest.fixture(scope="module", params=NETWORKS, ids=[name for name, _ in NETWORKS])
+def network(request):
+    name, size = request.param
+    mod = load_model(name, image_size=size)
+    x = np.random.default_rng(1).standard_normal((1, 3, size, size)).astype("float32")
+    return name, mod, x, run_vm(tvm.compile(mod, target="llvm"), [x])
+
+
+def _close(actual: list[np.ndarray], expected: list[np.ndarray]) -> None:
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        assert a.shape == e.shape
+        assert np.abs(a - e).max() <= 1e-4 * (1 + np.abs(e).max())
+
+
+def test_walk_folds_biases_into_convolutions_and_dense_layers(network):
+    name, mod, _, _ = network
+    net = walk(mod)
+    graph = extract_graph(mod)
+    convs = [c for c in net.calls if c.op == "conv2d"]
+    assert len(convs) == sum(op.kind in ("conv2d", "depthwise_conv2d") for op in graph.tunable)
+    assert all(len(c.inputs) == 3 for c in convs)
+    assert len(net.outputs) == (2 if name.startswith("ssd") else 1)
+
+
+def test_onnx_matches_tvm_and_loads_back_to_the_same_graph(network, tmp_path):
+    name, mod, x, expected = network
+    path = tmp_path / "net.onnx"
+    import onnx
+
+    onnx.save(to_onnx(mod), str(path))
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    _close(session.run(None, {session.get_inputs()[0].name: x}), expected)
+    if not name.startswith("ssd"):  # the ONNX importer takes single-output networks
+        before, after = extract_graph(mod), extract_graph(load_onnx(path))
+        assert [(op.kind, op.attrs) for op in after.tunable] == [(op.kind, op.attrs) for op in before.tunable]
+        weighted = [(a, b) for a, b in zip(after.tunable, before.tunable) if "weight" in b.params]
+        assert weighted and all(np.array_equal(a.params["weight"], b.params["weight"]) for a, b in weighted)
+
+
+def test_pytorch_matches_tvm(network):
+    torch = pytest.importorskip("torch")
+    from search.zoo.torch_net import torch_module
+
+    _, mod, x, expected = network
+    with torch.inference_mode():
+        out = torch_module(mod)(torch.from_numpy(x))
+    _close([o.numpy() for o in (out if isinstance(out, tuple) else (out,))], expected)
+
+
+def test_operators_outside_the_vocabulary_are_refused():
+    with pytest.raises(SearchError, match="outside the zoo vocabulary"):
+        walk(add_node_net())  # softmax
