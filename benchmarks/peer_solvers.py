@@ -54,6 +54,9 @@ TESSERA = ("dp", "pbqp", "ilp", "greedy")
 WORKERS = len(os.sched_getaffinity(0))
 
 
+MARK = "<!-- solvers: written by benchmarks/peer_solvers.py -->"
+
+
 @dataclass(frozen=True)
 class Result:
     """One contender on one instance; ``bound`` is a proven lower bound (the cost itself when proven optimal)."""
@@ -166,8 +169,8 @@ CONTENDERS: dict[str, Callable[[Problem, float], Result]] = {name: partial(tesse
 CONTENDERS |= {"toulbar2": toulbar2, "cp-sat": cpsat} if pytoulbar2 else {"cp-sat": cpsat}
 
 
-def run(label: str, problem: Problem, *, time_limit: float, reverse: bool) -> str:
-    """Every contender on one problem, as a markdown section; progress goes to stderr."""
+def run(label: str, problem: Problem, *, time_limit: float, reverse: bool) -> tuple[str, dict[str, Result]]:
+    """Every contender on one problem: a markdown section and the results; progress goes to stderr."""
     print(f"{label}: {problem.num_nodes} nodes, {len(problem.edges)} edges", file=sys.stderr, flush=True)
     costs = integer_costs(problem)
     results = {}
@@ -180,7 +183,7 @@ def run(label: str, problem: Problem, *, time_limit: float, reverse: bool) -> st
     ref = min(proofs, key=lambda r: r.seconds, default=None)
     against = f"peer seconds over those of tessera's {ref.solver}" if ref else "no tessera solver proved optimality"
     lines = [
-        f"## {label}",
+        f"### {label}",
         "",
         f"{problem.num_nodes} nodes, {len(problem.edges)} edges; peers' costs scaled by {costs.scale:g} "
         f"(rounding error bound {costs.error:.3g}); vs tessera: {against}.",
@@ -199,7 +202,7 @@ def run(label: str, problem: Problem, *, time_limit: float, reverse: bool) -> st
     wrong = [r.solver for r in rows if r.cost is not None and best is not None and r.cost < best - 1e-6 * abs(best)]
     if wrong:
         lines += ["", f"**Inconsistent:** {', '.join(wrong)} found a cost below the best proven lower bound."]
-    return "\n".join(lines)
+    return "\n".join(lines), results
 
 
 def _number(value: float | None) -> str:
@@ -219,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--problems", nargs="*", default=[], help="problem JSON files to add (Problem.load)")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solver run (default: 60)")
     parser.add_argument("--out", help="also write the markdown report to this file")
+    parser.add_argument("--results", type=Path, help="markdown file whose solver section gets the report")
+    parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: sqlite:///mlflow.db here)")
     args = parser.parse_args(argv)
     instances = [name.strip() for name in args.instances.split(",") if name.strip()]
     unknown = [name for name in instances if name not in INSTANCES]
@@ -247,15 +252,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"pytoulbar2 {version('pytoulbar2') if pytoulbar2 else 'not installed (skipped)'}; "
         f"time limit {time_limit:g} s per run. Gap: (cost - best lower bound of the instance) / cost.",
     ]
-    for n, (label, kind, k) in enumerate(problems):
-        problem = generate(kind, seed=0, candidates=k, **INSTANCES[kind][1])
-        report += ["", run(label, problem, time_limit=time_limit, reverse=n % 2 == 1)]
-    for n, (label, problem) in enumerate(files, start=len(problems)):
-        report += ["", run(label, problem, time_limit=time_limit, reverse=n % 2 == 1)]
+    instances = [(label, generate(kind, seed=0, candidates=k, **INSTANCES[kind][1])) for label, kind, k in problems]
+    logged = []
+    for n, (label, problem) in enumerate(instances + files):
+        section, results = run(label, problem, time_limit=time_limit, reverse=n % 2 == 1)
+        report += ["", section]
+        logged.append((label, problem, results))
     text = "\n".join(report) + "\n"
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
+    if args.results:
+        from experiments.report import replace_section
+
+        replace_section(args.results, MARK, ["## " + report[0][2:], *report[1:]], "Benchmarks against peers")
+    from experiments.tracking import log_benchmark_run
+
+    for label, problem, results in logged:
+        metrics = {f"{name}_{field}": getattr(r, field) for name, r in results.items()
+                   for field in ("cost", "bound", "seconds")}
+        metrics.update({f"{name}_optimal": float(r.status == "optimal") for name, r in results.items()})
+        params = {"instance": label, "nodes": problem.num_nodes, "edges": len(problem.edges), "time_limit": time_limit}
+        log_benchmark_run("peers", f"solvers {label}", params, metrics,
+                          {name: r.__dict__ for name, r in results.items()}, args.tracking_uri)
     return 0
 
 

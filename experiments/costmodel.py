@@ -34,12 +34,12 @@ def network_data(model: Any, cache: str | Path, *, threads: int | None = None, b
     (see ``experiments.tune.extract`` for the options)."""
     from cost_models.cache import CostCache
     from cost_models.measure import machine_context
-    from experiments.tune import _load, use_threads
+    from experiments.tune import load_network, use_threads
     from search import costs
     from search.export import make_target
 
     threads = use_threads(threads)
-    graph, label, _ = _load(model, None, batch, image_size, 0)
+    graph, label, _ = load_network(model, None, batch, image_size, 0)
     layouts = costs.parse_layouts(costs.DEFAULT_LAYOUTS if layouts is None else layouts)
     space = costs.tuning_space(graph, layouts=layouts, space_size=costs.check_space_size(
         costs.DEFAULT_SPACE_SIZE if space_size is None else space_size))

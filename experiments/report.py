@@ -247,3 +247,16 @@ def _plot_predicted(path: Path, table: list[Entry]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def replace_section(path: Path, marker: str, lines: list[str], title: str) -> None:
+    """Put ``lines`` between two ``marker`` lines in the markdown file ``path``, replacing what was there (or
+    appending, creating the file with ``title`` if missing), so that several scripts can share one results file."""
+    section = "\n".join([marker, *lines, marker])
+    text = path.read_text() if path.is_file() else f"# {title}\n"
+    if text.count(marker) == 2:
+        head, _, rest = text.partition(marker)
+        text = head + section + rest.partition(marker)[2]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    path.write_text(text)

@@ -4,13 +4,12 @@ Trials already FINISHED in the tracking store (same trial id and config hash) ar
 resumes it. The driver logs every result the moment ``ray.wait`` hands it over, so an interruption loses no finished
 trial. A worker process that dies is retried by Ray (``max_retries``); a trial that still fails is a FAILED run.
 
-Ray: an embedded local node by default (the config's ``num_cpus``, no dashboard, loopback only, usage stats off); with
-``address`` it joins an existing cluster; if Ray is already initialised in this process it is used as it is. Trials on
-synthetic or file problems take one CPU each and run in parallel. Trials that time the machine (a model instance,
-whose costs are measured) also take the node's one ``timing_slot`` resource, so two never overlap on a node, and a
-fresh worker process each (TVM sizes its thread pool once per process). On a cluster start every node with
-``ray start ... --resources '{"timing_slot": 1}'``.
-"""
+Ray: an embedded local node by default (the config's ``num_cpus``, no dashboard, node address 127.0.0.1 (Ray 2.60 still
+listens on every interface), usage stats off); with ``address`` it joins an existing cluster; if Ray is already
+initialised in this process it is used as it is. Trials on synthetic or file problems take one CPU each and run in
+parallel. Trials that time the machine (a model instance, whose costs are measured) also take the node's one
+``timing_slot`` resource, so two never overlap on a node, and a fresh worker process each (TVM sizes its thread pool
+once per process). On a cluster start every node with ``ray start ... --resources '{"timing_slot": 1}'``. """
 
 from __future__ import annotations
 

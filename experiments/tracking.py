@@ -9,6 +9,7 @@ plan) and ``solver.log``. A trial that ended in an error is a FAILED run (so a r
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -91,6 +92,25 @@ class Tracker:
         """Close the parent run (``FINISHED``, ``FAILED`` or ``KILLED``)."""
         if self.parent_id is not None:
             self.client.set_terminated(self.parent_id, status)
+
+
+def log_benchmark_run(experiment: str, name: str, params: Mapping[str, Any], metrics: Mapping[str, float],
+                      data: Mapping[str, Any], tracking_uri: str | None = None) -> str:
+    """One finished run of a benchmark script in ``experiment`` (created if missing): params, metrics and ``data``
+    as the artifact ``result.json``; returns the run id."""
+    mlflow_client = client(tracking_uri)
+    found = mlflow_client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found else mlflow_client.create_experiment(experiment)
+    run_id = mlflow_client.create_run(experiment_id, run_name=name).info.run_id
+    now = int(time.time() * 1000)
+    from mlflow.entities import Metric
+
+    mlflow_client.log_batch(run_id, params=_params(params),
+                            metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()
+                                     if v is not None and math.isfinite(v)])
+    mlflow_client.log_dict(run_id, dict(data), "result.json")
+    mlflow_client.set_terminated(run_id)
+    return run_id
 
 
 def _params(values: Mapping[str, Any]) -> list[Any]:

@@ -65,7 +65,7 @@ class Extracted:
     seconds: float
 
 
-def _load(model: str | tvm.IRModule, name: str | None, batch: int, image_size: int | None, seed: int):
+def load_network(model: str | tvm.IRModule, name: str | None, batch: int, image_size: int | None, seed: int):
     """(graph, name, args) of a zoo name / .onnx path, or of a Relax module (labelled ``name``)."""
     from search.graph import extract_graph
     from search.zoo import load_model
@@ -125,7 +125,7 @@ def extract(
     threads = use_threads(threads)
     layouts = space_costs.parse_layouts(space_costs.DEFAULT_LAYOUTS if layouts is None else layouts)
     space_size = space_costs.check_space_size(space_costs.DEFAULT_SPACE_SIZE if space_size is None else space_size)
-    graph, label, args = _load(model, name, batch, image_size, seed)
+    graph, label, args = load_network(model, name, batch, image_size, seed)
     space = space_costs.tuning_space(graph, layouts=layouts, space_size=space_size)
     meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size}
     tally = _Tally(progress)

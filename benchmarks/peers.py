@@ -1,0 +1,212 @@
+"""End-to-end latency of tessera's plan next to its peers, on the same network and weights, timed side by side.
+
+Per network (batch 1, ``--threads`` for everyone):
+
+1. tessera: ``experiments.tune.extract`` (measures what the cost cache lacks), the best of pbqp and ilp (60 s), the
+   plan exported and checked; its seconds are recorded;
+2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
+3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
+   spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips);
+4. PyTorch eager (NCHW and channels-last) and ONNX Runtime on the zoo network re-emitted with the same weights
+   (``search.zoo.torch_net``, ``search.zoo.onnx.save``; needs ``pip install -e ".[peers]"``).
+
+Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
+table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
+faster). Each network's result is kept in ``WORK/<model>/result.json`` (a rerun skips finished networks);
+``--results`` gets the markdown (the section between ``<!-- end-to-end -->`` markers is replaced) and each network is
+an MLflow run in the experiment ``peers`` (``--tracking-uri``, default ``sqlite:///mlflow.db`` here).
+
+    python benchmarks/peers.py --models resnet50 --work /tmp/peers --results benchmarks/RESULTS.md
+    python benchmarks/peers.py --models resnet18 --image-size 64 --budget 60 --rounds 3   # a quick check
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path, and the file solvers.py would shadow the package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+from importlib.metadata import PackageNotFoundError, version  # noqa: E402
+
+from experiments.peers import Contender, interleaved_peers, save_onnx, save_pytorch  # noqa: E402
+from experiments.trials import environment_info  # noqa: E402
+
+COLD_MEASURING_SECONDS = {"resnet50": 812.0, "ssd_resnet50_512": 1602.0}
+"""Seconds tessera spent measuring each network's space from an empty cost cache on this machine (2 threads):
+resnet50 13m32s (docs/measurements.md), ssd_resnet50_512 26m42s (session notes of 2026-11-22)."""
+BASELINES = ("nchw", "nhwc", "nchw16c")
+PEERS = ("metaschedule", "pytorch", "pytorch-cl", "onnxruntime")
+MARK = "<!-- end-to-end: written by benchmarks/peers.py -->"
+
+
+def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict]:
+    """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines."""
+    from experiments.tune import extract
+    from search.costs import plan_from_assignment
+    from search.export import export
+    from search.plan import Plan, baseline_plan
+    from solvers import solve
+
+    start = time.monotonic()
+    extracted = extract(model, image_size=args.image_size, threads=args.threads)
+    solutions = {"pbqp": solve(extracted.problem, "pbqp"), "ilp": solve(extracted.problem, "ilp", time_limit=60.0)}
+    solver = min(solutions, key=lambda name: solutions[name].cost)
+    plans = {"tessera": plan_from_assignment(solutions[solver].assignment, extracted.model, extracted.args)}
+    plans.update({name: Plan(baseline_plan(extracted.graph, name).choices, extracted.model, extracted.args)
+                  for name in BASELINES})
+    paths = {}
+    for label, plan in plans.items():
+        paths[label] = export(extracted.graph, plan, threads=args.threads).save(work / label)
+        if label == "tessera":
+            facts = {"tasks": extracted.tasks, "measured": extracted.new, "extract_seconds": extracted.seconds,
+                     "tessera_seconds": time.monotonic() - start, "predicted_ms": solutions[solver].cost,
+                     "solver": solver, "status": solutions[solver].status}
+    return paths, facts
+
+
+def metaschedule_budget(model: str, facts: dict, budget: float | None) -> float:
+    """``budget`` if given; else what tessera spent: this run's seconds if it measured every task, otherwise the
+    cold-cache measuring time of ``COLD_MEASURING_SECONDS`` plus this run's solving and exporting."""
+    if budget:
+        return budget
+    if facts["measured"] == facts["tasks"]:
+        return facts["tessera_seconds"]
+    if model in COLD_MEASURING_SECONDS:
+        return COLD_MEASURING_SECONDS[model] + facts["tessera_seconds"] - facts["extract_seconds"]
+    raise SystemExit(f"error: {model}: the cost cache was warm and no cold-cache time is known; pass --budget SECONDS")
+
+
+def run_model(model: str, work: Path, args) -> dict:
+    from search.zoo import load_model
+
+    done = work / "result.json"
+    if done.is_file():
+        print(f"{model}: already done ({done})", file=sys.stderr)
+        return json.loads(done.read_text())
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"{model}: tessera (measure, solve, export) and the baselines", file=sys.stderr)
+    paths, facts = prepare_tessera(model, work, args)
+    contenders = [Contender(label, "tvm", path) for label, path in paths.items()]
+    mod = load_model(model, image_size=args.image_size)
+    if not args.no_metaschedule:
+        from experiments.metaschedule import tune_metaschedule
+
+        budget = metaschedule_budget(model, facts, args.budget)
+        print(f"{model}: MetaSchedule for {budget:.0f} s", file=sys.stderr)
+        try:
+            manifest = tune_metaschedule(model, work / "metaschedule", budget_seconds=budget, threads=args.threads,
+                                         image_size=args.image_size)
+        except Exception as exc:  # reported in the results; the other contenders still run
+            facts["metaschedule_error"] = f"{type(exc).__name__}: {exc}"
+            print(f"{model}: MetaSchedule failed: {facts['metaschedule_error']}", file=sys.stderr)
+        else:
+            facts["metaschedule"] = manifest["metaschedule"]
+            contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
+    contenders += [Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt")),
+                   Contender("pytorch-cl", "pytorch-cl", work / "model.pt"),
+                   Contender("onnxruntime", "onnxruntime", save_onnx(mod, work / "model.onnx"))]
+    latency = interleaved_peers(contenders, rounds=args.rounds, threads=args.threads,
+                                echo=lambda line: print(f"{model}: {line}", file=sys.stderr))
+    result = {"model": model, "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
+              "date": datetime.datetime.now().isoformat(timespec="seconds"), **facts, "latency": latency}
+    done.write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def table(result: dict) -> list[str]:
+    """Markdown rows: contender, engine, median and IQR (ms), peer / tessera."""
+    own = result["latency"]["tessera"]["median_ms"]
+    lines = [f"### {result['model']}" + (f" at {result['image_size']}px" if result["image_size"] else ""), "",
+             f"tessera: {result['tasks']} tasks ({result['measured']} measured in this run), plan predicted "
+             f"{result['predicted_ms']:.2f} ms ({result['solver']}, {result['status']}), "
+             f"{result['tessera_seconds']:.0f} s in this run. " + (
+                 "MetaSchedule: {trials} trials over {tasks} tasks in {tuning_seconds:.0f} s (budget "
+                 "{budget_seconds:.0f} s). ".format(**result["metaschedule"]) if "metaschedule" in result else
+                 f"MetaSchedule failed: {result['metaschedule_error']}. " if "metaschedule_error" in result else "")
+             + f"{result['rounds']} interleaved rounds, {result['threads']} threads; {result['date']}.", "",
+             "| contender | engine | median ms | IQR ms | min..max ms | contender / tessera |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for label, r in result["latency"].items():
+        lines.append(f"| {label} | {r['engine']} {r['engine_version']} | {r['median_ms']:.2f} | {r['spread_ms']:.2f} | "
+                     f"{r['min_ms']:.2f}..{r['max_ms']:.2f} | {r['median_ms'] / own:.2f} |")
+    return lines
+
+
+def summary(results: list[dict]) -> list[str]:
+    """One markdown row per network: each contender's median over tessera's ("-" where it did not run)."""
+    labels = [*BASELINES, *PEERS]
+    lines = ["| network | tessera (ms) | " + " | ".join(labels) + " |", "| --- | ---: |" + " ---: |" * len(labels)]
+    for result in results:
+        latency = result["latency"]
+        own = latency["tessera"]["median_ms"]
+        cells = [f"{latency[label]['median_ms'] / own:.2f}" if label in latency else "-" for label in labels]
+        lines.append(f"| {result['model']} | {own:.2f} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "missing"
+
+
+def write_results(path: Path, results: list[dict], command: str) -> None:
+    from experiments.report import replace_section
+
+    env = environment_info()
+    versions = ", ".join(f"{p} {_version(p)}" for p in ("apache-tvm", "torch", "onnxruntime", "tessera"))
+    lines = ["## End-to-end latency against PyTorch, ONNX Runtime and MetaSchedule", "", f"`{command}`", "",
+             f"{env['cpu']}, {env['cores']} usable cores; {versions}.", "",
+             "Contender / tessera, medians over the interleaved rounds (> 1: tessera is faster):", "",
+             *summary(results), ""]
+    for result in results:
+        lines += [*table(result), ""]
+    replace_section(path, MARK, lines, "Benchmarks against peers")
+
+
+def log_mlflow(results: list[dict], tracking_uri: str | None) -> None:
+    from experiments.tracking import log_benchmark_run
+
+    for result in results:
+        own = result["latency"]["tessera"]["median_ms"]
+        metrics = {"tessera_seconds": result["tessera_seconds"], "predicted_ms": result["predicted_ms"]}
+        for label, r in result["latency"].items():
+            metrics.update({f"{label}_median_ms": r["median_ms"], f"{label}_iqr_ms": r["spread_ms"],
+                            f"ratio_{label}": r["median_ms"] / own})
+        params = {key: result[key] for key in ("model", "image_size", "threads", "rounds", "date")}
+        log_benchmark_run("peers", f"end-to-end {result['model']}", params, metrics, result, tracking_uri)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet50,densenet201,inception_v3,ssd_resnet50_512")
+    parser.add_argument("--image-size", type=int, default=None, help="default: each model's own")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--budget", type=float, default=None, help="MetaSchedule seconds (default: what tessera spent)")
+    parser.add_argument("--no-metaschedule", action="store_true")
+    parser.add_argument("--work", type=Path, default=Path("peers-work"))
+    parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
+    parser.add_argument("--tracking-uri", default=None)
+    args = parser.parse_args(argv)
+    results = [run_model(model, args.work / model, args) for model in args.models.split(",") if model]
+    command = " ".join(["python benchmarks/peers.py", *(sys.argv[1:] if argv is None else argv)])
+    for result in results:
+        print("\n".join(table(result)) + "\n")
+    if args.results:
+        write_results(args.results, results, command)
+    log_mlflow(results, args.tracking_uri)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""TVM MetaSchedule as a peer: tune a zoo network's stock NCHW build for a wall-clock budget and save the result as
+a tessera artifact (``tessera run`` and ``experiments.peers`` time it like a plan).
+
+The whole module is tuned (``relax_integration.extract_tasks``, the gradient task scheduler, the evolutionary search
+with the XGBoost cost model, MetaSchedule's defaults) until ``budget_seconds`` of wall clock have passed: a measure
+callback terminates every task once the deadline is reached, so the last batch of trials finishes and nothing is cut
+short mid-measurement. Candidates are built in this process (``InProcessBuilder``: TVM 0.27's ``LocalBuilder``
+workers spend ~19 s importing before each build and time out) and timed by MetaSchedule's ``LocalRunner``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import tvm
+from tvm.ir.utils import derived_object
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
+from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
+
+from experiments.tune import load_network
+from search.errors import SearchError
+from search.export import LIBRARY, TOLERANCE, CompiledPlan, make_target, random_inputs, relative_error, run_vm
+from search.plan import Plan
+
+TRIALS_PER_ITERATION = 32
+"""Candidates measured per task per round (MetaSchedule's default is 64; fewer keep the deadline tight)."""
+
+
+@derived_object
+class InProcessBuilder(PyBuilder):
+    """Builds each candidate in the tuning process with MetaSchedule's default build and export functions."""
+
+    def build(self, build_inputs):
+        results = []
+        for item in build_inputs:
+            try:
+                with warnings.catch_warnings():  # default_build calls the deprecated tvm.build
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    library = default_build(item.mod, item.target, None)
+                results.append(BuilderResult(default_export(library), None))
+            except Exception as exc:  # a candidate that fails to build is a failed trial, as in LocalBuilder
+                results.append(BuilderResult(None, f"{type(exc).__name__}: {exc}"))
+        return results
+
+
+@derived_object
+class Deadline(PyMeasureCallback):
+    """Terminates every task once ``deadline`` (a ``time.monotonic`` value) has passed; counts measured trials."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.trials = 0
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
+        self.trials += len(runner_results)
+        if time.monotonic() >= self.deadline:
+            for index, task in enumerate(task_scheduler.tasks_):
+                if not task.is_terminated:
+                    task_scheduler.terminate_task(index)
+
+
+def _fused(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """``mod`` lowered to fused TIR functions exactly as ``compile_relax`` prepares it, so that the tasks extracted
+    from it are the ones the database is applied to."""
+    from tvm import relax
+
+    passes = [*relax.pipeline.library_dispatch_passes(target), relax.transform.LegalizeOps(),
+              relax.transform.AnnotateTIROpPattern(), relax.transform.FoldConstant(), relax.transform.FuseOps(),
+              relax.transform.FuseTIR()]
+    with target, tvm.transform.PassContext(opt_level=3):
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def tune_metaschedule(
+    model: str | tvm.IRModule,
+    out: str | Path,
+    *,
+    budget_seconds: float,
+    threads: int,
+    batch: int = 1,
+    image_size: int | None = None,
+    seed: int = 0,
+    work_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Tune ``model`` (a zoo name, an .onnx path or a Relax module) with MetaSchedule for ``budget_seconds``,
+    compile, check against the stock build and save the artifact to ``out``; returns its manifest (with a
+    ``metaschedule`` entry: budget, seconds, trials, tasks).
+
+    ``TVM_NUM_THREADS`` is set to ``threads`` for the runner's measurements. ``work_dir`` (default: a temporary
+    directory) keeps MetaSchedule's database and logs. The gradient task scheduler first tries every task once
+    (a warm-up round it does not cut short), so a budget shorter than that round is overrun.
+    """
+    if not budget_seconds > 0:
+        raise SearchError(f"budget must be positive seconds, got {budget_seconds!r}")
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    graph, label, args = load_network(model, None, batch, image_size, seed)
+    mod = graph.module
+    target = make_target(threads)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="tessera-ms-") as scratch:
+        work = str(work_dir or scratch)
+        extracted = ms.relax_integration.extract_tasks(_fused(mod, target), target)
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            extracted, work_dir=work, seed=seed, num_threads=threads)
+        deadline = Deadline(start + budget_seconds)
+        database = ms.tune_tasks(
+            tasks=contexts, task_weights=weights, work_dir=work, max_trials_global=10**7,
+            num_trials_per_iter=TRIALS_PER_ITERATION, builder=InProcessBuilder(),
+            runner=ms.runner.LocalRunner(timeout_sec=60), measure_callbacks=[*ms.MeasureCallback.create("default"),
+                                                                                deadline])
+        tuned_seconds = time.monotonic() - start
+        executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
+    inputs = random_inputs(graph, seed)
+    error = relative_error(run_vm(executable, inputs), run_vm(tvm.compile(mod, target=target), inputs))
+    if not error <= TOLERANCE:
+        raise SearchError(f"MetaSchedule build of {label} failed the numerical check: relative error {error:.3g}")
+    manifest = {
+        "model": label, "args": args, "batch": args["batch"],
+        "input_shapes": {name: list(shape) for name, shape in graph.inputs},
+        "target": {"kind": "llvm", "mcpu": str(target.attrs.get("mcpu", "")), "num-cores": threads},
+        "threads": threads, "tvm_version": tvm.__version__,
+        "tessera_version": importlib.metadata.version("tessera"),
+        "numerical_check": {"passed": True, "relative_error": error, "tolerance": TOLERANCE, "seed": seed},
+        "library": LIBRARY,
+        "metaschedule": {"budget_seconds": budget_seconds, "tuning_seconds": tuned_seconds,
+                         "total_seconds": time.monotonic() - start, "trials": deadline.trials,
+                         "tasks": len(contexts)},
+    }
+    CompiledPlan(executable, Plan({}, label, args), manifest).save(out)
+    (Path(out) / "metaschedule.json").write_text(json.dumps(manifest["metaschedule"], indent=2) + "\n")
+    return manifest
+

@@ -1,0 +1,224 @@
+"""End-to-end latency of one network in several engines, timed side by side, each in its own process.
+
+An engine runs one saved network on the CPU:
+
+- ``tvm``: a tessera artifact directory (a plan, a uniform baseline or a MetaSchedule build), run by the Relax VM;
+- ``pytorch`` and ``pytorch-cl``: a module saved with ``torch.save`` (``search.zoo.torch_net``), run eagerly under
+  ``torch.inference_mode``, in NCHW or channels-last memory format;
+- ``onnxruntime``: an ``.onnx`` file (``search.zoo.onnx.save``), run by ONNX Runtime's CPU provider with every graph
+  optimisation on.
+
+``interleaved_peers`` starts one worker process per contender (``python -m experiments.peers serve ENGINE PATH``:
+the engine's own thread pool, its threads fixed by ``--threads``, the model loaded once) and asks them for one timing
+each, in turn, round after round, starting one contender later each round, so that drift of a shared machine hits
+all alike. Every timing runs the same standard-normal input (seed 0): a warm-up run, then ``number`` runs (fixed at
+the first round to last at least ``MIN_SECONDS``) whose mean is that round's sample. The result per contender is the
+median of the rounds with quartiles and extremes. torch and onnxruntime are optional (``pip install -e ".[peers]"``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime")
+MIN_SECONDS = 0.2
+"""Each timing lasts at least this long (``number`` runs of the network)."""
+SETTLE_SECONDS = 0.3
+"""Pause before each timing, so that the previous contender's idle threads stop spinning."""
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A label, the engine that runs it and the saved network it runs."""
+
+    label: str
+    engine: str
+    path: Path
+
+
+def _thread_environment(threads: int) -> dict[str, str]:
+    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS")
+    return {**os.environ, **dict.fromkeys(names, str(threads))}
+
+
+def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any], dict[str, Any]]:
+    """A zero-argument callable running the network once on its fixed random input, and facts about the engine."""
+    from search.artifact import random_arrays
+
+    if engine == "tvm":
+        import tvm
+
+        from search.artifact import load_artifact
+
+        artifact = load_artifact(path)
+        vm = artifact.virtual_machine()
+        args = [tvm.runtime.tensor(a, tvm.cpu()) for a in artifact.random_inputs(0)]
+        vm["main"](*args)
+        threads_used = int(tvm.get_global_func("runtime.NumThreads")())
+        return (lambda: vm["main"](*args)), {"engine_version": tvm.__version__, "threads_used": threads_used}
+    if engine in ("pytorch", "pytorch-cl"):
+        import torch
+
+        torch.set_num_threads(threads)
+        saved = torch.load(path, weights_only=False)
+        module, x = saved["module"], torch.from_numpy(random_arrays([saved["input_shape"]], 0)[0])
+        if engine == "pytorch-cl":
+            module, x = module.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+
+        def run():
+            with torch.inference_mode():
+                return module(x)
+
+        return run, {"engine_version": torch.__version__, "threads_used": torch.get_num_threads()}
+    if engine == "onnxruntime":
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        (spec,) = session.get_inputs()
+        feed = {spec.name: random_arrays([spec.shape], 0)[0]}
+        return (lambda: session.run(None, feed)), {"engine_version": ort.__version__, "threads_used": threads}
+    raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+
+
+def time_runner(run: Callable[[], Any], number: int | None) -> tuple[float, int]:
+    """One timing: a warm-up run, then ``number`` runs (default: enough for ``MIN_SECONDS``); mean ms per run."""
+    start = time.perf_counter()
+    run()
+    once = time.perf_counter() - start
+    if number is None:
+        number = max(1, int(np.ceil(MIN_SECONDS / max(once, 1e-6))))
+    start = time.perf_counter()
+    for _ in range(number):
+        run()
+    return (time.perf_counter() - start) / number * 1e3, number
+
+
+def serve(engine: str, path: Path, threads: int) -> None:
+    """Worker loop: load the network, print its facts as one JSON line, then answer each ``time [NUMBER]`` line on
+    stdin with one JSON line ``{"ms": ..., "number": ...}`` until stdin closes."""
+    run, facts = load_runner(engine, path, threads)
+    print(json.dumps(facts), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        ms, number = time_runner(run, int(words[1]) if len(words) > 1 else None)
+        print(json.dumps({"ms": ms, "number": number}), flush=True)
+
+
+class _Worker:
+    def __init__(self, contender: Contender, threads: int) -> None:
+        command = [sys.executable, "-m", "experiments.peers", "serve", contender.engine, str(contender.path),
+                   "--threads", str(threads)]
+        self.contender = contender
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                        env=_thread_environment(threads), cwd=Path(__file__).resolve().parents[1])
+        self.facts = self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{self.contender.label}: the {self.contender.engine} worker exited "
+                               f"(code {self.process.wait()}) before answering")
+        return json.loads(line)
+
+    def time(self, number: int | None) -> dict[str, Any]:
+        try:
+            self.process.stdin.write("time" + ("" if number is None else f" {number}") + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker died: _answer says so
+        return self._answer()
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
+                      echo: Callable[[str], None] = lambda line: None) -> dict[str, dict[str, Any]]:
+    """Time every contender ``rounds`` times, in turns (see the module docstring); per label the median, quartiles,
+    extremes and interquartile ``spread_ms`` of the round samples (ms), the runs per sample and the engine's facts.
+    One worker runs at a time: the others wait on their stdin."""
+    workers: list[_Worker] = []
+    try:
+        for contender in contenders:
+            echo(f"loading {contender.label} ({contender.engine})")
+            workers.append(_Worker(contender, threads))
+        samples: dict[str, list[float]] = {c.label: [] for c in contenders}
+        numbers: dict[str, int] = {}
+        for index in range(rounds):
+            shift = index % len(workers)
+            for worker in workers[shift:] + workers[:shift]:
+                time.sleep(SETTLE_SECONDS)
+                label = worker.contender.label
+                answer = worker.time(numbers.get(label))
+                numbers[label] = answer["number"]
+                samples[label].append(answer["ms"])
+            echo(f"round {index + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in samples.items()))
+        return {w.contender.label: {**summarize(samples[w.contender.label]), "number": numbers[w.contender.label],
+                                    "engine": w.contender.engine, "threads": threads, **w.facts} for w in workers}
+    finally:
+        for worker in workers:
+            worker.close()
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    """Median, quartiles, interquartile spread and extremes of per-round samples (ms)."""
+    p25, median, p75 = (float(v) for v in np.percentile(values, [25, 50, 75]))
+    return {"median_ms": median, "p25_ms": p25, "p75_ms": p75, "spread_ms": p75 - p25, "min_ms": float(min(values)),
+            "max_ms": float(max(values)), "rounds": len(values)}
+
+
+def save_pytorch(mod, path: Path) -> Path:
+    """Save ``mod`` (a zoo network) as a PyTorch module the ``pytorch`` engines load."""
+    import torch
+
+    from search.zoo.torch_net import torch_module
+
+    shape = [int(d) for d in mod["main"].params[0].ty.shape]
+    torch.save({"module": torch_module(mod), "input_shape": shape}, path)
+    return path
+
+
+def save_onnx(mod, path: Path) -> Path:
+    """Save ``mod`` (a zoo network) as the ONNX file the ``onnxruntime`` engine loads."""
+    import onnx
+
+    from search.zoo.onnx.save import to_onnx
+
+    onnx.save(to_onnx(mod), str(path))
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="a timing worker for experiments.peers (see its docstring)")
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("engine", choices=ENGINES)
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--threads", type=int, required=True)
+    args = parser.parse_args(argv)
+    serve(args.engine, args.path, args.threads)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Peers: engines timed side by side in worker processes, and MetaSchedule tuned for a wall-clock budget."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments.peers import Contender, interleaved_peers, save_onnx, save_pytorch
+from search.artifact import load_artifact
+from search.export import export
+from search.graph import extract_graph
+from search.plan import Plan, baseline_plan
+from search.zoo import load_model
+from tests.search.tiny_nets import build
+
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def network(tmp_path_factory):
+    """resnet18 at 32 px: its mod and its exported all-NCHW plan."""
+    work = tmp_path_factory.mktemp("peers")
+    mod = load_model("resnet18", image_size=SIZE)
+    graph = extract_graph(mod)
+    plan = Plan(baseline_plan(graph, "nchw").choices, "resnet18", {"image_size": SIZE})
+    return mod, export(graph, plan, threads=1).save(work / "nchw"), work
+
+
+def test_contenders_are_timed_in_interleaved_rounds(network):
+    mod, artifact, work = network
+    contenders = [Contender("plan", "tvm", artifact), Contender("onnx", "onnxruntime", save_onnx(mod, work / "m.onnx"))]
+    try:
+        import torch  # noqa: F401
+
+        contenders.append(Contender("torch", "pytorch-cl", save_pytorch(mod, work / "m.pt")))
+    except ImportError:
+        pass
+    pytest.importorskip("onnxruntime")
+    lines = []
+    result = interleaved_peers(contenders, rounds=3, threads=1, echo=lines.append)
+    assert set(result) == {c.label for c in contenders}
+    for r in result.values():
+        assert r["rounds"] == 3 and r["number"] >= 1 and r["threads_used"] == 1
+        assert 0 < r["min_ms"] <= r["p25_ms"] <= r["median_ms"] <= r["p75_ms"] <= r["max_ms"]
+    assert sum(line.startswith("round ") for line in lines) == 3
+
+
+def test_a_worker_that_cannot_load_is_named(tmp_path):
+    with pytest.raises(RuntimeError, match="broken: the tvm worker exited"):
+        interleaved_peers([Contender("broken", "tvm", tmp_path / "missing")], rounds=1, threads=1)
+
+
+def test_metaschedule_stops_at_its_budget_and_saves_a_checked_artifact(tmp_path):
+    from experiments.metaschedule import TRIALS_PER_ITERATION, tune_metaschedule
+
+    def one_conv(net, x):
+        return net.conv(x, 8)
+
+    mod = build((1, 3, 8, 8), one_conv)  # one task: the gradient scheduler's warm-up round is one batch
+    manifest = tune_metaschedule(mod, tmp_path / "ms", budget_seconds=1, threads=1)
+    facts = manifest["metaschedule"]
+    assert facts["tasks"] == 1
+    assert facts["trials"] == TRIALS_PER_ITERATION  # the deadline ended tuning after the first batch
+    assert manifest["numerical_check"]["passed"]
+    assert json.loads((tmp_path / "ms" / "metaschedule.json").read_text()) == facts
+    assert load_artifact(tmp_path / "ms").manifest["threads"] == 1
