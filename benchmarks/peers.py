@@ -12,9 +12,10 @@ Per network (batch 1, ``--threads`` for everyone):
 
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
-faster). Each network's result is kept in ``WORK/<model>/result.json`` (a rerun skips finished networks);
-``--results`` gets the markdown (the section between ``<!-- end-to-end -->`` markers is replaced) and each network is
-an MLflow run in the experiment ``peers`` (``--tracking-uri``, default ``sqlite:///mlflow.db`` here).
+faster). Each network's result is kept in ``WORK/<model>/result.json`` with the command that ran it (a rerun skips
+finished networks, so networks can be run one invocation at a time); ``--results`` gets the markdown of every network
+finished in ``WORK`` (the section between ``<!-- end-to-end -->`` markers is replaced), and each network run now is an
+MLflow run in the experiment ``peers`` (``--tracking-uri``, default ``sqlite:///mlflow.db`` here).
 
     python benchmarks/peers.py --models resnet50 --work /tmp/peers --results benchmarks/RESULTS.md
     python benchmarks/peers.py --models resnet18 --image-size 64 --budget 60 --rounds 3   # a quick check
@@ -41,10 +42,11 @@ from experiments.trials import environment_info  # noqa: E402
 
 COLD_MEASURING_SECONDS = {"resnet50": 812.0, "ssd_resnet50_512": 1602.0}
 """Seconds tessera spent measuring each network's space from an empty cost cache on this machine (2 threads):
-resnet50 13m32s (docs/measurements.md), ssd_resnet50_512 26m42s (session notes of 2026-11-22)."""
+resnet50 13m32s, ssd_resnet50_512 26m42s (docs/measurements.md)."""
 BASELINES = ("nchw", "nhwc", "nchw16c")
 PEERS = ("metaschedule", "pytorch", "pytorch-cl", "onnxruntime")
 MARK = "<!-- end-to-end: written by benchmarks/peers.py -->"
+MODELS = ("resnet50", "densenet201", "inception_v3", "ssd_resnet50_512")
 
 
 def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict]:
@@ -84,13 +86,14 @@ def metaschedule_budget(model: str, facts: dict, budget: float | None) -> float:
     raise SystemExit(f"error: {model}: the cost cache was warm and no cold-cache time is known; pass --budget SECONDS")
 
 
-def run_model(model: str, work: Path, args) -> dict:
+def run_model(model: str, work: Path, args, command: str) -> dict | None:
+    """Time ``model``'s contenders and keep the result in ``work``; None if an earlier run already did."""
     from search.zoo import load_model
 
     done = work / "result.json"
     if done.is_file():
         print(f"{model}: already done ({done})", file=sys.stderr)
-        return json.loads(done.read_text())
+        return None
     work.mkdir(parents=True, exist_ok=True)
     print(f"{model}: tessera (measure, solve, export) and the baselines", file=sys.stderr)
     paths, facts = prepare_tessera(model, work, args)
@@ -116,7 +119,8 @@ def run_model(model: str, work: Path, args) -> dict:
     latency = interleaved_peers(contenders, rounds=args.rounds, threads=args.threads,
                                 echo=lambda line: print(f"{model}: {line}", file=sys.stderr))
     result = {"model": model, "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
-              "date": datetime.datetime.now().isoformat(timespec="seconds"), **facts, "latency": latency}
+              "date": datetime.datetime.now().isoformat(timespec="seconds"), "command": command, **facts,
+              "latency": latency}
     done.write_text(json.dumps(result, indent=2) + "\n")
     return result
 
@@ -131,7 +135,8 @@ def table(result: dict) -> list[str]:
                  "MetaSchedule: {trials} trials over {tasks} tasks in {tuning_seconds:.0f} s (budget "
                  "{budget_seconds:.0f} s). ".format(**result["metaschedule"]) if "metaschedule" in result else
                  f"MetaSchedule failed: {result['metaschedule_error']}. " if "metaschedule_error" in result else "")
-             + f"{result['rounds']} interleaved rounds, {result['threads']} threads; {result['date']}.", "",
+             + f"{result['rounds']} interleaved rounds, {result['threads']} threads; {result['date']}; "
+             f"`{result['command']}`.", "",
              "| contender | engine | median ms | IQR ms | min..max ms | contender / tessera |",
              "| --- | --- | ---: | ---: | ---: | ---: |"]
     for label, r in result["latency"].items():
@@ -159,12 +164,19 @@ def _version(package: str) -> str:
         return "missing"
 
 
-def write_results(path: Path, results: list[dict], command: str) -> None:
+def finished(work: Path) -> list[dict]:
+    """Every network's result in ``work``, in the default order of ``--models`` and then by name."""
+    results = [json.loads(path.read_text()) for path in sorted(work.glob("*/result.json"))]
+    order = {model: i for i, model in enumerate(MODELS)}
+    return sorted(results, key=lambda r: (order.get(r["model"], len(order)), r["model"]))
+
+
+def write_results(path: Path, results: list[dict]) -> None:
     from experiments.report import replace_section
 
     env = environment_info()
     versions = ", ".join(f"{p} {_version(p)}" for p in ("apache-tvm", "torch", "onnxruntime", "tessera"))
-    lines = ["## End-to-end latency against PyTorch, ONNX Runtime and MetaSchedule", "", f"`{command}`", "",
+    lines = ["## End-to-end latency against PyTorch, ONNX Runtime and MetaSchedule", "",
              f"{env['cpu']}, {env['cores']} usable cores; {versions}.", "",
              "Contender / tessera, medians over the interleaved rounds (> 1: tessera is faster):", "",
              *summary(results), ""]
@@ -188,7 +200,7 @@ def log_mlflow(results: list[dict], tracking_uri: str | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="resnet50,densenet201,inception_v3,ssd_resnet50_512")
+    parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--image-size", type=int, default=None, help="default: each model's own")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=10)
@@ -198,13 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
-    results = [run_model(model, args.work / model, args) for model in args.models.split(",") if model]
     command = " ".join(["python benchmarks/peers.py", *(sys.argv[1:] if argv is None else argv)])
-    for result in results:
+    fresh = [run_model(model, args.work / model, args, command) for model in args.models.split(",") if model]
+    fresh = [result for result in fresh if result is not None]
+    for result in fresh:
         print("\n".join(table(result)) + "\n")
     if args.results:
-        write_results(args.results, results, command)
-    log_mlflow(results, args.tracking_uri)
+        write_results(args.results, finished(args.work))
+    log_mlflow(fresh, args.tracking_uri)
     return 0
 
 

@@ -2,10 +2,11 @@
 a tessera artifact (``tessera run`` and ``experiments.peers`` time it like a plan).
 
 The whole module is tuned (``relax_integration.extract_tasks``, the gradient task scheduler, the evolutionary search
-with the XGBoost cost model, MetaSchedule's defaults) until ``budget_seconds`` of wall clock have passed: a measure
-callback terminates every task once the deadline is reached, so the last batch of trials finishes and nothing is cut
-short mid-measurement. Candidates are built in this process (``InProcessBuilder``: TVM 0.27's ``LocalBuilder``
-workers spend ~19 s importing before each build and time out) and timed by MetaSchedule's ``LocalRunner``.
+with the XGBoost cost model, MetaSchedule's defaults) until ``budget_seconds`` of wall clock have passed: the last
+measure callback stops tuning once the deadline is reached, after the batch it is given has been committed to the
+database, so nothing is cut short mid-measurement. Candidates are built in this process (``InProcessBuilder``: TVM
+0.27's ``LocalBuilder`` workers spend ~19 s importing before each build and time out) and timed by MetaSchedule's
+``LocalRunner``.
 """
 
 from __future__ import annotations
@@ -52,20 +53,28 @@ class InProcessBuilder(PyBuilder):
         return results
 
 
+class DeadlinePassed(Exception):
+    """Raised by :class:`Deadline` to stop MetaSchedule's task scheduler."""
+
+
 @derived_object
 class Deadline(PyMeasureCallback):
-    """Terminates every task once ``deadline`` (a ``time.monotonic`` value) has passed; counts measured trials."""
+    """Stops tuning once ``deadline`` (a ``time.monotonic`` value) has passed; counts measured trials.
+
+    Raising is the only safe stop: terminating tasks from a measure callback trips the gradient scheduler's
+    ``!task->is_terminated`` check when the callback runs for the task it is about to pick.
+    """
 
     def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.trials = 0
+        self.passed = False
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results) -> None:
         self.trials += len(runner_results)
         if time.monotonic() >= self.deadline:
-            for index, task in enumerate(task_scheduler.tasks_):
-                if not task.is_terminated:
-                    task_scheduler.terminate_task(index)
+            self.passed = True
+            raise DeadlinePassed("tuning budget spent")
 
 
 def _fused(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -112,11 +121,16 @@ def tune_metaschedule(
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             extracted, work_dir=work, seed=seed, num_threads=threads)
         deadline = Deadline(start + budget_seconds)
-        database = ms.tune_tasks(
-            tasks=contexts, task_weights=weights, work_dir=work, max_trials_global=10**7,
-            num_trials_per_iter=TRIALS_PER_ITERATION, builder=InProcessBuilder(),
-            runner=ms.runner.LocalRunner(timeout_sec=60), measure_callbacks=[*ms.MeasureCallback.create("default"),
-                                                                                deadline])
+        database = ms.database.JSONDatabase(work_dir=work)
+        try:
+            ms.tune_tasks(
+                tasks=contexts, task_weights=weights, work_dir=work, max_trials_global=10**7,
+                num_trials_per_iter=TRIALS_PER_ITERATION, builder=InProcessBuilder(), database=database,
+                runner=ms.runner.LocalRunner(timeout_sec=60),
+                measure_callbacks=[*ms.MeasureCallback.create("default"), deadline])
+        except Exception:  # the deadline's exception comes back through TVM's FFI, possibly re-typed
+            if not deadline.passed:
+                raise
         tuned_seconds = time.monotonic() - start
         executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
     inputs = random_inputs(graph, seed)

@@ -149,8 +149,8 @@ def test_a_killed_worker_is_retried(ray_session, store):
     assert killed, "no worker running the trial was found"
     assert (summary.finished, summary.failed) == (1, 0)
     (run,) = trial_runs("killed", store)
-    assert run.info.status == "FINISHED" and run.data.params["status"] in ("optimal", "feasible", "not_found")
-    assert run.data.metrics["solve_seconds"] >= 2.5  # the retry ran the whole solve
+    assert run.info.status == "FINISHED" and run.data.params["status"] == "optimal"
+    assert run.data.metrics["solve_seconds"] > 0.5  # so the first attempt was still solving when it was killed
 
 
 def test_report_writes_tables_and_plots(grid, store, tmp_path, capsys):
