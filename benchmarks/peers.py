@@ -175,9 +175,10 @@ def write_results(path: Path, results: list[dict]) -> None:
     from experiments.report import replace_section
 
     env = environment_info()
-    versions = ", ".join(f"{p} {_version(p)}" for p in ("apache-tvm", "torch", "onnxruntime", "tessera"))
+    versions = ", ".join(f"{p} {_version(p)}" for p in ("apache-tvm", "tessera"))
     lines = ["## End-to-end latency against PyTorch, ONNX Runtime and MetaSchedule", "",
-             f"{env['cpu']}, {env['cores']} usable cores; {versions}.", "",
+             f"{env['cpu']}, {env['cores']} usable cores; {versions}; each network's table names the engine "
+             "versions it was timed with.", "",
              "Contender / tessera, medians over the interleaved rounds (> 1: tessera is faster):", "",
              *summary(results), ""]
     for result in results:
