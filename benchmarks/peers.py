@@ -212,14 +212,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
     command = " ".join(["python benchmarks/peers.py", *(sys.argv[1:] if argv is None else argv)])
-    fresh = [run_model(model, args.work / model, args, command) for model in args.models.split(",") if model]
-    fresh = [result for result in fresh if result is not None]
+    fresh, failed = [], []
+    for model in filter(None, args.models.split(",")):
+        try:
+            result = run_model(model, args.work / model, args, command)
+        except (ValueError, RuntimeError) as exc:  # bad input or a failed check: one line; the others still run
+            print(f"error: {model}: {exc}", file=sys.stderr)
+            failed.append(model)
+            continue
+        if result is not None:
+            fresh.append(result)
     for result in fresh:
         print("\n".join(table(result)) + "\n")
     if args.results:
         write_results(args.results, finished(args.work))
     log_mlflow(fresh, args.tracking_uri)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
