@@ -8,13 +8,15 @@ peers get costs scaled to integers (the smallest power of ten up to 1e6 that kee
 corrected for the rounding and costs re-evaluated from the returned assignment.
 
 Instances: a 1000-node chain and the SSD-like and DenseNet-201-like problems with 5 and 10 candidates (seed 0), plus
-any ``--problems`` files. The contenders run in turn, in reversed order on every other instance so that drift of the
-machine spreads evenly. A markdown table per instance gives cost, proven lower bound, gap to the best lower bound of
-the instance (proven bounds and optima), status, seconds, and for the peers their seconds over those of tessera's
-fastest solver that proved optimality (> 1: tessera is faster; ">" marks a peer that proved nothing in that time).
+any ``--problems`` files. Each instance gets ``--repeats`` rounds; in a round the contenders run in turn, in reversed
+order on every other round (and instance) so that drift of the machine spreads evenly. A markdown table per instance
+gives the worst cost and weakest proven lower bound over the rounds, the gap to the best lower bound of the instance
+(proven bounds and optima), the status (with counts when rounds differ), the median seconds with min..max, and for the
+peers their median seconds over those of tessera's fastest solver that proved optimality in every round (> 1: tessera
+is faster; ">" marks a peer that did not prove optimality in every round).
 
     python benchmarks/peer_solvers.py [--quick] [--instances chain,ssd,densenet] [--candidates 5,10]
-                                      [--problems a.json ...] [--time-limit 60] [--out FILE]
+                                      [--problems a.json ...] [--time-limit 60] [--repeats 5] [--out FILE]
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
+from collections import Counter  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from functools import partial  # noqa: E402
@@ -66,6 +70,39 @@ class Result:
     bound: float | None
     status: str
     seconds: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One contender's rounds on one instance: worst cost, weakest bound, status (counted when rounds differ) and
+    median, min and max seconds."""
+
+    solver: str
+    cost: float | None
+    bound: float | None
+    status: str
+    optimal: bool
+    seconds: float
+    fastest: float
+    slowest: float
+
+    @classmethod
+    def of(cls, rounds: Sequence[Result]) -> Summary:
+        costs = [r.cost for r in rounds]
+        bounds = [r.bound for r in rounds]
+        counts = Counter(r.status for r in rounds)
+        status = rounds[0].status if len(counts) == 1 else ", ".join(f"{n}x {s}" for s, n in counts.most_common())
+        seconds = [r.seconds for r in rounds]
+        return cls(
+            rounds[0].solver,
+            None if None in costs else max(costs),
+            None if None in bounds else min(bounds),
+            status,
+            set(counts) == {"optimal"},
+            statistics.median(seconds),
+            min(seconds),
+            max(seconds),
+        )
 
 
 @dataclass(frozen=True)
@@ -169,40 +206,47 @@ CONTENDERS: dict[str, Callable[[Problem, float], Result]] = {name: partial(tesse
 CONTENDERS |= {"toulbar2": toulbar2, "cp-sat": cpsat} if pytoulbar2 else {"cp-sat": cpsat}
 
 
-def run(label: str, problem: Problem, *, time_limit: float, reverse: bool) -> tuple[str, dict[str, Result]]:
-    """Every contender on one problem: a markdown section and the results; progress goes to stderr."""
+def run(
+    label: str, problem: Problem, *, time_limit: float, repeats: int, first: int
+) -> tuple[str, dict[str, Summary]]:
+    """Every contender ``repeats`` times on one problem, reversing the order from round ``first`` on every other
+    round: a markdown section and the summaries; progress goes to stderr."""
     print(f"{label}: {problem.num_nodes} nodes, {len(problem.edges)} edges", file=sys.stderr, flush=True)
     costs = integer_costs(problem)
-    results = {}
-    for name in reversed(CONTENDERS) if reverse else CONTENDERS:
-        results[name] = CONTENDERS[name](problem, time_limit)
-        print(f"  {name}: {results[name].status} in {results[name].seconds:.2f} s", file=sys.stderr, flush=True)
-    rows = [results[name] for name in CONTENDERS]
+    rounds: dict[str, list[Result]] = {name: [] for name in CONTENDERS}
+    for r in range(repeats):
+        for name in reversed(CONTENDERS) if (first + r) % 2 else CONTENDERS:
+            result = CONTENDERS[name](problem, time_limit)
+            rounds[name].append(result)
+            print(f"  round {r + 1}/{repeats} {name}: {result.status} in {result.seconds:.2f} s", file=sys.stderr,
+                  flush=True)
+    summaries = {name: Summary.of(results) for name, results in rounds.items()}
+    rows = list(summaries.values())
     best = max((r.bound for r in rows if r.bound is not None), default=None)
-    proofs = [r for r in rows if r.solver in TESSERA and r.status == "optimal"]
+    proofs = [r for r in rows if r.solver in TESSERA and r.optimal]
     ref = min(proofs, key=lambda r: r.seconds, default=None)
-    against = f"peer seconds over those of tessera's {ref.solver}" if ref else "no tessera solver proved optimality"
+    against = f"peer median seconds over tessera's {ref.solver}" if ref else "no tessera solver proved optimality"
     lines = [
         f"### {label}",
         "",
-        f"{problem.num_nodes} nodes, {len(problem.edges)} edges; peers' costs scaled by {costs.scale:g} "
-        f"(rounding error bound {costs.error:.3g}); vs tessera: {against}.",
+        f"{problem.num_nodes} nodes, {len(problem.edges)} edges; {repeats} round(s); peers' costs scaled by "
+        f"{costs.scale:g} (rounding error bound {costs.error:.3g}); vs tessera: {against}.",
         "",
-        "| solver | cost | bound | gap | status | seconds | vs tessera |",
-        "|---|--:|--:|--:|---|--:|--:|",
+        "| solver | cost | bound | gap | status | median s | min..max s | vs tessera |",
+        "|---|--:|--:|--:|---|--:|--:|--:|",
     ]
     for r in rows:
         gap = None if r.cost is None or best is None else relative_gap(r.cost, best)
         ratio = "-" if ref is None or r.solver in TESSERA else f"{r.seconds / max(ref.seconds, 1e-9):.2f}"
-        ratio = ratio if ratio == "-" or r.status == "optimal" else f">{ratio}"
+        ratio = ratio if ratio == "-" or r.optimal else f">{ratio}"
         lines.append(
             f"| {r.solver} | {_number(r.cost)} | {_number(r.bound)} | {'-' if gap is None else f'{100 * gap:.3f}%'} "
-            f"| {r.status} | {r.seconds:.3f} | {ratio} |"
+            f"| {r.status} | {r.seconds:.3f} | {r.fastest:.3f}..{r.slowest:.3f} | {ratio} |"
         )
     wrong = [r.solver for r in rows if r.cost is not None and best is not None and r.cost < best - 1e-6 * abs(best)]
     if wrong:
         lines += ["", f"**Inconsistent:** {', '.join(wrong)} found a cost below the best proven lower bound."]
-    return "\n".join(lines), results
+    return "\n".join(lines), summaries
 
 
 def _number(value: float | None) -> str:
@@ -221,6 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--candidates", default=None, help="comma-separated candidate counts (default: 5,10)")
     parser.add_argument("--problems", nargs="*", default=[], help="problem JSON files to add (Problem.load)")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solver run (default: 60)")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds per instance (default: 5; --quick: 1)")
     parser.add_argument("--out", help="also write the markdown report to this file")
     parser.add_argument("--results", type=Path, help="markdown file whose solver section gets the report")
     parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: sqlite:///mlflow.db here)")
@@ -234,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--candidates must be comma-separated integers, got {args.candidates!r}")
     time_limit = args.time_limit if args.time_limit is not None else 5.0 if args.quick else 60.0
+    repeats = args.repeats if args.repeats is not None else 1 if args.quick else 5
+    if repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {repeats}")
     try:
         files = [(Path(path).name, Problem.load(path)) for path in args.problems]
     except ProblemError as exc:
@@ -250,12 +298,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{datetime.datetime.now().isoformat(timespec='seconds')} on {_cpu_model()}, {WORKERS} usable core(s) "
         f"(CP-SAT workers); tessera {version('tessera')}, ortools {ortools.__version__}, "
         f"pytoulbar2 {version('pytoulbar2') if pytoulbar2 else 'not installed (skipped)'}; "
-        f"time limit {time_limit:g} s per run. Gap: (cost - best lower bound of the instance) / cost.",
+        f"time limit {time_limit:g} s per run, {repeats} round(s) per instance. "
+        "Gap: (cost - best lower bound of the instance) / cost.",
     ]
     instances = [(label, generate(kind, seed=0, candidates=k, **INSTANCES[kind][1])) for label, kind, k in problems]
     logged = []
     for n, (label, problem) in enumerate(instances + files):
-        section, results = run(label, problem, time_limit=time_limit, reverse=n % 2 == 1)
+        section, results = run(label, problem, time_limit=time_limit, repeats=repeats, first=n)
         report += ["", section]
         logged.append((label, problem, results))
     text = "\n".join(report) + "\n"
@@ -270,9 +319,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     for label, problem, results in logged:
         metrics = {f"{name}_{field}": getattr(r, field) for name, r in results.items()
-                   for field in ("cost", "bound", "seconds")}
-        metrics.update({f"{name}_optimal": float(r.status == "optimal") for name, r in results.items()})
-        params = {"instance": label, "nodes": problem.num_nodes, "edges": len(problem.edges), "time_limit": time_limit}
+                   for field in ("cost", "bound", "seconds", "fastest", "slowest")}
+        metrics.update({f"{name}_optimal": float(r.optimal) for name, r in results.items()})
+        params = {"instance": label, "nodes": problem.num_nodes, "edges": len(problem.edges), "time_limit": time_limit,
+                  "repeats": repeats}
         log_benchmark_run("peers", f"solvers {label}", params, metrics,
                           {name: r.__dict__ for name, r in results.items()}, args.tracking_uri)
     return 0

@@ -75,14 +75,16 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
 
 
 def metaschedule_budget(model: str, facts: dict, budget: float | None) -> float:
-    """``budget`` if given; else what tessera spent: this run's seconds if it measured every task, otherwise the
-    cold-cache measuring time of ``COLD_MEASURING_SECONDS`` plus this run's solving and exporting."""
+    """``budget`` if given; else what tessera spent from an empty cache plus this run's solving and exporting. The
+    measuring time is this run's if it measured at least 95% of the tasks (scaled up to all of them; the rest were
+    cached by another network), otherwise ``COLD_MEASURING_SECONDS``."""
     if budget:
         return budget
-    if facts["measured"] == facts["tasks"]:
-        return facts["tessera_seconds"]
+    solve_export = facts["tessera_seconds"] - facts["extract_seconds"]
+    if facts["measured"] >= 0.95 * facts["tasks"]:
+        return facts["extract_seconds"] * facts["tasks"] / facts["measured"] + solve_export
     if model in COLD_MEASURING_SECONDS:
-        return COLD_MEASURING_SECONDS[model] + facts["tessera_seconds"] - facts["extract_seconds"]
+        return COLD_MEASURING_SECONDS[model] + solve_export
     raise SystemExit(f"error: {model}: the cost cache was warm and no cold-cache time is known; pass --budget SECONDS")
 
 

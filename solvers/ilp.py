@@ -5,8 +5,9 @@ The model (see ``solvers/bound.py`` for its LP relaxation) has a binary ``x[u, i
 marginal constraints ``sum_j y[e, i, j] = x[u, i]``, ``sum_i y[e, i, j] = x[v, j]`` tie each edge's pair to its end
 nodes. Forbidden candidates and pairs have no variable, so every solution has finite cost.
 
-Before the model is built, the exact reductions of ``solvers/reductions.py`` (presolve) fold away every node with at
-most two neighbours or a single allowed candidate: only the irreducible core goes to the backend, and a problem that
+Before the model is built, dominated candidates are forbidden (``solvers/dominance.py``, CP-SAT's integer costs
+only) and the exact reductions of ``solvers/reductions.py`` (presolve) fold away every node with at most two
+neighbours or a single allowed candidate: only the irreducible core goes to the backend, and a problem that
 reduces entirely (a chain, a tree, a series-parallel graph) is solved by the reductions alone.
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from solvers.base import Solution, Solver, SolverError, Status, register
+from solvers.dominance import prune_dominated
 from solvers.problem import Edge, Node, Problem
 from solvers.reductions import Reduction, reduce_problem
 
@@ -143,7 +145,8 @@ class ILPSolver(Solver):
     backend
         ``"cpsat"`` (default) or ``"scip"`` (the same model through ``pywraplp``, with floating-point costs).
     hint
-        Solve with the PBQP solver first and give its assignment to the backend as a solution hint (if finite).
+        When the backend runs (the LP did not prove the optimum), solve with the PBQP solver first and give its
+        assignment to the backend as a solution hint (if finite).
     seed
         Random seed of the backend.
     scale
@@ -153,6 +156,9 @@ class ILPSolver(Solver):
     presolve
         Apply the exact reductions (``solvers/reductions.py``) first and give the backend only the core they leave
         (False: the whole problem, for ablation).
+    dominance
+        CP-SAT only: forbid dominated candidates first (``solvers/dominance.py``; exact on the integer costs). On the
+        DenseNet-201 problem this removes about two thirds of the candidates (False: keep them, for ablation).
     lp_first
         Solve the LP relaxation of the core (GLOP, dual simplex) before the backend. When the LP optimum, rounded to
         the largest ``x`` of each node, costs no more than the LP's Lagrangian bound allows (see Notes), it is proven
@@ -205,6 +211,7 @@ class ILPSolver(Solver):
         seed: int = 0,
         scale: float | None = None,
         presolve: bool = True,
+        dominance: bool = True,
         lp_first: bool = True,
     ) -> None:
         super().__init__(time_limit=time_limit)
@@ -214,6 +221,7 @@ class ILPSolver(Solver):
         self.seed = seed
         self.scale = scale
         self.presolve = presolve
+        self.dominance = dominance
         self.lp_first = lp_first
 
     def _check_params(self) -> None:
@@ -224,7 +232,7 @@ class ILPSolver(Solver):
             raise SolverError(f"ilp: backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if not isinstance(self.hint, bool):
             raise SolverError(f"ilp: hint must be True or False, got {self.hint!r}")
-        for flag in ("presolve", "lp_first"):
+        for flag in ("presolve", "dominance", "lp_first"):
             if not isinstance(getattr(self, flag), bool):
                 raise SolverError(f"ilp: {flag} must be True or False, got {getattr(self, flag)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
@@ -242,6 +250,9 @@ class ILPSolver(Solver):
             costs = scale_costs(problem, self.scale)
             log.append(f"scale {costs.scale:g}; rounding error bound {costs.error:g} (cost units, whole objective)")
             scale, error, working = costs.scale, costs.error, costs.as_problem(problem)
+            if self.dominance:
+                working, forbidden = prune_dominated(working, lambda: self._check_time(start))
+                log.append(f"dominance: {forbidden} dominated candidates forbidden")
         else:
             scale, error, working = 1.0, 0.0, problem
         if self.presolve:
@@ -254,14 +265,14 @@ class ILPSolver(Solver):
         if reduction.core is None:
             outcome = _Outcome("optimal", (), 0.0)
         else:
-            hint = self._hint(problem, start, log) if self.hint else None
-            core_hint = None if hint is None else tuple(hint[v] for v in reduction.core_nodes)
             outcome = self._solve_lp(reduction.core, log) if self.lp_first else None
-            if outcome is not None and outcome.status != "optimal":
-                if core_hint is None or reduction.core.evaluate(outcome.chosen) < reduction.core.evaluate(core_hint):
+            if outcome is None or outcome.status != "optimal":
+                hint = self._hint(working, scale, start, log) if self.hint else None
+                core_hint = None if hint is None else tuple(hint[v] for v in reduction.core_nodes)
+                if outcome is not None and (
+                    core_hint is None or reduction.core.evaluate(outcome.chosen) < reduction.core.evaluate(core_hint)
+                ):
                     core_hint = outcome.chosen
-                outcome = None
-            if outcome is None:
                 solve_core = self._solve_scip if self.backend == "scip" else self._solve_cpsat
                 outcome = solve_core(reduction.core, start, core_hint, log)
         if outcome.status == "infeasible":
@@ -280,8 +291,9 @@ class ILPSolver(Solver):
             bound = min(cost, max(0.0, bound))
         return Solution(self.name, problem.to_names(chosen), cost, outcome.status, bound, log=tuple(log))
 
-    def _hint(self, problem: Problem, start: float, log: list[str]) -> tuple[int, ...] | None:
-        """The PBQP solver's assignment (within the time left), or None if it has no finite one."""
+    def _hint(self, problem: Problem, scale: float, start: float, log: list[str]) -> tuple[int, ...] | None:
+        """The PBQP solver's assignment for ``problem`` (costs times ``scale``) within the time left, or None if it
+        has no finite one."""
         from solvers.pbqp import PBQPSolver
 
         time_left = self._time_left(start)
@@ -293,7 +305,7 @@ class ILPSolver(Solver):
         if not solution.assignment or math.isinf(solution.cost):
             log.append("hint: none (pbqp found no finite-cost assignment)")
             return None
-        log.append(f"hint: pbqp cost {solution.cost:.12g} in {solution.seconds:.3f} s")
+        log.append(f"hint: pbqp cost {solution.cost / scale:.12g} in {solution.seconds:.3f} s")
         return problem.to_indices(solution.assignment)
 
     # ------------------------------------------------------------------ LP
