@@ -39,6 +39,7 @@ from importlib.metadata import PackageNotFoundError, version  # noqa: E402
 
 from experiments.peers import Contender, interleaved_peers, save_onnx, save_pytorch  # noqa: E402
 from experiments.trials import environment_info  # noqa: E402
+from search.export import TOLERANCE  # noqa: E402
 
 COLD_MEASURING_SECONDS = {"resnet50": 812.0, "ssd_resnet50_512": 1602.0}
 """Seconds tessera spent measuring each network's space from an empty cost cache on this machine (2 threads):
@@ -139,11 +140,21 @@ def table(result: dict) -> list[str]:
                  f"MetaSchedule failed: {result['metaschedule_error']}. " if "metaschedule_error" in result else "")
              + f"{result['rounds']} interleaved rounds, {result['threads']} threads; {result['date']}; "
              f"`{result['command']}`.", "",
-             "| contender | engine | median ms | IQR ms | min..max ms | contender / tessera |",
-             "| --- | --- | ---: | ---: | ---: | ---: |"]
+             "| contender | engine | median ms | IQR ms | min..max ms | contender / tessera | output error |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for label, r in result["latency"].items():
+        error = f"{r['max_error']:.1e}" if "max_error" in r else "-"
         lines.append(f"| {label} | {r['engine']} {r['engine_version']} | {r['median_ms']:.2f} | {r['spread_ms']:.2f} | "
-                     f"{r['min_ms']:.2f}..{r['max_ms']:.2f} | {r['median_ms'] / own:.2f} |")
+                     f"{r['min_ms']:.2f}..{r['max_ms']:.2f} | {r['median_ms'] / own:.2f} | {error} |")
+    wrong = [label for label, r in result["latency"].items() if r.get("max_error", 0.0) > TOLERANCE]
+    if wrong:
+        lines += ["", f"**Outputs differ** from tessera's beyond {TOLERANCE:g}: {', '.join(wrong)}; their times are "
+                  "not comparable."]
+    elif any("max_error" in r for r in result["latency"].values()):
+        lines += ["", f"Output error: max |output - tessera's| / max |tessera's| on the timed input (at most "
+                  f"{TOLERANCE:g} for float32 reordering)."]
+    else:
+        lines += ["", "Output error: not checked in this run (before the check existed)."]
     return lines
 
 

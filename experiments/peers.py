@@ -13,7 +13,10 @@ the engine's own thread pool, its threads fixed by ``--threads``, the model load
 each, in turn, round after round, starting one contender later each round, so that drift of a shared machine hits
 all alike. Every timing runs the same standard-normal input (seed 0): a warm-up run, then ``number`` runs (fixed at
 the first round to last at least ``MIN_SECONDS``) whose mean is that round's sample. The result per contender is the
-median of the rounds with quartiles and extremes. torch and onnxruntime are optional (``pip install -e ".[peers]"``).
+median of the rounds with quartiles and extremes, and ``max_error``: before the rounds every worker saves its outputs
+for that input, and each is compared with the first contender's (largest absolute difference over the largest
+absolute reference value, per output; inf if the outputs' shapes differ), so a peer that computes another network is
+caught. torch and onnxruntime are optional (``pip install -e ".[peers]"``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,13 +112,37 @@ def time_runner(run: Callable[[], Any], number: int | None) -> tuple[float, int]
     return (time.perf_counter() - start) / number * 1e3, number
 
 
+def output_arrays(value: Any) -> list[np.ndarray]:
+    """An engine's result as a flat list of numpy arrays (TVM and torch tensors, arrays, nested tuples and lists)."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if hasattr(value, "numpy"):
+        return [np.asarray(value.numpy())]
+    return [array for item in value for array in output_arrays(item)]
+
+
+def max_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
+    """Largest ``max |a - b| / max |b|`` over paired outputs; inf if their number or shapes differ."""
+    if len(outputs) != len(reference) or any(a.shape != b.shape for a, b in zip(outputs, reference)):
+        return float("inf")
+    errors = [float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)) / max(float(np.max(np.abs(b), initial=0.0)),
+                                                                                 1e-30)
+              for a, b in zip(outputs, reference)]
+    return max(errors, default=0.0)
+
+
 def serve(engine: str, path: Path, threads: int) -> None:
-    """Worker loop: load the network, print its facts as one JSON line, then answer each ``time [NUMBER]`` line on
-    stdin with one JSON line ``{"ms": ..., "number": ...}`` until stdin closes."""
+    """Worker loop: load the network, print its facts as one JSON line, then answer each stdin line with one JSON
+    line until stdin closes: ``time [NUMBER]`` with ``{"ms": ..., "number": ...}``, ``output FILE`` (saves the
+    outputs as ``.npz``) with ``{"saved": FILE}``."""
     run, facts = load_runner(engine, path, threads)
     print(json.dumps(facts), flush=True)
     for line in sys.stdin:
-        words = line.split()
+        words = line.split(maxsplit=1)
+        if words and words[0] == "output":
+            np.savez(words[1].strip(), *output_arrays(run()))
+            print(json.dumps({"saved": words[1].strip()}), flush=True)
+            continue
         ms, number = time_runner(run, int(words[1]) if len(words) > 1 else None)
         print(json.dumps({"ms": ms, "number": number}), flush=True)
 
@@ -135,13 +163,21 @@ class _Worker:
                                f"(code {self.process.wait()}) before answering")
         return json.loads(line)
 
-    def time(self, number: int | None) -> dict[str, Any]:
+    def _ask(self, line: str) -> dict[str, Any]:
         try:
-            self.process.stdin.write("time" + ("" if number is None else f" {number}") + "\n")
+            self.process.stdin.write(line + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             pass  # the worker died: _answer says so
         return self._answer()
+
+    def time(self, number: int | None) -> dict[str, Any]:
+        return self._ask("time" + ("" if number is None else f" {number}"))
+
+    def outputs(self, path: Path) -> list[np.ndarray]:
+        self._ask(f"output {path}")
+        with np.load(path) as saved:
+            return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
     def close(self) -> None:
         try:
@@ -157,13 +193,17 @@ class _Worker:
 def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
                       echo: Callable[[str], None] = lambda line: None) -> dict[str, dict[str, Any]]:
     """Time every contender ``rounds`` times, in turns (see the module docstring); per label the median, quartiles,
-    extremes and interquartile ``spread_ms`` of the round samples (ms), the runs per sample and the engine's facts.
-    One worker runs at a time: the others wait on their stdin."""
+    extremes and interquartile ``spread_ms`` of the round samples (ms), the runs per sample, ``max_error`` against
+    the first contender's outputs and the engine's facts. One worker runs at a time: the others wait on their stdin."""
     workers: list[_Worker] = []
     try:
         for contender in contenders:
             echo(f"loading {contender.label} ({contender.engine})")
             workers.append(_Worker(contender, threads))
+        with tempfile.TemporaryDirectory(prefix="tessera-peers-") as scratch:
+            outputs = [w.outputs(Path(scratch) / f"{n}.npz") for n, w in enumerate(workers)]
+        errors = {w.contender.label: max_error(out, outputs[0]) for w, out in zip(workers, outputs)}
+        echo("max error against " + contenders[0].label + ": " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
         samples: dict[str, list[float]] = {c.label: [] for c in contenders}
         numbers: dict[str, int] = {}
         for index in range(rounds):
@@ -176,7 +216,8 @@ def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
                 samples[label].append(answer["ms"])
             echo(f"round {index + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in samples.items()))
         return {w.contender.label: {**summarize(samples[w.contender.label]), "number": numbers[w.contender.label],
-                                    "engine": w.contender.engine, "threads": threads, **w.facts} for w in workers}
+                                    "max_error": errors[w.contender.label], "engine": w.contender.engine,
+                                    "threads": threads, **w.facts} for w in workers}
     finally:
         for worker in workers:
             worker.close()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from experiments.peers import Contender, interleaved_peers, save_onnx, save_pytorch
+from experiments.peers import Contender, interleaved_peers, max_error, save_onnx, save_pytorch
 from search.artifact import load_artifact
-from search.export import export
+from search.export import TOLERANCE, export
 from search.graph import extract_graph
 from search.plan import Plan, baseline_plan
 from search.zoo import load_model
@@ -43,7 +44,17 @@ def test_contenders_are_timed_in_interleaved_rounds(network):
     for r in result.values():
         assert r["rounds"] == 3 and r["number"] >= 1 and r["threads_used"] == 1
         assert 0 < r["min_ms"] <= r["p25_ms"] <= r["median_ms"] <= r["p75_ms"] <= r["max_ms"]
+        assert r["max_error"] <= TOLERANCE  # the same network and weights in every engine
+    assert result["plan"]["max_error"] == 0.0
     assert sum(line.startswith("round ") for line in lines) == 3
+
+
+def test_max_error_is_relative_and_catches_other_shapes():
+    reference = [np.array([[2.0, -4.0]]), np.array([1.0])]
+    assert max_error(reference, reference) == 0.0
+    assert max_error([np.array([[2.0, -3.0]]), np.array([1.0])], reference) == 0.25
+    assert max_error([np.array([2.0, -4.0]), np.array([1.0])], reference) == np.inf
+    assert max_error(reference[:1], reference) == np.inf
 
 
 def test_a_worker_that_cannot_load_is_named(tmp_path):
