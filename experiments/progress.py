@@ -1,6 +1,7 @@
 """A progress bar for cost measurement, fed by the cost provider's progress callback.
 
-On a terminal it redraws one line in place; otherwise (logs, pipes) it prints one plain line per update.
+On a terminal it redraws one line in place; otherwise (logs, pipes) it prints a plain line for the first update, then
+at most one every ``LOG_SECONDS`` of measuring, and the last (a cold densenet201 space is over 7000 updates).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import sys
 from typing import Any, TextIO
 
 WIDTH = 30
+LOG_SECONDS = 30.0
 
 
 def _clock(seconds: float | None) -> str:
@@ -39,11 +41,15 @@ class ProgressBar:
         self.label = label
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self._open = False
+        self._logged: float | None = None  # elapsed seconds at the last line printed off a terminal
 
     def __call__(self, event: Any) -> None:
         text = describe(event)
         if not self.tty:
-            print(f"{self.label}: {text}", file=self.stream, flush=True)
+            last = event.done >= event.total
+            if self._logged is None or last or event.elapsed >= self._logged + LOG_SECONDS:
+                print(f"{self.label}: {text}", file=self.stream, flush=True)
+                self._logged = event.elapsed
             return
         filled = WIDTH if event.total == 0 else WIDTH * event.done // event.total
         bar = "#" * filled + "." * (WIDTH - filled)

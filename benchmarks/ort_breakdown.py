@@ -1,0 +1,140 @@
+"""Where ONNX Runtime gains on a network: its per-node profile beside tessera's measured costs of the same plan.
+
+Reads what ``benchmarks/peers.py`` left in ``--work`` for the network (``model.onnx`` and the plan in
+``tessera/plan.json``), runs ONNX Runtime with its profiler (same settings as the peers benchmark: every graph
+optimisation, ``--threads`` intra-op threads, the seed-0 input), and sums its node times per run by kind: the
+convolutions by kernel shape (read from the weight input), the rest by operator. Tessera's side is the plan's cost
+from the cost cache (``extract`` measures nothing when the cache is warm): each convolution's kernel cost grouped the
+same way, and the layout transforms; then tessera's convolutions that lose the most time against ONNX Runtime's mean
+rate over all its convolutions. GFLOP/s counts 2 x multiply-adds of the convolutions.
+
+    python benchmarks/ort_breakdown.py --model inception_v3 --work peers-work/inception_v3 [--threads 2] [--runs 20]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import tempfile  # noqa: E402
+from collections import defaultdict  # noqa: E402
+
+
+def ort_profile(onnx_path: Path, threads: int, runs: int) -> dict[str, float]:
+    """ONNX Runtime's node time per run (ms), summed by kind: ``conv KHxKW`` for convolutions, else the operator."""
+    import onnxruntime as ort
+
+    from search.artifact import random_arrays
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    with tempfile.TemporaryDirectory(prefix="tessera-ort-") as scratch:
+        options.enable_profiling, options.profile_file_prefix = True, str(Path(scratch) / "profile")
+        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        (spec,) = session.get_inputs()
+        feed = {spec.name: random_arrays([spec.shape], 0)[0]}
+        for _ in range(5):  # warm-up, left out below by counting only the last ``runs`` model runs
+            session.run(None, feed)
+        for _ in range(runs):
+            session.run(None, feed)
+        events = json.loads(Path(session.end_profiling()).read_text())
+    starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
+    first = starts[-runs]
+    totals: dict[str, float] = defaultdict(float)
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time") or event["ts"] < first:
+            continue
+        op = event["args"]["op_name"]
+        shapes = [next(iter(s.values())) for s in event["args"].get("input_type_shape", [])]
+        kind = f"conv {shapes[1][2]}x{shapes[1][3]}" if "Conv" in op and len(shapes) > 1 and len(shapes[1]) == 4 else op
+        totals[kind] += event["dur"] / 1e3 / runs
+    return dict(totals)
+
+
+def tessera_costs(
+    model: str, plan_path: Path, threads: int
+) -> tuple[dict[str, float], dict[str, float], list[tuple[float, float, str]]]:
+    """The plan's measured cost (ms) and the convolutions' GFLOP by kind, from the cost cache, and per convolution
+    (ms, GFLOP, description)."""
+    from experiments.tune import extract
+
+    plan = json.loads(plan_path.read_text())
+    extracted = extract(model, threads=threads, **plan["args"])
+    problem, choices = extracted.problem, plan["choices"]
+    x = problem.to_indices(choices)
+    costs: dict[str, float] = defaultdict(float)
+    flops: dict[str, float] = defaultdict(float)
+    convs = []
+    for node, i in zip(problem.nodes, x):
+        op = extracted.graph.op(node.name)
+        if op.kind == "conv2d":
+            kh, kw = op.attrs["kernel"]
+            kind = f"conv {kh}x{kw}"
+            n, k, h, w = op.shape
+            c = op.input_shapes[0][1]
+            gflop = 2 * n * k * h * w * c // op.attrs["groups"] * kh * kw / 1e9
+            flops[kind] += gflop
+            _, _, in_h, in_w = op.input_shapes[0]
+            convs.append((float(node.costs[i]), gflop, f"{node.name} {c}x{in_h}x{in_w} -> {k}x{h}x{w}, {kh}x{kw} "
+                          f"stride {op.attrs['strides'][0]}, as {node.candidates[i]}"))
+        else:
+            kind = op.kind
+        costs[kind] += float(node.costs[i])
+    costs["layout transforms (edges)"] = sum(float(m[x[u], x[v]]) for (u, v), m in problem.pairs.items())
+    return dict(costs), dict(flops), convs
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _rate(gflop: float | None, ms: float | None) -> str:
+    return "-" if not gflop or not ms else f"{gflop / ms * 1e3:.0f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--work", type=Path, required=True, help="the network's folder in peers.py's --work")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--top", type=int, default=10, help="convolutions to list (default: 10)")
+    args = parser.parse_args(argv)
+    for needed in (args.work / "model.onnx", args.work / "tessera" / "plan.json"):
+        if not needed.is_file():
+            parser.error(f"{needed} is missing: run benchmarks/peers.py --models {args.model} --work ... first")
+    ort_ms = ort_profile(args.work / "model.onnx", args.threads, args.runs)
+    ours, flops, convs = tessera_costs(args.model, args.work / "tessera" / "plan.json", args.threads)
+    kinds = sorted(set(ort_ms) | set(ours), key=lambda k: -max(ort_ms.get(k, 0.0), ours.get(k, 0.0)))
+    print(f"{args.model}: ONNX Runtime node times (profiler, mean of {args.runs} runs) and tessera's plan costs "
+          f"(cost cache), ms per inference, {args.threads} threads\n")
+    print("| kind | GFLOP | onnxruntime ms | GFLOP/s | tessera ms | GFLOP/s | tessera / onnxruntime |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for kind in kinds:
+        a, b, g = ort_ms.get(kind), ours.get(kind), flops.get(kind)
+        ratio = f"{b / a:.2f}" if a and b else "-"
+        print(f"| {kind} | {_cell(g)} | {_cell(a)} | {_rate(g, a)} | {_cell(b)} | {_rate(g, b)} | {ratio} |")
+    total_a, total_b = sum(ort_ms.values()), sum(ours.values())
+    print(f"| total | {sum(flops.values()):.2f} | {total_a:.2f} | | {total_b:.2f} | | "
+          f"{total_b / total_a if total_a else math.nan:.2f} |")
+    rate = sum(flops.values()) / total_a * 1e3 if total_a else math.nan
+    lost = sorted(((ms - g / rate * 1e3, ms, g, what) for ms, g, what in convs), reverse=True)[: args.top]
+    print(f"\nTessera's convolutions losing the most time against ONNX Runtime's mean rate ({rate:.0f} GFLOP/s):\n")
+    print("| convolution (input -> output, kernel, chosen candidate) | tessera ms | GFLOP/s | ms over that rate |")
+    print("| --- | ---: | ---: | ---: |")
+    for extra, ms, g, what in lost:
+        print(f"| {what} | {ms:.2f} | {g / ms * 1e3:.0f} | {extra:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
