@@ -125,7 +125,8 @@ def test_rerunning_skips_finished_trials(grid, store, capsys):
 def test_a_killed_worker_is_retried(ray_session, store):
     config = parse_config({"name": "killed", "lower_bound": False,
                            "problems": [{"generator": "densenet", "seed": 0, "candidates": 8}],
-                           "solvers": [{"name": "ilp", "time_limit": 3.0, "workers": 1}]})
+                           # without dominance pruning the LP takes about 2.5 s here: time to kill it mid-solve
+                           "solvers": [{"name": "ilp", "time_limit": 3.0, "workers": 1, "dominance": False}]})
     killed: list[int] = []
 
     def kill_the_trial_worker() -> None:
