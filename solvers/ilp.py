@@ -267,7 +267,7 @@ class ILPSolver(Solver):
         if core is None:
             outcome = _Outcome("optimal", (), 0.0)
         else:
-            outcome = self._solve_lp(core, log) if self.lp_first else None
+            outcome = self._solve_lp(core, start, log) if self.lp_first else None
             if outcome is None or outcome.status != "optimal":
                 hint = self._hint(working, scale, start, log) if self.hint else None
                 core_hint = None if hint is None else tuple(hint[v] for v in reduction.core_nodes)
@@ -311,14 +311,18 @@ class ILPSolver(Solver):
         return problem.to_indices(solution.assignment)
 
     # ------------------------------------------------------------------ LP
-    def _solve_lp(self, core: Problem, log: list[str]) -> _Outcome | None:
-        """The LP relaxation of ``core`` rounded per node: ``optimal`` when the bound proves it (see Notes), else
-        ``feasible`` (a hint); None when the LP ends otherwise or the rounding picks a forbidden pair."""
+    def _solve_lp(self, core: Problem, start: float, log: list[str]) -> _Outcome | None:
+        """The LP relaxation of ``core`` rounded per node, within the time left: ``optimal`` when the bound proves it
+        (see Notes), else ``feasible`` (a hint); None when the LP ends otherwise or the rounding picks a forbidden
+        pair."""
         from ortools.linear_solver import pywraplp
 
         from solvers.bound import lagrangian_bound, local_polytope
 
         solver = pywraplp.Solver.CreateSolver("GLOP")
+        time_left = self._time_left(start)
+        if math.isfinite(time_left):
+            solver.set_time_limit(max(1, int(time_left * 1000)))
         model = local_polytope(solver, core)
         params = pywraplp.MPSolverParameters()
         params.SetIntegerParam(params.LP_ALGORITHM, params.DUAL)
