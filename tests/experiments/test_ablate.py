@@ -232,15 +232,16 @@ def test_a_trial_over_its_timeout_is_cancelled_and_running_trials_are_shown(ray_
 
     monkeypatch.setattr(runner, "QUIET_SECONDS", 0.0)
     config = parse_config({"name": "timeout", "lower_bound": False, "trial_timeout": 2.0,
-                           "problems": [{"generator": "densenet", "seed": 1, "candidates": 8}],
-                           "solvers": [{"name": "ilp", "time_limit": 60.0, "workers": 1}, {"name": "greedy"}]})
+                           "problems": [{"generator": "densenet", "seed": 1, "candidates": 10}],  # LP: ~5 s
+                           "solvers": [{"name": "ilp", "time_limit": 60.0, "workers": 1, "dominance": False},
+                                       {"name": "greedy"}]})
     stream = io.StringIO()
     start = time.monotonic()
     summary = run_experiment(config, tracking_uri=store, stream=stream)
     assert time.monotonic() - start < 40 and (summary.finished, summary.failed) == (1, 1)
     runs = by_trial("timeout", store)
-    cancelled = runs["densenet-k8-s1/ilp(time_limit=60.0,workers=1)/r0"]
+    cancelled = runs["densenet-k10-s1/ilp(time_limit=60.0,workers=1,dominance=False)/r0"]
     assert cancelled.info.status == "FAILED" and "timed out after 2 s while solving" in cancelled.data.tags[
         "tessera.error"]
-    assert runs["densenet-k8-s1/greedy/r0"].info.status == "FINISHED"
-    assert "running densenet-k8-s1/ilp(time_limit=60.0,workers=1)/r0 for 0:0" in stream.getvalue()
+    assert runs["densenet-k10-s1/greedy/r0"].info.status == "FINISHED"
+    assert "running densenet-k10-s1/ilp(time_limit=60.0,workers=1,dominance=False)/r0 for 0:0" in stream.getvalue()
