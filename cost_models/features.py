@@ -18,7 +18,7 @@ import numpy as np
 
 from cost_models.cache import canonical
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2  # 2: oc_padding, width_padding (the conv template pads channels and width)
 VECTOR_LANES = 16  # float32 lanes of an AVX-512 register (search.templates.common)
 ACCUMULATORS = 28  # vector registers a register tile may use
 BYTES = 4  # float32
@@ -37,7 +37,7 @@ FEATURE_NAMES = (
     "log_in_run", "log_out_run",  # contiguous innermost run of the input / output, in elements
     # schedule knobs and what they imply
     "ic_block", "oc_block", "reg_n", "unroll_kw", "oc_lane_use", "ic_lane_use", "accumulators", "accumulator_use",
-    "width_tiles", "log_parallel_items", "parallel_balance",
+    "width_tiles", "oc_padding", "width_padding", "log_parallel_items", "parallel_balance",
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",
     # fused epilogue
@@ -116,11 +116,13 @@ def _kernel(key: Mapping[str, Any], row: dict[str, float]) -> None:
         ob = knobs["oc_bn"] if "oc_bn" in knobs else _view_block(out_layout, co)
     reg_n = knobs.get("reg_n", 1)
     vectors = math.ceil(ob / VECTOR_LANES)
-    items = n * max(co // max(ob, 1), 1) * oh  # the fused, parallel outer loops
+    oc_blocks, width_tiles = math.ceil(co / max(ob, 1)), math.ceil(ow / reg_n)  # knobs need not divide: padded
+    items = n * oc_blocks * oh  # the fused, parallel outer loops
     input_patch = ((reg_n - 1) * sw + kw) * kh * (1 if depthwise else ib)
     row.update(ic_block=ib, oc_block=ob, reg_n=reg_n, unroll_kw=knobs.get("unroll_kw", -1),
                oc_lane_use=_lane_use(ob), ic_lane_use=_lane_use(ib), accumulators=reg_n * vectors,
-               accumulator_use=reg_n * vectors / ACCUMULATORS, width_tiles=ow / reg_n,
+               accumulator_use=reg_n * vectors / ACCUMULATORS, width_tiles=width_tiles,
+               oc_padding=oc_blocks * ob / co - 1, width_padding=width_tiles * reg_n / ow - 1,
                log_parallel_items=_log(items), parallel_balance=items / (math.ceil(items / 2) * 2),
                log_register_tile=_log(reg_n * ob * BYTES),
                log_l1_tile=_log((input_patch + kh * kw * (1 if depthwise else ib) * ob + reg_n * ob) * BYTES),

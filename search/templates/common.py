@@ -30,8 +30,11 @@ def view_block(layout: str, channels: int) -> int:
     return block_size(layout)
 
 
-def to_physical(layout: str, block: int) -> Callable[..., tuple]:
-    """Index map from blocked ``(n, cb, h, w, ci)`` coordinates (block ``block``) to ``layout``'s stored axes."""
+def to_physical(layout: str, block: int | None) -> Callable[..., tuple]:
+    """Index map from blocked ``(n, cb, h, w, ci)`` coordinates (block ``block``) to ``layout``'s stored axes;
+    ``block`` None: from logical ``(n, c, h, w)`` coordinates (NCHW / NHWC only)."""
+    if block is None:
+        return (lambda n, c, h, w: (n, h, w, c)) if layout == "NHWC" else (lambda n, c, h, w: (n, c, h, w))
     if layout == "NCHW":
         return lambda n, cb, h, w, ci: (n, cb * block + ci, h, w)
     if layout == "NHWC":
@@ -39,32 +42,41 @@ def to_physical(layout: str, block: int) -> Callable[..., tuple]:
     return lambda n, cb, h, w, ci: (n, cb, h, w, ci)
 
 
-def relayout_params(sch: tvm.s_tir.Schedule, accesses: Sequence[tuple[str, str, int, str, int]]) -> None:
-    """Re-index parameter buffers to physical layouts: ``(block, "read"|"write", index, layout, view block)``."""
+def relayout_params(sch: tvm.s_tir.Schedule, accesses: Sequence[tuple[str, str, int, str, int | None]]) -> None:
+    """Re-index parameter buffers to physical layouts: ``(block, "read"|"write", index, layout, view block)``; a view
+    block of None means the buffer is indexed in logical NCHW."""
     for block, kind, index, layout, view in accesses:
         if block_size(layout) is None:
             sch.transform_layout(block, (kind, index), to_physical(layout, view))
 
 
 def epilogue_compute(
-    acc: te.Tensor, epilogue: Epilogue, channels: int, channel: Callable[..., tvm.tirx.PrimExpr]
+    acc: te.Tensor,
+    epilogue: Epilogue,
+    channels: int,
+    channel: Callable[..., tvm.tirx.PrimExpr],
+    shape: Sequence[int] | None = None,
+    source: Callable[..., tuple] | None = None,
 ) -> tuple[te.Tensor, list[te.Tensor]]:
-    """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out" shaped like ``acc``; returns (out, inputs).
+    """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out"; returns (out, inputs).
 
+    "out" is shaped like ``acc`` unless ``shape`` is given (a cropped write-back of a padded ``acc``), with
+    ``source(*idx)`` the ``acc`` element of its index ``idx`` (default: the same index); the residual has out's shape.
     Without any epilogue this is a plain copy, which serves as the register tile's write-back.
     """
     dtype = acc.dtype
+    shape = acc.shape if shape is None else shape
     extra: list[te.Tensor] = []
     bias = residual = None
     if epilogue.bias:
         bias = te.placeholder((channels,), dtype, name="bias")
         extra.append(bias)
     if epilogue.residual:
-        residual = te.placeholder(acc.shape, dtype, name="residual")
+        residual = te.placeholder(shape, dtype, name="residual")
         extra.append(residual)
 
     def body(*idx):
-        value = acc[idx]
+        value = acc[idx] if source is None else acc[source(*idx)]
         if bias is not None:
             value = value + bias[channel(*idx)]
         if residual is not None:
@@ -75,7 +87,7 @@ def epilogue_compute(
             value = te.min(value, tvm.tirx.const(6, dtype))
         return value
 
-    return te.compute(acc.shape, body, name="out"), extra
+    return te.compute(shape, body, name="out"), extra
 
 
 def vectorize_tile(sch: tvm.s_tir.Schedule, block: tvm.s_tir.SBlockRV, depth: int, width_last: bool = False) -> None:

@@ -5,9 +5,16 @@ output block ``ob`` from the output layout, or the ``oc_bn`` knob for NCHW / NHW
 consumer, and parameter buffers re-indexed to the physical layouts. The schedule is TVM's classic x86 NCHWc one:
 an output-width register tile (``reg_n``) of vectorised output-channel blocks, accumulated over input-channel blocks
 and the kernel window, written back through the epilogue, the outer loops fused and run in parallel.
+
+Neither knob has to divide its extent: the convolution then computes zero-padded output channels (weights padded
+with zeros) or extra output columns (the input padded further right), and the write-back keeps only the real ones.
+So a 126-channel NCHW output still fills the vector lanes (``oc_bn=16``: 128 computed), and a 71-wide output gets a
+12-wide register tile (72 computed) instead of its only divisor tile, 1.
 """
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import numpy as np
 import tvm
@@ -33,6 +40,8 @@ from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 OC_BLOCKS = (16, 32, 8, 64, 4)  # oc_bn choices for NCHW / NHWC outputs, best guess first
 MAX_REG_N = 32
 REG_N_CHOICES = 5
+MIN_REG_N = 4  # a width whose best divisor tile is shorter gets padded tiles first
+MAX_PADDED_REG_N = 14
 
 
 def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
@@ -48,14 +57,44 @@ def _vectors(block: int) -> int:
     return -(-block // VECTOR_LANES)
 
 
+def _padded(extent: int, tile: int) -> int:
+    """``extent`` rounded up to a multiple of ``tile``."""
+    return -(-extent // tile) * tile
+
+
+def _lane_use(channels: int, block: int) -> Fraction:
+    """Share of the vector lanes doing real work when ``channels`` are computed in blocks of ``block``."""
+    return Fraction(channels, _padded(channels, block) // block * _vectors(block) * VECTOR_LANES)
+
+
+def _oc_blocks(channels: int) -> list[int]:
+    """oc_bn choices of an NCHW / NHWC output: the blocks dividing ``channels`` if the first fills the vector lanes,
+    otherwise every block by lane use (the channels padded up to a multiple of it), then by padded channels."""
+    dividing = [b for b in OC_BLOCKS if channels % b == 0]
+    if dividing and _lane_use(channels, dividing[0]) == 1:
+        return dividing
+    return sorted(OC_BLOCKS, key=lambda b: (-_lane_use(channels, b), _padded(channels, b)))
+
+
+def _reg_tiles(width: int, vectors: int) -> list[int]:
+    """reg_n choices: divisors of ``width``, the default tile first and the rest by closeness to it. When the
+    default is shorter than MIN_REG_N (a prime-ish width such as 17 or 71), padded tiles come first, ranked by the
+    columns they compute plus one column of overhead per tile: ``padded width x (tile + 1) / tile``."""
+    default = reg_tile_default(width, vectors)
+    tiles = by_closeness(divisors(width, MAX_REG_N), default)
+    if default < MIN_REG_N < width:
+        fits = [t for t in range(MAX_PADDED_REG_N, MIN_REG_N - 1, -1) if t * vectors <= MAX_ACCUMULATORS]
+        tiles = sorted(fits, key=lambda t: Fraction(_padded(width, t) * (t + 1), t)) + tiles
+    return tiles[:REG_N_CHOICES]
+
+
 def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     wl = spec.workload
     choices: dict[str, list[int]] = {}
     if block_size(spec.out_layout) is None:
-        choices["oc_bn"] = [b for b in OC_BLOCKS if wl.out_channels % b == 0] or [1]
+        choices["oc_bn"] = _oc_blocks(wl.out_channels)
     ob = choices["oc_bn"][0] if "oc_bn" in choices else block_size(spec.out_layout)
-    reg_n = by_closeness(divisors(wl.out_width, MAX_REG_N), reg_tile_default(wl.out_width, _vectors(ob)))
-    choices["reg_n"] = reg_n[:REG_N_CHOICES]
+    choices["reg_n"] = _reg_tiles(wl.out_width, _vectors(ob))
     if wl.kernel[1] > 1:
         choices["unroll_kw"] = [1, 0]
     return choices
@@ -77,10 +116,11 @@ def _blocks(spec: KernelSpec) -> tuple[int, int, dict[str, int]]:
 
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
-    """OIHW -> ``(O // ob, I // ib, kh, kw, ib, ob)``."""
+    """OIHW -> ``(O' // ob, I // ib, kh, kw, ib, ob)``, O' the output channels zero-padded to a multiple of ob."""
     ib, ob, _ = _blocks(spec)
     o, i, kh, kw = weight.shape
-    packed = weight.reshape(o // ob, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+    padded = np.pad(weight, ((0, _padded(o, ob) - o), (0, 0), (0, 0), (0, 0)))
+    packed = padded.reshape(-1, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1)
     return np.ascontiguousarray(packed, dtype=spec.workload.dtype)
 
 
@@ -89,31 +129,46 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     wl = spec.workload
     n, c, h, w = wl.in_shape
     kh, kw = wl.kernel
+    channels, width = _padded(wl.out_channels, ob), _padded(wl.out_width, knobs["reg_n"])
+    top, left, bottom, right = wl.padding
+    padding = (top, left, bottom, right + (width - wl.out_width) * wl.strides[1])  # the extra columns read zeros
     data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")
-    weight = te.placeholder((wl.out_channels // ob, c // ib, kh, kw, ib, ob), wl.dtype, name="weight")
+    weight = te.placeholder((channels // ob, c // ib, kh, kw, ib, ob), wl.dtype, name="weight")
     with target:
-        acc = topi.nn.conv2d_NCHWc(
-            data, weight, wl.strides, wl.padding, wl.dilation, f"NCHW{ib}c", f"NCHW{ob}c", wl.dtype
-        )
-    out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, cb, hh, ww, ci: cb * ob + ci)
+        acc = topi.nn.conv2d_NCHWc(data, weight, wl.strides, padding, wl.dilation, f"NCHW{ib}c", f"NCHW{ob}c", wl.dtype)
+    # Padded channels cannot be cropped in the blocked view: such an "out" is indexed in logical NCHW instead.
+    logical = channels != wl.out_channels
+    if logical:
+        out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, k, hh, ww: k, wl.out_shape,
+                                      lambda nn, k, hh, ww: (nn, k // ob, hh, ww, k % ob))
+    else:
+        cropped = None if width == wl.out_width else (n, channels // ob, wl.out_height, wl.out_width, ob)
+        out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, cb, hh, ww, ci: cb * ob + ci,
+                                      cropped)
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
-    has_pad = any(wl.padding)
+    has_pad = any(padding)
+    view = None if logical else ob
     reads = [("data_pad" if has_pad else "conv2d_NCHWc", "read", 0, spec.in_layout, ib)]
     if spec.epilogue.residual:
-        reads.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, ob))
-    relayout_params(sch, [*reads, ("out", "write", 0, spec.out_layout, ob)])
-    _schedule(sch, ib, knobs, has_pad, nchw_out=spec.out_layout == "NCHW")
+        reads.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, view))
+    relayout_params(sch, [*reads, ("out", "write", 0, spec.out_layout, view)])
+    _schedule(sch, ib, knobs, has_pad, nchw_out=spec.out_layout == "NCHW", logical=logical)
     return finish(sch)
 
 
-def _schedule(sch: tvm.s_tir.Schedule, ib: int, knobs: dict[str, int], has_pad: bool, nchw_out: bool) -> None:
+def _schedule(
+    sch: tvm.s_tir.Schedule, ib: int, knobs: dict[str, int], has_pad: bool, nchw_out: bool, logical: bool
+) -> None:
     conv = sch.get_sblock("conv2d_NCHWc")
     n, occ, oh, ow, ocb, ic, kh, kw = sch.get_loops(conv)
     owo, owi = sch.split(ow, [None, knobs["reg_n"]])
     ico, ici = sch.split(ic, [None, ib])
     sch.reorder(n, occ, oh, owo, ico, kh, kw, ici, owi, ocb)
     out = sch.get_sblock("out")
-    sch.reverse_compute_at(out, owo)
+    sch.reverse_compute_at(out, owo)  # a cropped write-back gets a predicate
+    tile = sch.get_loops(out)[4:]  # below n, occ, oh, owo; a loop of extent 1 is elided
+    if logical and len(tile) == 2:  # (channels, width): make it (width, channels) like the blocked view's
+        sch.reorder(*reversed(tile))
     sch.parallel(sch.fuse(n, occ, oh))
     sch.vectorize(ocb)
     sch.unroll(owi)

@@ -86,6 +86,8 @@ CONV_1x1_S2 = Conv2DWorkload(2, 16, 6, 6, 8, (1, 1), (2, 2), (0, 0, 0, 0))
 CONV_FIRST = Conv2DWorkload(1, 3, 11, 11, 16, (5, 5), (2, 2), (2, 1, 1, 3))
 CONV_DILATED = Conv2DWorkload(1, 4, 9, 9, 8, (3, 3), (1, 2), (2, 2, 2, 1), dilation=(2, 2))
 FULL = Epilogue(bias=True, residual=True, activation="relu")
+CONV_PADDED = Conv2DWorkload(1, 8, 5, 17, 12, (3, 3), (1, 1), (1, 1, 1, 1))  # 12 channels, 17 wide: knobs pad both
+CONV_PADDED_S2 = Conv2DWorkload(1, 16, 6, 33, 16, (1, 1), (2, 2), (0, 0, 0, 0))  # 17 wide after stride 2
 
 
 @pytest.mark.parametrize(
@@ -104,6 +106,10 @@ FULL = Epilogue(bias=True, residual=True, activation="relu")
         (CONV_3x3, "NCHW8c", "NHWC", FULL, ()),
         (CONV_3x3, "NCHW", "NHWC", Epilogue(residual=True), ()),
         (CONV_DILATED, "NCHW4c", "NCHW8c", FULL, ()),
+        (CONV_PADDED, "NCHW8c", "NCHW", FULL, ()),
+        (CONV_PADDED, "NCHW", "NHWC", FULL, (("oc_bn", 8), ("reg_n", 6), ("unroll_kw", 0))),
+        (CONV_PADDED, "NHWC", "NCHW4c", Epilogue(residual=True, activation="relu6"), (("reg_n", 9), ("unroll_kw", 1))),
+        (CONV_PADDED_S2, "NCHW16c", "NCHW16c", FULL, ()),
     ],
 )
 def test_conv_matches_numpy(wl, in_layout, out_layout, epilogue, knobs):
@@ -156,6 +162,7 @@ def check_dense(spec: KernelSpec) -> None:
     "spec",
     [
         KernelSpec(CONV_3x3, "NHWC", "NCHW", epilogue=FULL),
+        KernelSpec(CONV_PADDED, "NCHW8c", "NHWC", epilogue=FULL),
         KernelSpec(DEPTHWISE_S2, "NCHW", "NCHW", epilogue=FULL),
         KernelSpec(DEPTHWISE, "NHWC", "NHWC", epilogue=FULL),
     ],
@@ -230,6 +237,21 @@ def test_knob_space_deterministic_default_first_and_capped(spec):
         return build_kernel(replace(spec, knobs=knobs), TARGET).script()
 
     assert script(space[0]) == script(()) != script(space[-1])
+
+
+def test_knobs_pad_channels_and_width_only_where_divisors_waste_the_vector():
+    def default(wl, out_layout="NCHW"):
+        return dict(knob_space(KernelSpec(wl, "NCHW", out_layout))[0])
+
+    head = Conv2DWorkload(1, 16, 8, 71, 126, (3, 3), (1, 1), (1, 1, 1, 1))  # SSD's 126-channel heads, 71 wide
+    assert default(head) == {"oc_bn": 16, "reg_n": 12, "unroll_kw": 1}  # 128 channels and 72 columns computed
+    assert default(replace(head, out_channels=128, width=56)) == {"oc_bn": 16, "reg_n": 14, "unroll_kw": 1}
+    assert default(replace(head, out_channels=24, width=17), "NCHW8c")["reg_n"] == 9
+    spec = KernelSpec(CONV_PADDED, "NCHW8c", "NCHW", (("oc_bn", 16), ("reg_n", 9), ("unroll_kw", 1)))
+    func = build_kernel(spec, TARGET)
+    weight, out = (tuple(int(e) for e in func.params[i].shape) for i in (1, -1))
+    assert weight == (1, 1, 3, 3, 8, 16) and out == (1, 12, 5, 17)
+    assert pack_weight(spec, np.ones((12, 8, 3, 3))).sum() == 12 * 8 * 9  # the 4 padded channels are zeros
 
 
 @pytest.mark.parametrize(
