@@ -6,7 +6,8 @@ Per network (batch 1, ``--threads`` for everyone):
    plan exported and checked; its seconds are recorded;
 2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
 3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
-   spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips);
+   spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
+   times the artifact an earlier run left in the work folder instead of tuning again);
 4. PyTorch eager (NCHW and channels-last) and ONNX Runtime on the zoo network re-emitted with the same weights
    (``search.zoo.torch_net``, ``search.zoo.onnx.save``; needs ``pip install -e ".[peers]"``).
 
@@ -103,7 +104,12 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
     paths, facts = prepare_tessera(model, work, args)
     contenders = [Contender(label, "tvm", path) for label, path in paths.items()]
     mod = load_model(model, image_size=args.image_size)
-    if not args.no_metaschedule:
+    earlier = work / "metaschedule" / "manifest.json"
+    if args.reuse_metaschedule and earlier.is_file():
+        facts["metaschedule"] = {**json.loads(earlier.read_text())["metaschedule"], "reused": True}
+        print(f"{model}: MetaSchedule reused from {earlier.parent}", file=sys.stderr)
+        contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
+    elif not args.no_metaschedule:
         from experiments.metaschedule import tune_metaschedule
 
         budget = metaschedule_budget(model, facts, args.budget)
@@ -137,7 +143,10 @@ def table(result: dict) -> list[str]:
              f"{result['predicted_ms']:.2f} ms ({result['solver']}, {result['status']}), "
              f"{result['tessera_seconds']:.0f} s in this run. " + (
                  "MetaSchedule: {trials} trials over {tasks} tasks in {tuning_seconds:.0f} s (budget "
-                 "{budget_seconds:.0f} s). ".format(**result["metaschedule"]) if "metaschedule" in result else
+                 "{budget_seconds:.0f} s{earlier}). ".format(
+                     **result["metaschedule"],
+                     earlier=", tuned by an earlier run" if result["metaschedule"].get("reused") else "")
+                 if "metaschedule" in result else
                  f"MetaSchedule failed: {result['metaschedule_error']}. " if "metaschedule_error" in result else "")
              + f"{result['rounds']} interleaved rounds, {result['threads']} threads; {result['date']}; "
              f"`{result['command']}`.", "",
@@ -221,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--budget", type=float, default=None, help="MetaSchedule seconds (default: what tessera spent)")
     parser.add_argument("--no-metaschedule", action="store_true")
+    parser.add_argument("--reuse-metaschedule", action="store_true",
+                        help="time the MetaSchedule artifact an earlier run left in WORK/<model>/metaschedule")
     parser.add_argument("--work", type=Path, default=Path("peers-work"))
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
