@@ -5,8 +5,10 @@ Reads what ``benchmarks/peers.py`` left in ``--work`` for the network (``model.o
 optimisation, ``--threads`` intra-op threads, the seed-0 input), and sums its node times per run by kind: the
 convolutions by kernel shape (read from the weight input), the rest by operator. Tessera's side is the plan's cost
 from the cost cache (``extract`` measures nothing when the cache is warm): each convolution's kernel cost grouped the
-same way, and the layout transforms; then tessera's convolutions that lose the most time against ONNX Runtime's mean
-rate over all its convolutions. GFLOP/s counts 2 x multiply-adds of the convolutions.
+same way, and the layout transforms; beside it, the exported plan (``tessera/``) profiled inside the network: every
+call of ``main`` timed with ``VirtualMachine.set_instrument`` over ``--runs`` runs and summed the same way (the other
+operators by function name). Then tessera's convolutions that lose the most time against ONNX Runtime's mean rate
+over all its convolutions. GFLOP/s counts 2 x multiply-adds of the convolutions.
 
     python benchmarks/ort_breakdown.py --model inception_v3 --work peers-work/inception_v3 [--threads 2] [--runs 20]
 """
@@ -23,7 +25,10 @@ sys.path.insert(0, str(_HERE.parent))
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
 import tempfile  # noqa: E402
+import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 
 
@@ -60,11 +65,53 @@ def ort_profile(onnx_path: Path, threads: int, runs: int) -> dict[str, float]:
     return dict(totals)
 
 
+KERNEL_SYMBOL = re.compile(r"(.+)_(NCHW\d*c?|NHWC|NC)_(NCHW\d*c?|NHWC|NC)")  # search.emit's kernel names
+TRANSFORMS = "layout transforms (edges)"
+
+
+def tessera_profile(artifact_dir: Path, threads: int, runs: int, kinds: dict[str, str]) -> dict[str, float]:
+    """The exported plan's calls timed inside the network (ms per run), summed by kind: kernels by their node's kind
+    in ``kinds``, layout transforms together, the other functions by name (trailing digits dropped)."""
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+    import tvm
+
+    from search.artifact import load_artifact
+
+    artifact = load_artifact(artifact_dir)
+    vm, device = artifact.virtual_machine(), tvm.cpu()
+    inputs = [tvm.runtime.tensor(array, device) for array in artifact.random_inputs(0)]
+    for _ in range(5):  # warm-up
+        vm["main"](*inputs)
+    seconds: dict[str, float] = defaultdict(float)
+    started: dict[str, float] = {}
+
+    def instrument(func, symbol, before_run, ret_value, *args) -> int:
+        now = time.perf_counter()
+        if before_run:
+            started[symbol] = now
+        else:
+            seconds[symbol] += now - started.pop(symbol)
+        return 0  # VMInstrumentReturnKind.NO_OP
+
+    vm.set_instrument(instrument)
+    for _ in range(runs):
+        vm["main"](*inputs)
+    totals: dict[str, float] = defaultdict(float)
+    for symbol, total in seconds.items():
+        kernel = KERNEL_SYMBOL.fullmatch(symbol)
+        if kernel and kernel.group(1) in kinds:
+            kind = kinds[kernel.group(1)]
+        else:
+            kind = TRANSFORMS if "layout_transform" in symbol else symbol.rstrip("0123456789")
+        totals[kind] += total * 1e3 / runs
+    return dict(totals)
+
+
 def tessera_costs(
     model: str, plan_path: Path, threads: int
-) -> tuple[dict[str, float], dict[str, float], list[tuple[float, float, str]]]:
-    """The plan's measured cost (ms) and the convolutions' GFLOP by kind, from the cost cache, and per convolution
-    (ms, GFLOP, description)."""
+) -> tuple[dict[str, float], dict[str, float], list[tuple[float, float, str]], dict[str, str]]:
+    """The plan's measured cost (ms) and the convolutions' GFLOP by kind, from the cost cache, per convolution
+    (ms, GFLOP, description), and each node's kind."""
     from experiments.tune import extract
 
     plan = json.loads(plan_path.read_text())
@@ -73,7 +120,7 @@ def tessera_costs(
     x = problem.to_indices(choices)
     costs: dict[str, float] = defaultdict(float)
     flops: dict[str, float] = defaultdict(float)
-    convs = []
+    convs, kinds = [], {}
     for node, i in zip(problem.nodes, x):
         op = extracted.graph.op(node.name)
         if op.kind == "conv2d":
@@ -88,9 +135,10 @@ def tessera_costs(
                           f"stride {op.attrs['strides'][0]}, as {node.candidates[i]}"))
         else:
             kind = op.kind
+        kinds[node.name] = kind
         costs[kind] += float(node.costs[i])
-    costs["layout transforms (edges)"] = sum(float(m[x[u], x[v]]) for (u, v), m in problem.pairs.items())
-    return dict(costs), dict(flops), convs
+    costs[TRANSFORMS] = sum(float(m[x[u], x[v]]) for (u, v), m in problem.pairs.items())
+    return dict(costs), dict(flops), convs, kinds
 
 
 def _cell(value: float | None) -> str:
@@ -113,19 +161,24 @@ def main(argv: list[str] | None = None) -> int:
         if not needed.is_file():
             parser.error(f"{needed} is missing: run benchmarks/peers.py --models {args.model} --work ... first")
     ort_ms = ort_profile(args.work / "model.onnx", args.threads, args.runs)
-    ours, flops, convs = tessera_costs(args.model, args.work / "tessera" / "plan.json", args.threads)
-    kinds = sorted(set(ort_ms) | set(ours), key=lambda k: -max(ort_ms.get(k, 0.0), ours.get(k, 0.0)))
-    print(f"{args.model}: ONNX Runtime node times (profiler, mean of {args.runs} runs) and tessera's plan costs "
-          f"(cost cache), ms per inference, {args.threads} threads\n")
-    print("| kind | GFLOP | onnxruntime ms | GFLOP/s | tessera ms | GFLOP/s | tessera / onnxruntime |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    ours, flops, convs, node_kinds = tessera_costs(args.model, args.work / "tessera" / "plan.json", args.threads)
+    inside = tessera_profile(args.work / "tessera", args.threads, args.runs, node_kinds)
+    kinds = sorted(set(ort_ms) | set(ours) | set(inside),
+                   key=lambda k: -max(ort_ms.get(k, 0.0), ours.get(k, 0.0), inside.get(k, 0.0)))
+    print(f"{args.model}: ONNX Runtime node times (profiler, mean of {args.runs} runs), tessera's plan costs "
+          f"(cost cache) and its calls timed in the network (mean of {args.runs} runs), ms per inference, "
+          f"{args.threads} threads\n")
+    print("| kind | GFLOP | onnxruntime ms | GFLOP/s | tessera ms | GFLOP/s | tessera / onnxruntime "
+          "| tessera in network ms | GFLOP/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for kind in kinds:
-        a, b, g = ort_ms.get(kind), ours.get(kind), flops.get(kind)
+        a, b, c, g = ort_ms.get(kind), ours.get(kind), inside.get(kind), flops.get(kind)
         ratio = f"{b / a:.2f}" if a and b else "-"
-        print(f"| {kind} | {_cell(g)} | {_cell(a)} | {_rate(g, a)} | {_cell(b)} | {_rate(g, b)} | {ratio} |")
-    total_a, total_b = sum(ort_ms.values()), sum(ours.values())
+        print(f"| {kind} | {_cell(g)} | {_cell(a)} | {_rate(g, a)} | {_cell(b)} | {_rate(g, b)} | {ratio} "
+              f"| {_cell(c)} | {_rate(g, c)} |")
+    total_a, total_b, total_c = sum(ort_ms.values()), sum(ours.values()), sum(inside.values())
     print(f"| total | {sum(flops.values()):.2f} | {total_a:.2f} | | {total_b:.2f} | | "
-          f"{total_b / total_a if total_a else math.nan:.2f} |")
+          f"{total_b / total_a if total_a else math.nan:.2f} | {total_c:.2f} | |")
     rate = sum(flops.values()) / total_a * 1e3 if total_a else math.nan
     lost = sorted(((ms - g / rate * 1e3, ms, g, what) for ms, g, what in convs), reverse=True)[: args.top]
     print(f"\nTessera's convolutions losing the most time against ONNX Runtime's mean rate ({rate:.0f} GFLOP/s):\n")
