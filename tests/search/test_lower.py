@@ -10,7 +10,7 @@ from tvm import relax
 from search.lower import schedule_legalised
 
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
-SHAPES = {"NCHW16c": (1, 2, 9, 7, 16), "NCHW": (1, 32, 9, 7), "NHWC": (1, 9, 7, 32)}
+SHAPES = {"NCHW16c": (1, 2, 9, 7, 16), "NCHW": (1, 32, 9, 7), "NHWC": (1, 9, 7, 96)}  # NHWC: 6 vectors of 16
 
 
 def pooling(kind: str, layout: str) -> tvm.IRModule:
@@ -46,7 +46,7 @@ def test_scheduled_pooling_matches_the_unscheduled_build(kind, layout):
     np.testing.assert_allclose(run(scheduled, data), expected, rtol=1e-6, atol=1e-6)
     (func,) = [f for f in scheduled.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
     assert func.attrs["tir.is_scheduled"]
-    # the channels (the NCHW16c block, NHWC's 32) are vectorised inside the window loops; NCHW's window is not
+    # the channels (the NCHW16c block, NHWC's 96 by 16) are vectorised inside the window loops; NCHW's window is not
     assert reduction_vectorised(func) == (layout != "NCHW")
 
 
