@@ -25,11 +25,12 @@ sys.path.insert(0, str(_HERE.parent))
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import os  # noqa: E402
 import re  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
+
+from search.artifact import Latency  # noqa: E402
 
 
 def ort_profile(onnx_path: Path, threads: int, runs: int) -> dict[str, float]:
@@ -71,21 +72,21 @@ TRANSFORMS = "layout transforms (edges)"
 
 def tessera_profile(
     artifact_dir: Path, threads: int, runs: int, kinds: dict[str, str]
-) -> tuple[dict[str, float], float]:
+) -> tuple[dict[str, float], Latency]:
     """The exported plan's calls timed inside the network (ms per run), summed by kind: kernels by their node's kind
     in ``kinds``, layout transforms together, the other functions by name (trailing digits dropped); and the median
-    of ``runs`` runs without the instrument (ms), to show what timing every call adds."""
-    os.environ["TVM_NUM_THREADS"] = str(threads)
+    of ``runs`` repeats without the instrument (``search.artifact.measure_latency``), to show what timing every call
+    adds."""
     import tvm
 
-    from search.artifact import load_artifact
+    from search.artifact import load_artifact, measure_latency
 
     artifact = load_artifact(artifact_dir)
+    plain = measure_latency(artifact, repeat=runs, threads=threads)  # also fixes the runtime's thread count
     vm, device = artifact.virtual_machine(), tvm.cpu()
     inputs = [tvm.runtime.tensor(array, device) for array in artifact.random_inputs(0)]
     for _ in range(5):  # warm-up
         vm["main"](*inputs)
-    plain_ms = vm.time_evaluator("main", device, number=1, repeat=runs)(*inputs).median * 1e3
     seconds: dict[str, float] = defaultdict(float)
     started: dict[str, float] = {}
 
@@ -108,7 +109,7 @@ def tessera_profile(
         else:
             kind = TRANSFORMS if "layout_transform" in symbol else symbol.rstrip("0123456789")
         totals[kind] += total * 1e3 / runs
-    return dict(totals), plain_ms
+    return dict(totals), plain
 
 
 def tessera_costs(
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{needed} is missing: run benchmarks/peers.py --models {args.model} --work ... first")
     ort_ms = ort_profile(args.work / "model.onnx", args.threads, args.runs)
     ours, flops, convs, node_kinds = tessera_costs(args.model, args.work / "tessera" / "plan.json", args.threads)
-    inside, plain_ms = tessera_profile(args.work / "tessera", args.threads, args.runs, node_kinds)
+    inside, plain = tessera_profile(args.work / "tessera", args.threads, args.runs, node_kinds)
     kinds = sorted(set(ort_ms) | set(ours) | set(inside),
                    key=lambda k: -max(ort_ms.get(k, 0.0), ours.get(k, 0.0), inside.get(k, 0.0)))
     print(f"{args.model}: ONNX Runtime node times (profiler, mean of {args.runs} runs), tessera's plan costs "
@@ -183,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     total_a, total_b, total_c = sum(ort_ms.values()), sum(ours.values()), sum(inside.values())
     print(f"| total | {sum(flops.values()):.2f} | {total_a:.2f} | | {total_b:.2f} | | "
           f"{total_b / total_a if total_a else math.nan:.2f} | {total_c:.2f} | |")
-    print(f"\ntessera's plan end to end without the instrument: {plain_ms:.2f} ms (median of {args.runs} runs); the "
-          f"instrumented calls sum to {total_c:.2f} ms.")
+    print(f"\ntessera's plan end to end without the instrument: {plain.median_ms:.2f} ms (median of {plain.repeat} "
+          f"repeats of {plain.number} runs, IQR {plain.spread_ms:.2f} ms, {plain.runtime_threads} runtime threads); "
+          f"the instrumented calls sum to {total_c:.2f} ms.")
     rate = sum(flops.values()) / total_a * 1e3 if total_a else math.nan
     lost = sorted(((ms - g / rate * 1e3, ms, g, what) for ms, g, what in convs), reverse=True)[: args.top]
     print(f"\nTessera's convolutions losing the most time against ONNX Runtime's mean rate ({rate:.0f} GFLOP/s):\n")

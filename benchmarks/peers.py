@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=None, help="MetaSchedule seconds (default: what tessera spent)")
     parser.add_argument("--no-metaschedule", action="store_true")
     parser.add_argument("--reuse-metaschedule", action="store_true",
-                        help="time the MetaSchedule artifact an earlier run left in WORK/<model>/metaschedule")
+                        help="time the MetaSchedule artifact an earlier run left in WORK/<model>/metaschedule "
+                        "(tune as usual where there is none, unless --no-metaschedule)")
     parser.add_argument("--work", type=Path, default=Path("peers-work"))
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
