@@ -3,7 +3,9 @@
 The model (see ``solvers/bound.py`` for its LP relaxation) has a binary ``x[u, i]`` per allowed candidate ``i`` of node
 ``u`` and a ``y[e, i, j]`` per allowed pair of edge ``e = (u, v)``; each node takes exactly one candidate and the
 marginal constraints ``sum_j y[e, i, j] = x[u, i]``, ``sum_i y[e, i, j] = x[v, j]`` tie each edge's pair to its end
-nodes. Forbidden candidates and pairs have no variable, so every solution has finite cost.
+nodes. Forbidden candidates and pairs have no variable, so every solution has finite cost. CP-SAT gets the same model
+with candidates an edge cannot tell apart merged on that edge (``solvers/classes.py``): one ``y`` per pair of classes
+of equal rows and columns of the edge's matrix, which is as tight and on layout problems several times smaller.
 
 Before the model is built, the exact reductions of ``solvers/reductions.py`` (presolve) fold away every node with at
 most two neighbours or a single allowed candidate: only the irreducible core goes to the backend, less its dominated
@@ -13,6 +15,7 @@ tree, a series-parallel graph) is solved by the reductions alone.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from solvers.base import Solution, Solver, SolverError, Status, register
+from solvers.classes import edge_classes
 from solvers.dominance import prune_dominated
 from solvers.problem import Edge, Node, Problem
 from solvers.reductions import Reduction, reduce_problem
@@ -35,6 +39,11 @@ MAX_TOTAL = 2**53
 is then an exact integer in a double and far from CP-SAT's int64 limits."""
 
 BACKENDS = ("cpsat", "scip")
+
+HINT_BRANCH = 1
+"""The hint is PBQP's with ``branch=1`` (every candidate of the highest-degree node tried): on the DenseNet-201 problem
+of 2026-11-23 it found the optimum, and with it as the hint CP-SAT proved it for each of the seeds tried; from the
+plain PBQP hint it did for about half of them within 60 s (docs/measurements.md)."""
 
 SCIP_MARGIN = 1e-6
 """SCIP's dual bound is lowered by ``SCIP_MARGIN * (1 + |bound|)`` for its floating-point tolerances."""
@@ -145,8 +154,8 @@ class ILPSolver(Solver):
     backend
         ``"cpsat"`` (default) or ``"scip"`` (the same model through ``pywraplp``, with floating-point costs).
     hint
-        When the backend runs (the LP did not prove the optimum), solve with the PBQP solver first and give its
-        assignment to the backend as a solution hint (if finite).
+        When the backend runs (the LP did not prove the optimum), solve the core with the PBQP solver first
+        (``branch=1``, see ``HINT_BRANCH``) and give its assignment to the backend as a solution hint (if finite).
     seed
         Random seed of the backend.
     scale
@@ -269,8 +278,7 @@ class ILPSolver(Solver):
         else:
             outcome = self._solve_lp(core, start, log) if self.lp_first else None
             if outcome is None or outcome.status != "optimal":
-                hint = self._hint(working, scale, start, log) if self.hint else None
-                core_hint = None if hint is None else tuple(hint[v] for v in reduction.core_nodes)
+                core_hint = self._hint(core, scale, start, log) if self.hint else None
                 if outcome is not None and (
                     core_hint is None or core.evaluate(outcome.chosen) < core.evaluate(core_hint)
                 ):
@@ -293,22 +301,26 @@ class ILPSolver(Solver):
             bound = min(cost, max(0.0, bound))
         return Solution(self.name, problem.to_names(chosen), cost, outcome.status, bound, log=tuple(log))
 
-    def _hint(self, problem: Problem, scale: float, start: float, log: list[str]) -> tuple[int, ...] | None:
-        """The PBQP solver's assignment for ``problem`` (costs times ``scale``) within the time left, or None if it
-        has no finite one."""
+    def _hint(self, core: Problem, scale: float, start: float, log: list[str]) -> tuple[int, ...] | None:
+        """The PBQP solver's assignment for ``core`` (costs times ``scale``) within the time left, or None if it has
+        no finite one."""
         from solvers.pbqp import PBQPSolver
 
         time_left = self._time_left(start)
         try:
-            solution = PBQPSolver(time_limit=time_left if math.isfinite(time_left) else None).solve(problem)
+            limit = time_left if math.isfinite(time_left) else None
+            solution = PBQPSolver(time_limit=limit, branch=HINT_BRANCH).solve(core)
         except SolverError as exc:
             log.append(f"hint: none ({exc})")
             return None
         if not solution.assignment or math.isinf(solution.cost):
             log.append("hint: none (pbqp found no finite-cost assignment)")
             return None
-        log.append(f"hint: pbqp cost {solution.cost / scale:.12g} in {solution.seconds:.3f} s")
-        return problem.to_indices(solution.assignment)
+        log.append(
+            f"hint: pbqp (branch {HINT_BRANCH}) cost {solution.cost / scale:.12g} in {solution.seconds:.3f} s "
+            "(without the presolve offset)"
+        )
+        return core.to_indices(solution.assignment)
 
     # ------------------------------------------------------------------ LP
     def _solve_lp(self, core: Problem, start: float, log: list[str]) -> _Outcome | None:
@@ -359,38 +371,38 @@ class ILPSolver(Solver):
             for u, node in enumerate(core.nodes)
             for i in np.flatnonzero(np.isfinite(node.costs))
         }
-        y = {
-            ((u, v), int(i), int(j)): model.new_bool_var(f"y[{u},{v},{i},{j}]")
-            for (u, v), m in core.pairs.items()
-            for i, j in zip(*np.nonzero(np.isfinite(m)))
-            if (u, int(i)) in x and (v, int(j)) in x
-        }
-        # Constraints
         allowed: dict[int, list[int]] = {u: [] for u in range(core.num_nodes)}
         for u, i in x:
             allowed[u].append(i)
         for u, candidates in allowed.items():
             model.add_exactly_one(x[u, i] for i in candidates)
-        rows: dict[tuple[tuple[int, int], int], list[Any]] = {}
-        cols: dict[tuple[tuple[int, int], int], list[Any]] = {}
-        for (e, i, j), var in y.items():
-            rows.setdefault((e, i), []).append(var)
-            cols.setdefault((e, j), []).append(var)
-        for u, v in core.pairs:
-            for i in allowed[u]:
-                model.add(cp_model.LinearExpr.sum(rows.get(((u, v), i), [])) == x[u, i])
-            for j in allowed[v]:
-                model.add(cp_model.LinearExpr.sum(cols.get(((u, v), j), [])) == x[v, j])
+        # One pair variable per class pair of each edge (solvers/classes.py), tied to the sums of its classes' x
+        y: dict[tuple[tuple[int, int], int, int], Any] = {}
+        pair_cost: dict[tuple[tuple[int, int], int, int], int] = {}
+        members: dict[tuple[int, int], tuple[list[list[int]], list[list[int]]]] = {}
+        for (u, v), m in core.pairs.items():
+            rows, cols = members[u, v] = edge_classes(m, allowed[u], allowed[v])
+            for (a, row), (b, col) in itertools.product(enumerate(rows), enumerate(cols)):
+                if math.isfinite(m[row[0], col[0]]):
+                    y[(u, v), a, b] = model.new_bool_var(f"y[{u},{v},{a},{b}]")
+                    pair_cost[(u, v), a, b] = int(m[row[0], col[0]])
+            for a, row in enumerate(rows):
+                row_sum = [y[(u, v), a, b] for b in range(len(cols)) if ((u, v), a, b) in y]
+                model.add(cp_model.LinearExpr.sum(row_sum) == cp_model.LinearExpr.sum([x[u, i] for i in row]))
+            for b, col in enumerate(cols):
+                col_sum = [y[(u, v), a, b] for a in range(len(rows)) if ((u, v), a, b) in y]
+                model.add(cp_model.LinearExpr.sum(col_sum) == cp_model.LinearExpr.sum([x[v, j] for j in col]))
         # Objective
         terms = [(var, int(core.nodes[u].costs[i])) for (u, i), var in x.items()]
-        terms += [(var, int(core.pairs[e][i, j])) for (e, i, j), var in y.items()]
+        terms += [(var, pair_cost[key]) for key, var in y.items()]
         terms = [(var, c) for var, c in terms if c]
         model.minimize(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms]))
         if hint is not None:
             for (u, i), var in x.items():
                 model.add_hint(var, hint[u] == i)
-            for ((u, v), i, j), var in y.items():
-                model.add_hint(var, hint[u] == i and hint[v] == j)
+            for ((u, v), a, b), var in y.items():
+                rows, cols = members[u, v]
+                model.add_hint(var, hint[u] in rows[a] and hint[v] in cols[b])
         # Solve
         solver = cp_model.CpSolver()
         params = solver.parameters

@@ -254,6 +254,21 @@ def test_star_move_changes_a_node_with_its_neighbours_where_single_moves_are_stu
     assert star_moves(problem, (0, 0, 0, 0), max_rounds=0).assignment == (0, 0, 0, 0)
 
 
+def test_branching_never_hurts_stays_above_brute_force_and_sometimes_helps():
+    helped = 0
+    for seed in range(150):
+        problem = random_problem(seed, nodes=7, density=0.9, max_candidates=4, forbid=0.05)
+        optimum, _ = brute_force(problem)
+        plain, branched = pbqp(problem), pbqp(problem, branch=2)
+        assert optimum <= branched.cost <= plain.cost or math.isinf(optimum), seed
+        if math.isfinite(branched.cost):
+            assert branched.cost == pytest.approx(problem.evaluate(branched.assignment)), seed
+        if _rn_count(plain):
+            assert any(line.startswith("branch:") for line in branched.log), seed
+        helped += branched.cost < plain.cost
+    assert helped > 0
+
+
 def test_densenet_like_instance_solves():
     problem = densenet201_like(k=(5, 10), seed=0)
     assert 380 <= problem.num_nodes <= 420 and len(problem.pairs) >= 2000
@@ -276,7 +291,7 @@ def test_generated_densenet_is_within_one_and_a_half_percent_of_the_optimum():
 def test_parameters():
     assert SOLVERS["pbqp"] is PBQPSolver
     solver = PBQPSolver(local_search="icm", max_local_rounds=5)
-    assert solver.get_params() == {"time_limit": None, "local_search": "icm", "max_local_rounds": 5}
+    assert solver.get_params() == {"time_limit": None, "local_search": "icm", "max_local_rounds": 5, "branch": 0}
     small = random_problem(0, nodes=2)
     for bad in ("pairs", True, 1, None):
         with pytest.raises(SolverError, match="local_search"):
@@ -284,6 +299,8 @@ def test_parameters():
     for bad in (-1, 1.5, True, "10"):
         with pytest.raises(SolverError, match="max_local_rounds"):
             PBQPSolver(max_local_rounds=bad).solve(small)
+        with pytest.raises(SolverError, match="branch"):
+            PBQPSolver(branch=bad).solve(small)
 
 
 def test_time_limit_reached_before_an_answer_raises():
