@@ -7,7 +7,8 @@ its endpoints by row and column sums) with default parameters bar the time limit
 peers get costs scaled to integers (the smallest power of ten up to 1e6 that keeps them exact, else 1e6), bounds
 corrected for the rounding and costs re-evaluated from the returned assignment.
 
-Instances: a 1000-node chain and the SSD-like and DenseNet-201-like problems with 5 and 10 candidates (seed 0), plus
+Instances: a 1000-node chain, the SSD-like and DenseNet-201-like problems and a random 200-node DAG (each node reads 1
+to 3 earlier ones), with 5 and 10 candidates (seed 0; the generators of ``solvers/generators.py``), plus
 any ``--problems`` files. Each instance gets ``--repeats`` rounds; in a round the contenders run in turn, in reversed
 order on every other round (and instance) so that drift of the machine spreads evenly. A markdown table per instance
 gives the worst cost and weakest proven lower bound over the rounds, the gap to the best lower bound of the instance
@@ -15,7 +16,7 @@ gives the worst cost and weakest proven lower bound over the rounds, the gap to 
 peers their median seconds over those of tessera's fastest solver that proved optimality in every round (> 1: tessera
 is faster; ">" marks a peer that did not prove optimality in every round).
 
-    python benchmarks/peer_solvers.py [--quick] [--instances chain,ssd,densenet] [--candidates 5,10]
+    python benchmarks/peer_solvers.py [--quick] [--instances chain,ssd,densenet,random] [--candidates 5,10]
                                       [--problems a.json ...] [--time-limit 60] [--repeats 5] [--out FILE]
 """
 
@@ -53,7 +54,12 @@ try:
 except ImportError:
     pytoulbar2 = None
 
-INSTANCES = {"chain": ("chain-1000", {"nodes": 1000}), "ssd": ("ssd-like", {}), "densenet": ("densenet201-like", {})}
+INSTANCES = {
+    "chain": ("chain-1000", {"nodes": 1000}),
+    "ssd": ("ssd-like", {}),
+    "densenet": ("densenet201-like", {}),
+    "random": ("random-200", {"nodes": 200}),
+}
 TESSERA = ("dp", "pbqp", "ilp", "greedy")
 WORKERS = len(os.sched_getaffinity(0))
 
@@ -261,7 +267,7 @@ def _cpu_model() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="k = 5 only and 5 s limits (a smoke run)")
-    parser.add_argument("--instances", default=",".join(INSTANCES), help="comma-separated: chain, ssd, densenet")
+    parser.add_argument("--instances", default=",".join(INSTANCES), help=f"comma-separated: {', '.join(INSTANCES)}")
     parser.add_argument("--candidates", default=None, help="comma-separated candidate counts (default: 5,10)")
     parser.add_argument("--problems", nargs="*", default=[], help="problem JSON files to add (Problem.load)")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solver run (default: 60)")
