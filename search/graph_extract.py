@@ -16,7 +16,7 @@ from tvm import relax
 
 from search.errors import SearchError
 from search.graph import TUNABLE_KINDS, Op
-from search.relax_reads import var_reads
+from search.relax_exprs import static_shape, var_reads
 
 FOLLOWERS = {
     "relax.nn.relu": "relu",
@@ -55,15 +55,10 @@ def _plain(value) -> Any:
 
 
 def _shape(expr, where: str) -> tuple[int, ...]:
-    ty = expr.ty
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        raise SearchError(f"binding {where!r}: expected a tensor with a static shape, got {ty}")
-    try:
-        return tuple(int(v) for v in ty.shape.values)
-    except TypeError as exc:
-        raise SearchError(f"binding {where!r}: dynamic shape {ty.shape} is not supported") from exc
-
-
+    shape = static_shape(expr)
+    if shape is None:
+        raise SearchError(f"binding {where!r}: expected a tensor with a static shape, got {expr.ty}")
+    return shape
 
 
 class _Extractor:

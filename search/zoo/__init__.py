@@ -89,6 +89,7 @@ import tvm
 from tvm import relax
 
 from search.errors import SearchError
+from search.relax_exprs import static_shape
 from search.zoo import densenet, inception, mobilenet, resnet, ssd, vgg
 
 
@@ -206,14 +207,10 @@ def model_stats(mod: tvm.IRModule) -> ModelStats:
                     flops += _conv2d_flops(call, binding.var)
                 elif call.op.name == "relax.matmul":
                     dense += 1
-                    out = _shape(binding.var)
-                    k = _shape(call.args[0])[-1]
+                    out = static_shape(binding.var)
+                    k = static_shape(call.args[0])[-1]
                     flops += 2.0 * _prod(out) * k
     return ModelStats(conv2d=conv, dense=dense, gflops=flops / 1e9)
-
-
-def _shape(expr) -> tuple[int, ...]:
-    return tuple(int(d) for d in expr.ty.shape)
 
 
 def _prod(values) -> int:
@@ -234,16 +231,16 @@ def _axes(layout: str, shape: tuple[int, ...]) -> dict[str, int]:
 
 def _conv2d_flops(call, out_var) -> float:
     attrs = call.attrs
-    kernel = _axes(str(attrs.kernel_layout), _shape(call.args[1]))
+    kernel = _axes(str(attrs.kernel_layout), static_shape(call.args[1]))
     out_layout = str(attrs.out_layout) or str(attrs.data_layout)
-    out = _axes(out_layout, _shape(out_var))
+    out = _axes(out_layout, static_shape(out_var))
     return 2.0 * out["N"] * out["C"] * out["H"] * out["W"] * kernel["I"] * kernel["H"] * kernel["W"]
 
 
 def describe(name_or_path: str) -> tuple[int, ModelStats]:
     """(input image size, stats) of a zoo model at batch 1 and its default size, or of an ONNX file."""
     mod = load_model(name_or_path)
-    shape = _shape(mod["main"].params[0])
+    shape = static_shape(mod["main"].params[0])
     return shape[2], model_stats(mod)
 
 

@@ -23,6 +23,8 @@ import tvm
 from threadpoolctl import threadpool_limits
 from tvm import relax
 
+from search.relax_exprs import static_shape
+
 CALIBRATION_BATCH = 2
 _SHRINK_SAMPLES = 16  # per-channel variances from fewer samples than this lean towards the layer's mean variance
 
@@ -371,18 +373,6 @@ VOCABULARY = frozenset(
 )
 
 
-def _static_shape(var: relax.Var) -> tuple[int, ...] | None:
-    ty = var.ty
-    if isinstance(ty, relax.TupleType):
-        return ()
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        return None
-    try:
-        return tuple(int(d) for d in ty.shape.values)
-    except TypeError:
-        return None
-
-
 def _prim(expr) -> float:
     while hasattr(expr, "value"):
         expr = expr.value
@@ -406,7 +396,7 @@ def vocabulary_violations(mod: tvm.IRModule) -> list[str]:
             where = f"binding {var.name!r}"
             if isinstance(value, relax.Tuple):
                 continue
-            if _static_shape(var) is None:
+            if not isinstance(var.ty, relax.TupleType) and static_shape(var) is None:
                 problems.append(f"{where}: no static tensor shape ({var.ty})")
                 continue
             if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):

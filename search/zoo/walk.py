@@ -17,7 +17,7 @@ import tvm
 from tvm import relax
 
 from search.errors import SearchError
-from search.relax_reads import var_reads
+from search.relax_exprs import var_reads
 
 Value = str | np.ndarray
 """A call input: the name of an earlier value (the network input or a call's output) or a constant."""

@@ -14,7 +14,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from search.relax_reads import var_reads
+from search.relax_exprs import var_reads
 from search.zoo.onnx.operators import OPERATORS
 from search.zoo.onnx.values import (
     Items,

@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 import numpy as np
 from tvm import relax
 
+from search.relax_exprs import static_shape
+
 
 class Unsupported(Exception):
     """The frontend's output holds something the zoo's op vocabulary cannot express."""
@@ -109,13 +111,10 @@ class Unusable:
 
 def shape_of(var: relax.Var) -> tuple[int, ...]:
     """The static shape of a tensor variable; ``Unsupported`` if it has none."""
-    ty = var.ty
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        raise Unsupported(f"binding {var.name!r} has no static tensor shape ({ty})")
-    try:
-        return tuple(int(d) for d in ty.shape.values)
-    except TypeError:
-        raise Unsupported(f"binding {var.name!r} has a dynamic shape {ty.shape}") from None
+    shape = static_shape(var)
+    if shape is None:
+        raise Unsupported(f"binding {var.name!r} has no static tensor shape ({var.ty})")
+    return shape
 
 
 def per_channel(array: np.ndarray, channels: int, rank: int) -> np.ndarray | None:

@@ -1,4 +1,4 @@
-"""Which variables a Relax expression reads: shared by graph extraction and the ONNX rewriter."""
+"""Questions about Relax expressions (what they read, their static shape), shared by extraction, the zoo and ONNX."""
 
 from __future__ import annotations
 
@@ -16,3 +16,14 @@ def var_reads(expr) -> list[relax.Var]:
     if isinstance(expr, relax.TupleGetItem):
         return var_reads(expr.tuple_value)
     return []
+
+
+def static_shape(expr) -> tuple[int, ...] | None:
+    """The static shape of a tensor-typed expression; None if it is no tensor or its shape is unknown or dynamic."""
+    ty = expr.ty
+    if not isinstance(ty, relax.TensorType) or ty.shape is None:
+        return None
+    try:
+        return tuple(int(d) for d in ty.shape.values)
+    except TypeError:
+        return None
