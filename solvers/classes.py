@@ -1,24 +1,58 @@
 """Classes of candidates an edge cannot tell apart, for a smaller exact model.
 
 On an edge ``(u, v)`` with cost matrix ``M``, two candidates of ``u`` whose rows of ``M`` are equal (over ``v``'s live
-candidates) cost the same against every choice of ``v``: on layout problems, the schedules of one layout. The
-integer program (``solvers/ilp.py``) then needs one pair variable per class pair ``(a, b)`` instead of one per
-candidate pair, with the marginal constraints
+candidates) cost the same against every choice of ``v``: on layout problems, the schedules of one layout. The local
+polytope (``solvers/bound.py``) and the integer program on it (``solvers/ilp.py``) then need one pair variable per class
+pair ``(a, b)`` instead of one per candidate pair, with the marginal constraints
 
     sum_b y[e, a, b] = sum over i in a of x[u, i],    sum_a y[e, a, b] = sum over j in b of x[v, j].
 
 The model stays exact: with ``x`` integral, exactly one row class and one column class sum to 1 and ``y`` is 1 on
 their pair. Its LP relaxation has the same optimum as the per-candidate one (from a class solution, ``y[e, i, j] =
 y[e, a, b] * x[u, i] / x_a * x[v, j] / x_b`` is a per-candidate one of equal cost, and summing a per-candidate
-solution over classes goes the other way). On the DenseNet-201 problem of 2026-11-23 the core's pair variables drop
-from 125966 to 48996 and CP-SAT proves the optimum it could not reach in 60 s before (docs/measurements.md).
+solution over classes goes the other way). On the core of the DenseNet-201 problem of 2026-11-23 the pair variables drop
+from 125966 to 48996, and CP-SAT proves the optimum it could not reach in 60 s before (docs/measurements.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+
+from solvers.problem import Problem
+
+
+@dataclass(frozen=True)
+class EdgePairs:
+    """An edge's classes of live candidates (``rows`` of its first node, ``cols`` of its second) and the class pairs
+    ``(a, b, cost)`` whose cost is finite, row-major."""
+
+    rows: list[list[int]]
+    cols: list[list[int]]
+    pairs: list[tuple[int, int, float]]
+
+
+def live_candidates(problem: Problem) -> list[list[int]]:
+    """Each node's candidates of finite cost, in increasing order."""
+    return [[int(i) for i in np.flatnonzero(np.isfinite(node.costs))] for node in problem.nodes]
+
+
+def class_pairs(problem: Problem) -> dict[tuple[int, int], EdgePairs]:
+    """``EdgePairs`` of every edge of ``problem`` over its live candidates."""
+    live = live_candidates(problem)
+    out = {}
+    for (u, v), matrix in problem.pairs.items():
+        rows, cols = edge_classes(matrix, live[u], live[v])
+        pairs = [
+            (a, b, float(matrix[row[0], col[0]]))
+            for a, row in enumerate(rows)
+            for b, col in enumerate(cols)
+            if np.isfinite(matrix[row[0], col[0]])
+        ]
+        out[u, v] = EdgePairs(rows, cols, pairs)
+    return out
 
 
 def edge_classes(

@@ -3,9 +3,9 @@
 The model (see ``solvers/bound.py`` for its LP relaxation) has a binary ``x[u, i]`` per allowed candidate ``i`` of node
 ``u`` and a ``y[e, i, j]`` per allowed pair of edge ``e = (u, v)``; each node takes exactly one candidate and the
 marginal constraints ``sum_j y[e, i, j] = x[u, i]``, ``sum_i y[e, i, j] = x[v, j]`` tie each edge's pair to its end
-nodes. Forbidden candidates and pairs have no variable, so every solution has finite cost. CP-SAT gets the same model
-with candidates an edge cannot tell apart merged on that edge (``solvers/classes.py``): one ``y`` per pair of classes
-of equal rows and columns of the edge's matrix, which is as tight and on layout problems several times smaller.
+nodes. Forbidden candidates and pairs have no variable, so every solution has finite cost. The model built merges,
+edge by edge, the candidates the edge cannot tell apart (``solvers/classes.py``): one ``y`` per pair of classes of
+equal rows and columns of the edge's matrix, as tight and on layout problems several times smaller.
 
 Before the model is built, the exact reductions of ``solvers/reductions.py`` (presolve) fold away every node with at
 most two neighbours or a single allowed candidate: only the irreducible core goes to the backend, less its dominated
@@ -15,7 +15,6 @@ tree, a series-parallel graph) is solved by the reductions alone.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from solvers.base import Solution, Solver, SolverError, Status, register
-from solvers.classes import edge_classes
+from solvers.classes import class_pairs, live_candidates
 from solvers.dominance import prune_dominated
 from solvers.problem import Edge, Node, Problem
 from solvers.reductions import Reduction, reduce_problem
@@ -365,44 +364,34 @@ class ILPSolver(Solver):
         from ortools.sat.python import cp_model
 
         model = cp_model.CpModel()
-        # Variables
-        x = {
-            (u, int(i)): model.new_bool_var(f"x[{u},{i}]")
-            for u, node in enumerate(core.nodes)
-            for i in np.flatnonzero(np.isfinite(node.costs))
-        }
-        allowed: dict[int, list[int]] = {u: [] for u in range(core.num_nodes)}
-        for u, i in x:
-            allowed[u].append(i)
-        for u, candidates in allowed.items():
+        allowed = live_candidates(core)
+        x = {(u, i): model.new_bool_var(f"x[{u},{i}]") for u, candidates in enumerate(allowed) for i in candidates}
+        for u, candidates in enumerate(allowed):
             model.add_exactly_one(x[u, i] for i in candidates)
         # One pair variable per class pair of each edge (solvers/classes.py), tied to the sums of its classes' x
+        edges = class_pairs(core)
         y: dict[tuple[tuple[int, int], int, int], Any] = {}
-        pair_cost: dict[tuple[tuple[int, int], int, int], int] = {}
-        members: dict[tuple[int, int], tuple[list[list[int]], list[list[int]]]] = {}
-        for (u, v), m in core.pairs.items():
-            rows, cols = members[u, v] = edge_classes(m, allowed[u], allowed[v])
-            for (a, row), (b, col) in itertools.product(enumerate(rows), enumerate(cols)):
-                if math.isfinite(m[row[0], col[0]]):
-                    y[(u, v), a, b] = model.new_bool_var(f"y[{u},{v},{a},{b}]")
-                    pair_cost[(u, v), a, b] = int(m[row[0], col[0]])
-            for a, row in enumerate(rows):
-                row_sum = [y[(u, v), a, b] for b in range(len(cols)) if ((u, v), a, b) in y]
-                model.add(cp_model.LinearExpr.sum(row_sum) == cp_model.LinearExpr.sum([x[u, i] for i in row]))
-            for b, col in enumerate(cols):
-                col_sum = [y[(u, v), a, b] for a in range(len(rows)) if ((u, v), a, b) in y]
-                model.add(cp_model.LinearExpr.sum(col_sum) == cp_model.LinearExpr.sum([x[v, j] for j in col]))
+        for (u, v), edge in edges.items():
+            rows: dict[int, list[Any]] = {a: [] for a in range(len(edge.rows))}
+            cols: dict[int, list[Any]] = {b: [] for b in range(len(edge.cols))}
+            for a, b, _ in edge.pairs:
+                y[(u, v), a, b] = var = model.new_bool_var(f"y[{u},{v},{a},{b}]")
+                rows[a].append(var)
+                cols[b].append(var)
+            for a, row in enumerate(edge.rows):
+                model.add(cp_model.LinearExpr.sum(rows[a]) == cp_model.LinearExpr.sum([x[u, i] for i in row]))
+            for b, col in enumerate(edge.cols):
+                model.add(cp_model.LinearExpr.sum(cols[b]) == cp_model.LinearExpr.sum([x[v, j] for j in col]))
         # Objective
         terms = [(var, int(core.nodes[u].costs[i])) for (u, i), var in x.items()]
-        terms += [(var, pair_cost[key]) for key, var in y.items()]
+        terms += [(y[e, a, b], int(cost)) for e, edge in edges.items() for a, b, cost in edge.pairs]
         terms = [(var, c) for var, c in terms if c]
         model.minimize(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms]))
         if hint is not None:
             for (u, i), var in x.items():
                 model.add_hint(var, hint[u] == i)
             for ((u, v), a, b), var in y.items():
-                rows, cols = members[u, v]
-                model.add_hint(var, hint[u] in rows[a] and hint[v] in cols[b])
+                model.add_hint(var, hint[u] in edges[u, v].rows[a] and hint[v] in edges[u, v].cols[b])
         # Solve
         solver = cp_model.CpSolver()
         params = solver.parameters

@@ -6,8 +6,10 @@ import math
 import re
 
 import numpy as np
+import pytest
 
 from solvers import Problem, solve
+from solvers.bound import lp_lower_bound
 from solvers.classes import edge_classes
 from tests.solvers.instances import brute_force
 
@@ -65,3 +67,39 @@ def test_cpsat_on_edge_classes_matches_brute_force_with_fewer_pair_variables():
         assert pair_variables <= finite_pairs, seed
         merged += pair_variables < finite_pairs
     assert merged > 20
+
+
+def _per_candidate_lp(problem: Problem) -> float:
+    """The local polytope's LP optimum with one pair variable per candidate pair (no classes), by GLOP."""
+    from ortools.linear_solver import pywraplp
+
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    live = [[int(i) for i in np.flatnonzero(np.isfinite(node.costs))] for node in problem.nodes]
+    x = {(u, i): lp.NumVar(0, 1, "") for u in range(problem.num_nodes) for i in live[u]}
+    objective = sum(float(problem.nodes[u].costs[i]) * var for (u, i), var in x.items())
+    for u in range(problem.num_nodes):
+        lp.Add(sum(x[u, i] for i in live[u]) == 1)
+    for (u, v), m in problem.pairs.items():
+        y = {(i, j): lp.NumVar(0, 1, "") for i in live[u] for j in live[v] if np.isfinite(m[i, j])}
+        objective += sum(float(m[i, j]) * var for (i, j), var in y.items())
+        for i in live[u]:
+            lp.Add(sum(var for (a, _), var in y.items() if a == i) == x[u, i])
+        for j in live[v]:
+            lp.Add(sum(var for (_, b), var in y.items() if b == j) == x[v, j])
+    lp.Minimize(objective)
+    assert lp.Solve() == pywraplp.Solver.OPTIMAL
+    return lp.Objective().Value()
+
+
+def test_lp_on_edge_classes_is_as_tight_as_the_per_candidate_lp():
+    checked = 0
+    for seed in range(25):
+        problem = _layout_problem(100 + seed, nodes=5, density=1.0)
+        optimum, _ = brute_force(problem)
+        if math.isinf(optimum):
+            continue
+        bound = lp_lower_bound(problem, presolve=False)
+        assert bound <= optimum + 1e-9, seed
+        assert bound == pytest.approx(_per_candidate_lp(problem), abs=1e-6), seed
+        checked += 1
+    assert checked >= 15
