@@ -166,8 +166,8 @@ class ILPSolver(Solver):
         (False: the whole problem, for ablation).
     dominance
         CP-SAT only: forbid the core's dominated candidates (``solvers/dominance.py``; exact on the integer costs). On
-        the DenseNet-201 problem of 2026-11-23 it forbids 3681 of the core's 5390 candidates and GLOP takes 3.4 s
-        instead of 12.2 s (docs/measurements.md) (False: keep them, for ablation).
+        the DenseNet-201 problem of 2026-11-23 it forbids 3681 of the core's 5390 candidates, and GLOP took 3.4 s
+        instead of 12.2 s on the per-candidate model of then (docs/measurements.md) (False: keep them, for ablation).
     lp_first
         Solve the LP relaxation of the core (GLOP, dual simplex) before the backend. When the LP optimum, rounded to
         the largest ``x`` of each node, costs no more than the LP's Lagrangian bound allows (see Notes), it is proven
