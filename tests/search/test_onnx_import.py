@@ -146,3 +146,34 @@ def test_without_onnx_the_error_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "onnx", None)  # makes `import onnx` raise ImportError
     with pytest.raises(SearchError, match="pip install onnx"):
         load_model(str(tmp_path / "model.onnx"))
+
+
+def test_several_outputs_come_back_as_a_tuple(onnx, tmp_path):
+    """Two heads, as in SSD: the frontend gathers the outputs in a tuple binding before returning it."""
+    from onnx import TensorProto, helper, numpy_helper
+    from tvm.relax.frontend.onnx import from_onnx
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+             for n, s in (("w1", (C, 3, 3, 3)), ("w2", (4, C, 1, 1)))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+    ]
+    outputs = [helper.make_tensor_value_info("r1", TensorProto.FLOAT, [1, C, 16, 16]),
+               helper.make_tensor_value_info("c2", TensorProto.FLOAT, [1, 4, 16, 16])]
+    data_info = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])
+    graph = helper.make_graph(nodes, "heads", [data_info], outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "heads.onnx"
+    onnx.save(model, str(path))
+    mod = load_model(str(path))
+    assert vocabulary_violations(mod) == []
+
+    data = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    run = [relax.VirtualMachine(tvm.compile(m, target=TARGET), tvm.cpu())["main"](tvm.runtime.tensor(data, tvm.cpu()))
+           for m in (mod, from_onnx(model))]
+    assert len(run[0]) == len(run[1]) == 2
+    for actual, expected in zip(*run):
+        assert np.abs(actual.numpy() - expected.numpy()).max() <= 1e-5 * np.abs(expected.numpy()).max()

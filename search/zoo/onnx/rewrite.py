@@ -137,6 +137,10 @@ class Rewriter:
                 body = self.func.body.body
                 if isinstance(body, relax.Tuple):
                     result = relax.Tuple([self.tensor(f) for f in body.fields])
+                elif isinstance(items := self.value(body), Items):
+                    if sorted(items.items) != list(range(len(body.ty.fields))):
+                        raise Unsupported(f"the output {items.producer} has items that could not be converted")
+                    result = relax.Tuple([items.items[i] for i in sorted(items.items)])
                 else:
                     result = self.tensor(body)
                 gv = self.bb.emit_output(result)
@@ -154,8 +158,8 @@ class Rewriter:
             if value.index not in items.items:
                 return Unusable(f"output {value.index} of {items.producer} is not supported")
             return items.items[value.index]
-        if isinstance(value, relax.Tuple):
-            raise Unsupported(f"binding {var.name!r}: tuple values other than the output are not supported")
+        if isinstance(value, relax.Tuple):  # e.g. the outputs gathered before the function returns them
+            return Items({i: self.tensor(f) for i, f in enumerate(value.fields)}, producer=f"tuple {var.name!r}")
         if not isinstance(value, relax.Call):
             raise Unsupported(f"binding {var.name!r}: {type(value).__name__} is not supported")
         if not isinstance(value.op, tvm.ir.Op):
