@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.export import export  # noqa: E402
+from search.export import export, make_target, reference_outputs  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
 from search.plan import BASELINES, Plan, baseline_plan  # noqa: E402
 from search.zoo import load_model  # noqa: E402
@@ -50,10 +50,13 @@ def main() -> None:
     for model in args.models:
         model_args = {"batch": 1, "image_size": args.image_size, "seed": 0}
         graph = extract_graph(load_model(model, **model_args))
+        target = make_target(args.threads)
+        reference = reference_outputs(graph, target, model_args["seed"])
         for name in BASELINES:
             start = time.perf_counter()
             plan = Plan(baseline_plan(graph, name).choices, model, model_args)
-            directory = export(graph, plan, threads=args.threads).save(work / f"{model}-{name}")
+            compiled = export(graph, plan, target=target, threads=args.threads, reference=reference)
+            directory = compiled.save(work / f"{model}-{name}")
             artifacts[(model, name)] = directory
             print(f"exported {model} {name} in {time.perf_counter() - start:.0f} s", file=sys.stderr)
 

@@ -56,7 +56,7 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines."""
     from experiments.tune import extract
     from search.costs import plan_from_assignment
-    from search.export import export
+    from search.export import export, make_target, reference_outputs
     from search.plan import Plan, baseline_plan
     from solvers import solve
 
@@ -67,9 +67,13 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     plans = {"tessera": plan_from_assignment(solutions[solver].assignment, extracted.model, extracted.args)}
     plans.update({name: Plan(baseline_plan(extracted.graph, name).choices, extracted.model, extracted.args)
                   for name in BASELINES})
+    target = make_target(args.threads)
+    reference = reference_outputs(extracted.graph, target, extracted.args["seed"])
     paths = {}
     for label, plan in plans.items():
-        paths[label] = export(extracted.graph, plan, threads=args.threads).save(work / label)
+        compiled = export(extracted.graph, plan, target=target, threads=args.threads, seed=extracted.args["seed"],
+                          reference=reference)
+        paths[label] = compiled.save(work / label)
         if label == "tessera":
             facts = {"tasks": extracted.tasks, "measured": extracted.new, "extract_seconds": extracted.seconds,
                      "tessera_seconds": time.monotonic() - start, "predicted_ms": solutions[solver].cost,

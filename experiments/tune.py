@@ -356,10 +356,12 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
     with identical plans share one export and timing), and the 1-minute load average before and after timing.
     """
     from search.artifact import load_artifact
-    from search.export import export, make_target
+    from search.export import export, make_target, reference_outputs
 
     graph, problem, threads = extracted.graph, extracted.problem, extracted.problem.meta["threads"]
     target = make_target(threads)
+    seed = extracted.args["seed"]
+    reference = reference_outputs(graph, target, seed)
     keep = keep or {}
     distinct: dict[tuple, str] = {}  # choices -> the first label with them
     results: dict[str, dict[str, Any]] = {}
@@ -372,7 +374,7 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
                 continue
             distinct[key] = label
             where = keep.get(label, Path(scratch) / f"plan{index}")
-            compiled = export(graph, plan, target=target, threads=threads, seed=extracted.args["seed"])
+            compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference)
             compiled.save(where)
             artifacts[label] = load_artifact(where)
             results[label] = {"predicted_ms": problem.evaluate(plan.choices),

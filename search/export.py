@@ -52,6 +52,11 @@ def run_vm(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [item.numpy() for item in result]
 
 
+def reference_outputs(graph: OpGraph, target: tvm.target.Target, seed: int) -> list[np.ndarray]:
+    """The stock NCHW build's outputs on ``random_inputs(graph, seed)``: what ``export`` checks a plan against."""
+    return run_vm(tvm.compile(graph.module, target=target), random_inputs(graph, seed))
+
+
 def relative_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
     """Largest ``max|out - ref| / max|ref|`` over the outputs."""
     errors = []
@@ -89,6 +94,7 @@ def export(
     target: tvm.target.Target | None = None,
     threads: int = 1,
     seed: int = 0,
+    reference: list[np.ndarray] | None = None,
 ) -> CompiledPlan:
     """Compile ``plan`` for a model and check it against the model's stock NCHW build.
 
@@ -104,6 +110,9 @@ def export(
         Cores the target is compiled for (recorded in the manifest).
     seed : int
         Seed of the random input used by the numerical check.
+    reference : list of numpy.ndarray, optional
+        ``reference_outputs(graph, target, seed)`` when several plans of one graph are exported (it compiles the
+        stock module); computed here if None.
 
     Raises
     ------
@@ -116,9 +125,9 @@ def export(
     target = target or make_target(threads)
     emitted = emit_module(graph, chosen, target)
     executable = lower_and_compile(emitted.module, emitted.kernels, target)
-    inputs = random_inputs(graph, seed)
-    reference = run_vm(tvm.compile(graph.module, target=target), inputs)
-    error = relative_error(run_vm(executable, inputs), reference)
+    if reference is None:
+        reference = reference_outputs(graph, target, seed)
+    error = relative_error(run_vm(executable, random_inputs(graph, seed)), reference)
     if not error <= TOLERANCE:
         raise SearchError(f"numerical check failed: relative error {error:.3g} > {TOLERANCE:g} against the stock "
                           f"NCHW build (plan for {plan.model or 'the model'})")

@@ -12,7 +12,7 @@ from tvm import relax
 from search.artifact import load_artifact, measure_latency
 from search.emit import emit_module
 from search.errors import SearchError
-from search.export import export, make_target, random_inputs, relative_error, run_vm
+from search.export import export, make_target, random_inputs, reference_outputs, relative_error, run_vm
 from search.graph import extract_graph
 from search.lower import lower_and_compile
 from search.plan import Plan, baseline_plan, validate
@@ -88,6 +88,16 @@ def test_blocked_predictors_feed_fixed_ssd_outputs(target):
     compiled = export(graph, plan, target=target, threads=1)
     assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
     assert run_vm(compiled.executable, random_inputs(graph, 0))[0].shape == (1, 240, 4)
+
+
+def test_a_given_reference_is_what_the_plan_is_checked_against(graph, target):
+    plan = Plan(MIXED, model="tiny", args={"batch": 1})
+    reference = reference_outputs(graph, target, 5)
+    once = export(graph, plan, target=target, threads=1, seed=5)
+    given = export(graph, plan, target=target, threads=1, seed=5, reference=reference)
+    assert given.manifest["numerical_check"] == once.manifest["numerical_check"]
+    with pytest.raises(SearchError, match="numerical check failed"):
+        export(graph, plan, target=target, threads=1, seed=5, reference=[2.0 * r for r in reference])
 
 
 def test_invalid_plan_fails_before_compiling(graph, target):
