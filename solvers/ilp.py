@@ -42,7 +42,7 @@ BACKENDS = ("cpsat", "scip")
 HINT_BRANCH = 1
 """The hint is PBQP's with ``branch=1`` (every candidate of the core's highest-degree node tried). On the DenseNet-201
 problem of 2026-11-23 it finds the optimum, which one PBQP run misses by 0.03%, and with it CP-SAT proved the optimum
-for each of the five seeds tried; from one run's hint, for three of six (docs/measurements.md)."""
+for each of the six seeds tried; from one run's hint, for three of six (docs/measurements.md)."""
 
 SCIP_MARGIN = 1e-6
 """SCIP's dual bound is lowered by ``SCIP_MARGIN * (1 + |bound|)`` for its floating-point tolerances."""

@@ -109,8 +109,8 @@ class PBQPSolver(Solver):
         its other live candidates, and keep the cheapest assignment (default 0: one run). RN decides a hub by what
         its neighbours cost locally, so it cannot see a move of a whole densely connected group; fixing the hub
         first lets the reductions follow it. On the core ``ilp`` solves of the DenseNet-201 problem of 2026-11-23
-        (196 nodes), ``branch=1`` (22 more runs, under 2 s) finds the optimum, 0.03% below one run's cost, by moving a
-        whole dense block to another layout.
+        (196 nodes), ``branch=1`` (22 more runs, 1.7-2.8 s on a loaded machine) finds the optimum, 0.03% below one
+        run's cost, by moving a whole dense block to another layout.
 
     Examples
     --------
