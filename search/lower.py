@@ -11,10 +11,11 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
+from search.templates.common import VECTOR_LANES as LANES  # a longer reduction's channels: this many at a time
+
 SCHEDULED = "tir.is_scheduled"
 MIN_PARALLEL = 4  # fuse leading spatial loops until at least this many parallel iterations
 MAX_VECTOR = 64  # longest loop vectorised whole
-LANES = 16  # float32 lanes of an AVX-512 register: a longer reduction's channels are vectorised this many at a time
 OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into or out of such a function
 
 
