@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from cost_models.cache import canonical
+from search.isa import HOST
 
 FEATURE_VERSION = 2  # 2: oc_padding, width_padding (the conv template pads channels and width)
-VECTOR_LANES = 16  # float32 lanes of an AVX-512 register (search.templates.common)
-ACCUMULATORS = 28  # vector registers a register tile may use
+VECTOR_LANES = HOST.lanes  # as the templates (search.templates.common)
+ACCUMULATORS = HOST.accumulators
 BYTES = 4  # float32
 
 KINDS = ("conv2d", "depthwise_conv2d", "dense", "layout_transform")

@@ -14,11 +14,12 @@ import tvm
 from tvm import te
 
 from search.errors import SearchError
+from search.isa import HOST
 from search.layouts import block_size
 from search.templates.workloads import Epilogue, Knobs
 
-VECTOR_LANES = 16  # float32 lanes of an AVX-512 register
-MAX_ACCUMULATORS = 28  # vector registers a register tile may use as accumulators
+VECTOR_LANES = HOST.lanes  # float32 lanes of a vector register of the host (16 with AVX-512, 8 with AVX2)
+MAX_ACCUMULATORS = HOST.accumulators  # vector registers a register tile may use as accumulators
 
 
 def view_block(layout: str, channels: int) -> int:

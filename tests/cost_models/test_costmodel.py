@@ -135,10 +135,3 @@ def test_predicted_costs_measure_nothing_and_hybrid_measures_its_fraction(synthe
     assert hybrid.stats["predicted"] == len(real_tasks) - len(cache)
     assert hybrid.model.provenance["refits"]  # refit on what it measured
 
-
-def test_features_mirror_the_templates_vector_constants():
-    """features.py stays free of TVM, so it repeats two template constants: they must agree."""
-    from cost_models import features
-    from search.templates import common
-
-    assert (features.VECTOR_LANES, features.ACCUMULATORS) == (common.VECTOR_LANES, common.MAX_ACCUMULATORS)

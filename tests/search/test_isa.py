@@ -1,0 +1,30 @@
+"""The host's vector unit: read from the CPU flags, as LLVM sees the host, shared by templates and features."""
+
+from __future__ import annotations
+
+import tvm
+
+from search.export import make_target
+from search.isa import AVX2, AVX512, HOST, cpu_flags, host_vector_unit
+
+
+def test_the_unit_follows_the_avx512f_flag(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n\nprocessor\t: 1\nflags\t\t: fpu avx512f\n")
+    assert cpu_flags(cpuinfo) == {"fpu", "sse2", "avx", "avx2", "fma"} and host_vector_unit(cpuinfo) is AVX2
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: avx2 avx512f avx512bw\n")
+    assert host_vector_unit(cpuinfo) is AVX512
+    assert cpu_flags(tmp_path / "missing") == set() and host_vector_unit(tmp_path / "missing") is AVX2
+
+
+def test_the_host_unit_is_what_llvm_compiles_for():
+    assert HOST is (AVX512 if tvm.target.codegen.target_has_features("avx512f", make_target(1)) else AVX2)
+
+
+def test_templates_and_cost_model_features_use_the_host_unit():
+    from cost_models import features
+    from search import lower
+    from search.templates import common
+
+    assert common.VECTOR_LANES == lower.LANES == features.VECTOR_LANES == HOST.lanes
+    assert common.MAX_ACCUMULATORS == features.ACCUMULATORS == HOST.accumulators
