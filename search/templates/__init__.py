@@ -13,13 +13,15 @@ import numpy as np
 import tvm
 
 from search.errors import SearchError
+from search.isa import AVX512, HOST
 from search.templates import conv2d, dense, depthwise
 from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec, Knobs
 
 # Part of every cached timing's context. Bump it whenever a template's code (or search/lower.py's schedule of layout
 # transforms) changes what it generates, or cost_models/timer.py changes how a kernel is timed, so timings taken the
-# old way are no longer reused. 2: the timer stopped re-pinning the thread pool before every timing.
-TEMPLATE_VERSION = "2"
+# old way are no longer reused. 2: the timer stopped re-pinning the thread pool before every timing. 3: the templates
+# are sized for the host's vector unit (search/isa.py); an AVX-512 host generates what version 2 did, so keeps it.
+TEMPLATE_VERSION = "2" if HOST is AVX512 else "3"
 
 __all__ = [
     "Conv2DWorkload",
