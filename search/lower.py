@@ -11,7 +11,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from search.templates.common import VECTOR_LANES as LANES  # a longer reduction's channels: this many at a time
+from search.templates.common import unit
 
 SCHEDULED = "tir.is_scheduled"
 MIN_PARALLEL = 4  # fuse leading spatial loops until at least this many parallel iterations
@@ -39,7 +39,7 @@ def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
         if 1 < spatial < len(loops) and _contiguous_lanes(sch, block, loops[spatial - 1], spatial - 1):
             vector, outer = loops[spatial - 1], loops[: spatial - 1]
             if int(sch.get(vector).extent) > MAX_VECTOR:  # NHWC's channels: a vector's worth at a time
-                rest, vector = sch.split(vector, [None, LANES])
+                rest, vector = sch.split(vector, [None, unit().lanes])
                 outer = [*outer, rest]
             sch.reorder(*loops[spatial:], vector)  # a reduction: its window loops go outside
         else:
@@ -60,10 +60,10 @@ def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
 
 def _contiguous_lanes(sch: tvm.s_tir.Schedule, block, loop, index: int) -> bool:
     """Whether ``loop`` (bound to the block's iter var ``index``) is worth vectorising inside a reduction: a loop of
-    at most MAX_VECTOR or a multiple of LANES iterations that only ever indexes the last dimension of what the block
-    reads, alone (a channel block or NHWC's channels, not a window)."""
+    at most MAX_VECTOR iterations or a multiple of the vector lanes that only ever indexes the last dimension of what
+    the block reads, alone (a channel block or NHWC's channels, not a window)."""
     extent = int(sch.get(loop).extent)
-    if extent < 2 or (extent > MAX_VECTOR and extent % LANES):
+    if extent < 2 or (extent > MAX_VECTOR and extent % unit().lanes):
         return False
     var = sch.get(block).iter_vars[index].var
     reads = sch.get(block).reads

@@ -8,18 +8,35 @@ parameter buffers are then re-indexed to the physical layout with ``Schedule.tra
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import tvm
 from tvm import te
 
 from search.errors import SearchError
-from search.isa import HOST
+from search.isa import HOST, VectorUnit
 from search.layouts import block_size
 from search.templates.workloads import Epilogue, Knobs
 
-VECTOR_LANES = HOST.lanes  # float32 lanes of a vector register of the host (16 with AVX-512, 8 with AVX2)
-MAX_ACCUMULATORS = HOST.accumulators  # vector registers a register tile may use as accumulators
+_unit = HOST
+
+
+def unit() -> VectorUnit:
+    """The vector unit the templates size vectors and register tiles for: the host's unless ``sized_for``."""
+    return _unit
+
+
+@contextmanager
+def sized_for(target_unit: VectorUnit) -> Iterator[None]:
+    """Size the templates (and the generic schedule) for ``target_unit`` inside the block: kernels compiled for
+    another CPU, or the knob spaces of both units tested on one host. Not thread-safe: it sets a module global."""
+    global _unit
+    saved, _unit = _unit, target_unit
+    try:
+        yield
+    finally:
+        _unit = saved
 
 
 def view_block(layout: str, channels: int) -> int:
@@ -125,7 +142,7 @@ def by_closeness(values: Sequence[int], default: int) -> list[int]:
 
 def reg_tile_default(width: int, vectors_per_row: int) -> int:
     """Largest divisor of ``width`` up to 14 whose tile fits the accumulator registers."""
-    fits = [d for d in divisors(width, 14) if d * vectors_per_row <= MAX_ACCUMULATORS]
+    fits = [d for d in divisors(width, 14) if d * vectors_per_row <= unit().accumulators]
     return fits[-1] if fits else 1
 
 

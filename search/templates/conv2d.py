@@ -22,8 +22,6 @@ from tvm import te, topi
 
 from search.layouts import block_size, candidate_layouts
 from search.templates.common import (
-    MAX_ACCUMULATORS,
-    VECTOR_LANES,
     by_closeness,
     divisors,
     epilogue_compute,
@@ -32,6 +30,7 @@ from search.templates.common import (
     reg_tile_default,
     relayout_params,
     resolve_knobs,
+    unit,
     vectorize_tile,
     view_block,
 )
@@ -54,7 +53,7 @@ def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
 
 
 def _vectors(block: int) -> int:
-    return -(-block // VECTOR_LANES)
+    return -(-block // unit().lanes)
 
 
 def _padded(extent: int, tile: int) -> int:
@@ -64,7 +63,7 @@ def _padded(extent: int, tile: int) -> int:
 
 def _lane_use(channels: int, block: int) -> Fraction:
     """Share of the vector lanes doing real work when ``channels`` are computed in blocks of ``block``."""
-    return Fraction(channels, _padded(channels, block) // block * _vectors(block) * VECTOR_LANES)
+    return Fraction(channels, _padded(channels, block) // block * _vectors(block) * unit().lanes)
 
 
 def _oc_blocks(channels: int) -> list[int]:
@@ -83,7 +82,7 @@ def _reg_tiles(width: int, vectors: int) -> list[int]:
     default = reg_tile_default(width, vectors)
     tiles = by_closeness(divisors(width, MAX_REG_N), default)
     if default < MIN_REG_N < width:
-        fits = [t for t in range(MAX_PADDED_REG_N, MIN_REG_N - 1, -1) if t * vectors <= MAX_ACCUMULATORS]
+        fits = [t for t in range(MAX_PADDED_REG_N, MIN_REG_N - 1, -1) if t * vectors <= unit().accumulators]
         tiles = sorted(fits, key=lambda t: Fraction(_padded(width, t) * (t + 1), t)) + tiles
     return tiles[:REG_N_CHOICES]
 
@@ -103,7 +102,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     space = knob_product(_choices(spec), None)
     block = block_size(spec.out_layout)
-    fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= MAX_ACCUMULATORS]
+    fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
     return fits if size is None else fits[: max(size, 0)]
 
 

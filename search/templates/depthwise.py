@@ -14,7 +14,6 @@ from tvm import te, topi
 
 from search.layouts import candidate_layouts
 from search.templates.common import (
-    VECTOR_LANES,
     by_closeness,
     divisors,
     epilogue_compute,
@@ -23,6 +22,7 @@ from search.templates.common import (
     reg_tile_default,
     relayout_params,
     resolve_knobs,
+    unit,
     vectorize_tile,
     view_block,
 )
@@ -45,10 +45,10 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
         choices["c_bn"] = [b for b in C_BLOCKS if wl.in_channels % b == 0] or [1]
         block = choices["c_bn"][0]
     if spec.in_layout == "NCHW":  # the register tile is the vector
-        default = max(divisors(wl.out_width, VECTOR_LANES))
+        default = max(divisors(wl.out_width, unit().lanes))
     else:
-        default = reg_tile_default(wl.out_width, -(-block // VECTOR_LANES))
-    choices["reg_n"] = by_closeness(divisors(wl.out_width, 2 * VECTOR_LANES), default)[:REG_N_CHOICES]
+        default = reg_tile_default(wl.out_width, -(-block // unit().lanes))
+    choices["reg_n"] = by_closeness(divisors(wl.out_width, 2 * unit().lanes), default)[:REG_N_CHOICES]
     if wl.kernel[1] > 1:  # NCHW: ~2x faster without unrolling kw (one noisy 1-thread measurement)
         choices["unroll_kw"] = [0, 1] if spec.in_layout == "NCHW" else [1, 0]
     return choices

@@ -21,10 +21,12 @@ def test_the_host_unit_is_what_llvm_compiles_for():
     assert HOST is (AVX512 if tvm.target.codegen.target_has_features("avx512f", make_target(1)) else AVX2)
 
 
-def test_templates_and_cost_model_features_use_the_host_unit():
+def test_templates_and_cost_model_features_use_the_host_unit_unless_sized_for_another():
     from cost_models import features
-    from search import lower
-    from search.templates import common
+    from search.templates.common import sized_for, unit
 
-    assert common.VECTOR_LANES == lower.LANES == features.VECTOR_LANES == HOST.lanes
-    assert common.MAX_ACCUMULATORS == features.ACCUMULATORS == HOST.accumulators
+    assert unit() is HOST and (features.VECTOR_LANES, features.ACCUMULATORS) == (HOST.lanes, HOST.accumulators)
+    other = AVX2 if HOST is AVX512 else AVX512
+    with sized_for(other):
+        assert unit() is other
+    assert unit() is HOST

@@ -10,6 +10,7 @@ import tvm
 
 from cost_models.timer import compile_kernel
 from search.errors import SearchError
+from search.isa import AVX2, AVX512
 from search.layouts import from_nchw, to_nchw
 from search.templates import (
     Conv2DWorkload,
@@ -22,6 +23,7 @@ from search.templates import (
     pack_weight,
     supported_layouts,
 )
+from search.templates.common import sized_for
 
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
 RNG = np.random.default_rng(0)
@@ -239,15 +241,26 @@ def test_knob_space_deterministic_default_first_and_capped(spec):
     assert script(space[0]) == script(()) != script(space[-1])
 
 
-def test_knobs_pad_channels_and_width_only_where_divisors_waste_the_vector():
+@pytest.mark.parametrize(
+    ("unit", "reg_n"),
+    [(AVX512, {"head": 12, "wide": 14, "8c": 9, "16c": 9}),  # one vector per row of 16 channels, 28 accumulators
+     (AVX2, {"head": 6, "wide": 7, "8c": 9, "16c": 6})],  # two vectors per 16 channels, 14 accumulators
+)
+def test_knobs_pad_channels_and_width_only_where_divisors_waste_the_vector(unit, reg_n):
     def default(wl, out_layout="NCHW"):
-        return dict(knob_space(KernelSpec(wl, "NCHW", out_layout))[0])
+        with sized_for(unit):
+            return dict(knob_space(KernelSpec(wl, "NCHW", out_layout))[0])
 
     head = Conv2DWorkload(1, 16, 8, 71, 126, (3, 3), (1, 1), (1, 1, 1, 1))  # SSD's 126-channel heads, 71 wide
-    assert default(head) == {"oc_bn": 16, "reg_n": 12, "unroll_kw": 1}  # 128 channels and 72 columns computed
-    assert default(replace(head, out_channels=128, width=56)) == {"oc_bn": 16, "reg_n": 14, "unroll_kw": 1}
-    assert default(replace(head, out_channels=24, width=17), "NCHW8c")["reg_n"] == 9
-    spec = KernelSpec(CONV_PADDED, "NCHW8c", "NCHW", (("oc_bn", 16), ("reg_n", 9), ("unroll_kw", 1)))
+    assert default(head) == {"oc_bn": 16, "reg_n": reg_n["head"], "unroll_kw": 1}  # 128 channels, 72 columns computed
+    assert default(replace(head, out_channels=128, width=56)) == {"oc_bn": 16, "reg_n": reg_n["wide"], "unroll_kw": 1}
+    assert default(replace(head, out_channels=24, width=17), "NCHW8c")["reg_n"] == reg_n["8c"]
+    assert default(replace(head, out_channels=32, width=17), "NCHW16c")["reg_n"] == reg_n["16c"]
+
+
+def test_padded_kernel_shapes():
+    """A knob setting valid with both vector units: 16 channels (4 padded) and tiles of 6 columns (18 computed)."""
+    spec = KernelSpec(CONV_PADDED, "NCHW8c", "NCHW", (("oc_bn", 16), ("reg_n", 6), ("unroll_kw", 1)))
     func = build_kernel(spec, TARGET)
     weight, out = (tuple(int(e) for e in func.params[i].shape) for i in (1, -1))
     assert weight == (1, 1, 3, 3, 8, 16) and out == (1, 12, 5, 17)
