@@ -29,12 +29,10 @@ import tvm  # noqa: E402
 from search.artifact import Artifact, load_artifact, measure_latency  # noqa: E402
 from search.export import export  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
-from search.isa import AVX2, AVX512  # noqa: E402
+from search.isa import UNITS  # noqa: E402
 from search.plan import baseline_plan  # noqa: E402
 from search.templates.common import sized_for  # noqa: E402
 from search.zoo import load_model  # noqa: E402
-
-UNITS = {u.name: u for u in (AVX2, AVX512)}
 
 
 def build(model: str, mcpu: str, threads: int) -> Artifact:

@@ -49,7 +49,8 @@ def _run_solve(args: argparse.Namespace) -> int:
     result = solution.to_dict()
     if args.out:  # a plan file for `tessera export` that also keeps the solution summary
         summary = {k: v for k, v in result.items() if k != "assignment"}
-        plan = {"model": problem.meta.get("model", ""), "args": problem.meta.get("args", {}),
+        unit = {"vector_unit": problem.meta["vector_unit"]} if problem.meta.get("vector_unit") else {}
+        plan = {"model": problem.meta.get("model", ""), "args": problem.meta.get("args", {}), **unit,
                 "choices": result["assignment"], "solution": summary}
         write_json_atomic(args.out, plan)
     print(json.dumps(result))
@@ -123,6 +124,7 @@ def _run_export(args: argparse.Namespace) -> int:
     from search.export import export
     from search.graph import extract_graph
     from search.plan import BASELINES, Plan, baseline_plan
+    from search.templates.common import unit
     from search.zoo import load_model
 
     saved = None if args.plan in BASELINES else Plan.load(args.plan)
@@ -132,7 +134,10 @@ def _run_export(args: argparse.Namespace) -> int:
         model_args[key] = model_args[key] if value is None else value
     graph = extract_graph(load_model(args.model, **model_args))
     choices = saved.choices if saved else baseline_plan(graph, args.plan).choices
-    plan = Plan(choices, args.model, model_args)
+    plan = Plan(choices, args.model, model_args, saved.vector_unit if saved else "")
+    if plan.vector_unit and plan.vector_unit != unit().name:
+        print(f"note: the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
+              f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)", file=sys.stderr)
     compiled = export(graph, plan, threads=args.threads, seed=model_args["seed"])
     compiled.save(args.out)
     m, check = compiled.manifest, compiled.manifest["numerical_check"]

@@ -29,6 +29,7 @@ from search.errors import SearchError
 from search.graph import KERNEL_KINDS, OpGraph
 from search.layouts import block_size
 from search.plan import BASELINES, Plan, baseline_plan
+from search.templates.common import unit
 from solvers.problem import Problem
 
 DEFAULT_LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c", "NCHW32c")
@@ -223,9 +224,11 @@ def build_problem(
     edges = [(src, dst, costing.edge_matrix(src, dst, carried))
              for (src, dst), carried in costing.edge_groups().items()]
     candidates = {op.name: costing.candidate_meta(op.name) for op in graph.tunable}
-    return Problem.build(nodes, edges, {**dict(meta or {}), "unit": "ms", "candidates": candidates})
+    meta = {**dict(meta or {}), "unit": "ms", "vector_unit": unit().name, "candidates": candidates}
+    return Problem.build(nodes, edges, meta)
 
 
 def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None) -> Plan:
-    """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices."""
-    return Plan(dict(assignment), model, dict(args or {}))
+    """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices, their knobs
+    those of the templates as sized now (the host's unit)."""
+    return Plan(dict(assignment), model, dict(args or {}), unit().name)

@@ -20,8 +20,10 @@ from search.artifact import quiet_tvm_log, random_arrays
 from search.emit import emit_module
 from search.errors import SearchError
 from search.graph import OpGraph, extract_graph
+from search.isa import UNITS
 from search.lower import lower_and_compile
 from search.plan import Plan, validate
+from search.templates.common import sized_for, unit
 
 TOLERANCE = 1e-3
 """Largest accepted ``max|out - ref| / max|ref|`` of a plan against the stock build. On ssd_resnet50_512 float32
@@ -103,7 +105,8 @@ def export(
     mod_or_graph : tvm.IRModule or OpGraph
         The model (a graph keeps its source module, which is the numerical reference).
     plan : Plan
-        A candidate for every tunable node (validated before anything is compiled).
+        A candidate for every tunable node (validated before anything is compiled). The templates are sized for the
+        plan's ``vector_unit`` (its knobs were chosen for it; the code is correct on either unit), else the host's.
     target : tvm.target.Target, optional
         Defaults to ``make_target(threads)``.
     threads : int
@@ -121,10 +124,12 @@ def export(
         the reference's largest magnitude).
     """
     graph = mod_or_graph if isinstance(mod_or_graph, OpGraph) else extract_graph(mod_or_graph)
-    chosen = validate(plan, graph)
     target = target or make_target(threads)
-    emitted = emit_module(graph, chosen, target)
-    executable = lower_and_compile(emitted.module, emitted.kernels, target)
+    vector_unit = UNITS[plan.vector_unit] if plan.vector_unit else unit()
+    with sized_for(vector_unit):
+        chosen = validate(plan, graph)
+        emitted = emit_module(graph, chosen, target)
+        executable = lower_and_compile(emitted.module, emitted.kernels, target)
     if reference is None:
         reference = reference_outputs(graph, target, seed)
     error = relative_error(run_vm(executable, random_inputs(graph, seed)), reference)
@@ -139,6 +144,7 @@ def export(
         "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
                    "num-cores": int(target.attrs.get("num-cores", threads))},
         "threads": int(threads),
+        "vector_unit": vector_unit.name,
         "tvm_version": tvm.__version__,
         "tessera_version": importlib.metadata.version("tessera"),
         "kernels": len(emitted.kernels),

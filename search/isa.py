@@ -24,6 +24,7 @@ class VectorUnit:
 AVX512 = VectorUnit("avx512", lanes=16, accumulators=28)
 AVX2 = VectorUnit("avx2", lanes=8, accumulators=14)
 """Four registers (AVX-512) or two (AVX2) stay free for the input broadcasts and the weights."""
+UNITS = {unit.name: unit for unit in (AVX512, AVX2)}
 
 
 def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:

@@ -2,8 +2,12 @@
 
 A plan file::
 
-    {"model": "resnet18", "args": {"batch": 1, "image_size": 224},
+    {"model": "resnet18", "args": {"batch": 1, "image_size": 224}, "vector_unit": "avx512",
      "choices": {"conv2d_0": "NCHW>NCHW16c:reg_n=14,unroll_kw=1", "concat_0": "NCHW16c", ...}}
+
+``vector_unit`` names the unit the candidates' knobs were chosen for (``search.isa.UNITS``; a plan tuned on an
+AVX-512 host may name register tiles an AVX2 host's templates do not offer). Without it (baselines, older files) the
+knobs are read against the host's unit.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from search.candidates import Candidate, check_candidate, kernel_spec
 from search.errors import SearchError
 from search.graph import KERNEL_KINDS, Op, OpGraph
+from search.isa import UNITS
 from search.layouts import BLOCK_SIZES, block_size
 from search.templates import knob_space
 from solvers.problem import write_json_atomic
@@ -25,14 +30,21 @@ BASELINES = ("nchw", "nhwc", "nchw16c")
 
 @dataclass(frozen=True)
 class Plan:
-    """Node name -> candidate name, plus the model it was made for (name and load arguments)."""
+    """Node name -> candidate name, plus the model it was made for (name and load arguments) and the vector unit
+    its knobs were chosen for ("" when unknown: the host's)."""
 
     choices: dict[str, str]
     model: str = ""
     args: dict[str, Any] = field(default_factory=dict)
+    vector_unit: str = ""
+
+    def __post_init__(self) -> None:
+        if self.vector_unit and self.vector_unit not in UNITS:
+            raise SearchError(f"unknown vector unit {self.vector_unit!r}; known: {', '.join(sorted(UNITS))}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"model": self.model, "args": dict(self.args), "choices": dict(self.choices)}
+        unit = {"vector_unit": self.vector_unit} if self.vector_unit else {}
+        return {"model": self.model, "args": dict(self.args), **unit, "choices": dict(self.choices)}
 
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
@@ -41,7 +53,8 @@ class Plan:
         choices = data["choices"]
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in choices.items()):
             raise SearchError("plan 'choices' must map node names to candidate strings")
-        return cls(dict(choices), str(data.get("model", "")), dict(data.get("args") or {}))
+        return cls(dict(choices), str(data.get("model", "")), dict(data.get("args") or {}),
+                   str(data.get("vector_unit") or ""))
 
     def save(self, path: str | Path) -> None:
         write_json_atomic(path, self.to_dict())

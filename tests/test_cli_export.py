@@ -7,6 +7,7 @@ import json
 import pytest
 
 from experiments.cli import main
+from search.isa import AVX2, AVX512, HOST
 from tests.cli_helpers import one_error_line
 
 
@@ -49,6 +50,17 @@ def test_export_rejects_a_plan_for_another_graph(artifact, capsys, tmp_path):
     argv = ["export", "resnet18", "--plan", str(tmp_path / "bad.json"), "--out", str(tmp_path / "out")]
     assert main([*argv, "--image-size", "32"]) == 2
     assert "unknown node(s) conv2d_99" in one_error_line(capsys)
+
+
+def test_export_compiles_a_plan_tuned_on_another_vector_unit_with_its_sizing(artifact, capsys, tmp_path):
+    other = AVX2 if HOST is AVX512 else AVX512
+    plan = json.loads((artifact / "plan.json").read_text())
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "vector_unit": other.name}))
+    out = tmp_path / "out"
+    assert main(["export", "resnet18", "--plan", str(tmp_path / "plan.json"), "--out", str(out)]) == 0
+    assert f"knobs were chosen for {other.name}, this host has {HOST.name}" in capsys.readouterr().err
+    assert json.loads((out / "manifest.json").read_text())["vector_unit"] == other.name
+    assert json.loads((out / "plan.json").read_text())["vector_unit"] == other.name
 
 
 def test_run_rejects_a_directory_that_is_no_artifact(capsys, tmp_path):

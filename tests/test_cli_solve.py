@@ -56,7 +56,9 @@ def test_generate_then_solve(tmp_path):
     problem, plan = tmp_path / "chain.json", tmp_path / "plan.json"
     made = tessera("generate", "chain", "--seed", "1", "--nodes", "30", "--candidates", "4", "--out", str(problem))
     assert made.returncode == 0 and "30 nodes" in made.stdout
-    assert json.loads(problem.read_text())["meta"]["generator"] == "chain"
+    data = json.loads(problem.read_text())
+    assert data["meta"]["generator"] == "chain"
+    problem.write_text(json.dumps({**data, "meta": {**data["meta"], "vector_unit": "avx2"}}))
     result = tessera("solve", str(problem), "--solver", "dp", "--bound", "--out", str(plan))
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
@@ -64,7 +66,7 @@ def test_generate_then_solve(tmp_path):
     assert printed["optimal"] and len(printed["assignment"]) == 30
     assert printed["lower_bound"] <= printed["cost"] + 1e-6
     written = json.loads(plan.read_text())
-    assert written["choices"] == printed["assignment"]
+    assert written["choices"] == printed["assignment"] and written["vector_unit"] == "avx2"  # the problem's
     assert written["solution"]["cost"] == printed["cost"] and "assignment" not in written["solution"]
 
 

@@ -14,6 +14,7 @@ from search.costs import build_problem, measurement_tasks, parse_layouts, plan_f
 from search.errors import SearchError
 from search.export import make_target
 from search.graph import extract_graph
+from search.isa import HOST
 from search.plan import BASELINES, baseline_plan, validate
 from solvers import solve
 from tests.search.tiny_nets import residual_concat_net
@@ -115,7 +116,7 @@ def test_edge_costs_are_zero_for_matching_layouts_and_the_transform_otherwise(gr
 
 def test_meta_maps_every_candidate_back_and_the_solution_is_a_valid_plan(graph, space, measured):
     problem, _, _ = measured
-    assert problem.meta["model"] == "tiny" and problem.meta["unit"] == "ms"
+    assert problem.meta["model"] == "tiny" and problem.meta["unit"] == "ms" and problem.meta["vector_unit"] == HOST.name
     for node in problem.nodes:
         entries = problem.meta["candidates"][node.name]
         assert list(entries) == list(node.candidates)
@@ -125,3 +126,4 @@ def test_meta_maps_every_candidate_back_and_the_solution_is_a_valid_plan(graph, 
     solution = solve(problem, "dp")
     plan = plan_from_assignment(solution.assignment, "tiny", {"batch": 1})
     assert validate(plan, graph) and plan.choices["conv2d_2"] != space["conv2d_2"][0].name
+    assert plan.vector_unit == HOST.name  # the knobs were chosen from the host's knob spaces

@@ -14,6 +14,7 @@ from search.emit import emit_module
 from search.errors import SearchError
 from search.export import export, make_target, random_inputs, reference_outputs, relative_error, run_vm
 from search.graph import extract_graph
+from search.isa import HOST
 from search.lower import lower_and_compile
 from search.plan import Plan, baseline_plan, validate
 from tests.search.tiny_nets import add_node_net, residual_concat_net, ssd_like_net
@@ -62,6 +63,7 @@ def test_mixed_plan_exports_matches_reference_and_reloads(graph, target, tmp_pat
     compiled.save(tmp_path / "art")
     manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
     assert manifest["input_shapes"] == {"data": [1, 3, 8, 8]} and manifest["threads"] == 1
+    assert manifest["vector_unit"] == HOST.name  # the plan names none: the host's
     assert manifest["tvm_version"] == tvm.__version__ and manifest["tessera_version"]
     artifact = load_artifact(tmp_path / "art")
     assert artifact.plan == plan
@@ -71,6 +73,15 @@ def test_mixed_plan_exports_matches_reference_and_reloads(graph, target, tmp_pat
     out = vm["main"](tvm.runtime.tensor(inputs[0], dev)).numpy()
     reference = run_vm(tvm.compile(graph.module, target=target), inputs)
     assert out.shape == (1, 10) and relative_error([out], reference) <= 1e-4
+
+
+def test_a_plan_compiles_with_the_vector_unit_its_knobs_were_chosen_for(graph, target):
+    # 8-column tiles of 16 channels: 8 accumulators with AVX-512, 16 (more than AVX2's 14) with AVX2
+    choices = {**baseline_plan(graph, "nchw").choices, "conv2d_0": "NCHW>NCHW16c:reg_n=8,unroll_kw=1"}
+    compiled = export(graph, Plan(choices, "tiny", {}, "avx512"), target=target, threads=1)
+    assert compiled.manifest["vector_unit"] == "avx512" and compiled.manifest["numerical_check"]["passed"]
+    with pytest.raises(SearchError, match="conv2d_0.*reg_n=8"):
+        export(graph, Plan(choices, "tiny", {}, "avx2"), target=target, threads=1)
 
 
 @pytest.mark.parametrize("baseline", ["nchw", "nhwc", "nchw16c"])

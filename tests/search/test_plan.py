@@ -51,6 +51,18 @@ def test_plan_json_round_trip(graph, tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(SearchError, match="not valid JSON"):
         Plan.load(tmp_path / "bad.json")
+    assert "vector_unit" not in json.loads((tmp_path / "plan.json").read_text())  # default knobs: any unit
+
+
+def test_plan_records_the_vector_unit_its_knobs_were_chosen_for(graph, tmp_path):
+    plan = Plan(baseline_plan(graph, "nchw").choices, "tiny", {}, "avx512")
+    plan.save(tmp_path / "plan.json")
+    assert Plan.load(tmp_path / "plan.json") == plan
+    data = json.loads((tmp_path / "plan.json").read_text())
+    assert data["vector_unit"] == "avx512"
+    (tmp_path / "plan.json").write_text(json.dumps({**data, "vector_unit": "sve"}))
+    with pytest.raises(SearchError, match="plan.json: unknown vector unit 'sve'; known: avx2, avx512"):
+        Plan.load(tmp_path / "plan.json")
 
 
 @pytest.mark.parametrize(
