@@ -4,8 +4,9 @@
 can price tasks in place of a measurement; ``objective="rank"`` learns a pairwise ranking within each group of
 candidates (``features.group_key``) and only orders them: it serves for selection and evaluation, not as a cost
 source.
-A model file is one JSON document: the booster, the feature version, the parameters, where the training data came
-from, and the training data itself (task keys and log times), so a model can be refit with new measurements.
+A model file is one JSON document: the booster, the feature version, the vector unit the features were computed for
+(lane and register use differ between AVX-512 and AVX2 hosts), the parameters, where the training data came from,
+and the training data itself (task keys and log times), so a model can be refit with new measurements.
 Training is deterministic for a seed (exact tree method, no sampling).
 """
 
@@ -23,6 +24,7 @@ import numpy as np
 import xgboost as xgb
 
 from cost_models.features import FEATURE_NAMES, FEATURE_VERSION, INDEX, feature_matrix, group_key
+from search.isa import HOST
 
 FORMAT = "tessera-cost-model"
 OBJECTIVES = {"regression": "reg:squarederror", "rank": "rank:pairwise"}
@@ -139,7 +141,8 @@ class XGBCostModel:
 
         if self.booster is None:
             raise ModelError("cannot save an untrained model")
-        document = {"format": FORMAT, "feature_version": FEATURE_VERSION, "feature_names": list(FEATURE_NAMES),
+        document = {"format": FORMAT, "feature_version": FEATURE_VERSION, "vector_unit": HOST.name,
+                    "feature_names": list(FEATURE_NAMES),
                     "params": self.params(), "provenance": self.provenance,
                     "training": {"keys": self.training_keys, "log_ms": self.training_log_ms},
                     "booster": json.loads(bytes(self.booster.save_raw("json")).decode())}
@@ -161,6 +164,10 @@ class XGBCostModel:
         if version != FEATURE_VERSION:
             raise ModelError(f"{path}: trained on feature version {version}, this tessera computes version "
                              f"{FEATURE_VERSION}; retrain it with `tessera costmodel train`")
+        unit = document.get("vector_unit", HOST.name)  # older files: the unit is not known
+        if unit != HOST.name:
+            raise ModelError(f"{path}: trained on a host with {unit} (its features count {unit} lanes and registers), "
+                             f"this host has {HOST.name}; retrain it here with `tessera costmodel train`")
         try:
             model = cls(**document["params"], provenance=document["provenance"],
                         training_keys=list(document["training"]["keys"]),

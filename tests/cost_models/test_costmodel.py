@@ -11,9 +11,18 @@ import pytest
 
 from cost_models import CostCache, KernelTask, MeasuredCosts, TransformTask
 from cost_models.evaluate import Group, evaluate, network_groups, pairwise_accuracy, top_k
-from cost_models.features import FEATURE_NAMES, INDEX, FeatureError, feature_matrix, feature_row, group_key
+from cost_models.features import (
+    FEATURE_NAMES,
+    FEATURE_VERSION,
+    INDEX,
+    FeatureError,
+    feature_matrix,
+    feature_row,
+    group_key,
+)
 from cost_models.learned import HybridCosts, PredictedCosts
 from cost_models.xgb_model import ModelError, XGBCostModel
+from search.isa import AVX2, AVX512, HOST
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec, knob_space, supported_layouts
 from tests.cost_models.test_measure import QUICK, TARGET, THREADS
 
@@ -89,6 +98,10 @@ def test_unusable_model_files_are_refused_with_the_reason(synthetic, tmp_path):
     document["feature_version"] = 999
     path.write_text(json.dumps(document))
     with pytest.raises(ModelError, match="feature version 999.*retrain"):
+        XGBCostModel.load(path)
+    other = AVX2 if HOST is AVX512 else AVX512
+    path.write_text(json.dumps({**document, "feature_version": FEATURE_VERSION, "vector_unit": other.name}))
+    with pytest.raises(ModelError, match=f"trained on a host with {other.name}.*this host has {HOST.name}; retrain"):
         XGBCostModel.load(path)
     (tmp_path / "junk.json").write_text("{")
     with pytest.raises(ModelError, match="not a readable"):
