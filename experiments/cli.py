@@ -133,8 +133,8 @@ def _run_export(args: argparse.Namespace) -> int:
         value = getattr(args, key) if getattr(args, key) is not None else (saved.args if saved else {}).get(key)
         model_args[key] = model_args[key] if value is None else value
     graph = extract_graph(load_model(args.model, **model_args))
-    choices = saved.choices if saved else baseline_plan(graph, args.plan).choices
-    plan = Plan(choices, args.model, model_args, saved.vector_unit if saved else "")
+    chosen = saved or baseline_plan(graph, args.plan)
+    plan = Plan(chosen.choices, args.model, model_args, chosen.vector_unit)
     if plan.vector_unit and plan.vector_unit != unit().name:
         print(f"note: the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
               f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)", file=sys.stderr)

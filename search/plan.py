@@ -6,8 +6,8 @@ A plan file::
      "choices": {"conv2d_0": "NCHW>NCHW16c:reg_n=14,unroll_kw=1", "concat_0": "NCHW16c", ...}}
 
 ``vector_unit`` names the unit the candidates' knobs were chosen for (``search.isa.UNITS``; a plan tuned on an
-AVX-512 host may name register tiles an AVX2 host's templates do not offer). Without it (baselines, older files) the
-knobs are read against the host's unit.
+AVX-512 host may name register tiles an AVX2 host's templates do not offer). Baselines record it too: their default
+knobs depend on the unit. Without it (older or hand-written files) the knobs are read against the host's unit.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from search.graph import KERNEL_KINDS, Op, OpGraph
 from search.isa import UNITS
 from search.layouts import BLOCK_SIZES, block_size
 from search.templates import knob_space
+from search.templates.common import unit
 from solvers.problem import write_json_atomic
 
 BASELINES = ("nchw", "nhwc", "nchw16c")
@@ -131,4 +132,4 @@ def baseline_plan(graph: OpGraph, name: str, model: str = "", args: dict[str, An
     if name not in layouts:
         raise SearchError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES)}")
     choices = {op.name: _uniform_candidate(op, layouts[name]).name for op in graph.tunable}
-    return Plan(choices, model, dict(args or {}))
+    return Plan(choices, model, dict(args or {}), unit().name)

@@ -9,6 +9,7 @@ import pytest
 from search.candidates import Candidate, candidate_space, node_candidates
 from search.errors import SearchError
 from search.graph import extract_graph
+from search.isa import HOST
 from search.plan import Plan, baseline_plan, nearest_layout, validate
 from tests.search.tiny_nets import add_node_net, residual_concat_net
 
@@ -51,7 +52,9 @@ def test_plan_json_round_trip(graph, tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(SearchError, match="not valid JSON"):
         Plan.load(tmp_path / "bad.json")
-    assert "vector_unit" not in json.loads((tmp_path / "plan.json").read_text())  # default knobs: any unit
+    assert json.loads((tmp_path / "plan.json").read_text())["vector_unit"] == HOST.name  # whose default knobs
+    older = {k: v for k, v in plan.to_dict().items() if k != "vector_unit"}
+    assert Plan.from_dict(older).vector_unit == ""  # an older file: read against the host's unit
 
 
 def test_plan_records_the_vector_unit_its_knobs_were_chosen_for(graph, tmp_path):
