@@ -38,6 +38,7 @@ class _Emitter:
         self.converted: dict[tuple[str, str], relax.Expr] = {}
         self.kernel_vars: dict = {}
         self.kernels: dict[str, tvm.tirx.PrimFunc] = {}
+        self.functions: dict[str, tvm.ir.GlobalVar] = {}  # the source module's functions that fixed ops call
 
     def read(self, value: str, layout: str) -> relax.Expr:
         """``value`` in ``layout``, emitting (once) a layout_transform if it is stored otherwise."""
@@ -101,15 +102,27 @@ class _Emitter:
         self.define(op, self.bb.emit(expr, name_hint=op.name), layout)
 
     def fixed(self, op: Op) -> None:
+        """Re-emit a fixed op's expression with its variables read in NCHW; a PrimFunc it calls (``call_tir``) is
+        copied from the source module once."""
+
         def substitute(expr):
             if isinstance(expr, relax.Tuple):
                 return relax.Tuple([substitute(item) for item in expr.fields])
+            if isinstance(expr, relax.TupleGetItem):
+                return relax.TupleGetItem(substitute(expr.tuple_value), expr.index)
             if isinstance(expr, relax.Var):
                 return self.read(expr.name, "NCHW")
+            if isinstance(expr, tvm.ir.GlobalVar):
+                if expr.name_hint not in self.functions:
+                    self.functions[expr.name_hint] = self.bb.add_func(self.graph.module[expr], expr.name_hint)
+                return self.functions[expr.name_hint]
             return expr
 
-        call = op.call
-        expr = relax.Call(call.op, [substitute(arg) for arg in call.args], call.attrs, call.ty_args)
+        expr = op.call
+        if isinstance(expr, relax.Call):
+            expr = relax.Call(expr.op, [substitute(arg) for arg in expr.args], expr.attrs, expr.ty_args)
+        else:
+            expr = substitute(expr)
         self.define(op, self.bb.emit(expr, name_hint=op.name.replace(".", "_")), "NCHW")
 
     def define(self, op: Op, expr: relax.Expr, layout: str) -> None:

@@ -7,7 +7,9 @@ One ``Op`` per operator that matters for layouts. Three roles:
   of 4-D activations (multi-input nodes: every input edge converts on its own);
 - **follower** ops (relu, clip, sigmoid, per-channel multiply/add of a constant, pooling) run in the layout of
   their producer;
-- **fixed** ops (reshape, permute_dims, softmax, non-channel concats, ...) and the model inputs/outputs are plain NCHW.
+- **fixed** ops, every other operator (reshape, softmax, non-channel concats, grouped convolutions, operators tessera
+  knows nothing of, ``call_tir`` of the module's own PrimFuncs, tuples and their items), run as TVM compiles them, in
+  plain NCHW, as do the model inputs/outputs.
 
 Layout edges join two tunable ops through follower chains and carry 4-D activations only (2-D tensors have the single
 layout ``NC`` and need no edge). Tunable ops that read from or write to a fixed op / model boundary are listed as
@@ -39,16 +41,17 @@ class Op:
     name : str
         Stable name, ``<kind>_<index>`` (e.g. ``conv2d_3``); plans refer to tunable ops by it.
     kind : str
-        ``conv2d``, ``depthwise_conv2d``, ``dense``, ``concat``, ``add``, a follower kind, or the Relax name of a fixed
-        op (``reshape``, ``permute_dims``, ``nn.softmax``, ``concat`` of 2-D tensors, ...).
+        ``conv2d``, ``depthwise_conv2d``, ``dense``, ``concat``, ``add``, a follower kind, or for a fixed op the Relax
+        name of its operator (``reshape``, ``nn.softmax``, ``concat`` of 2-D tensors, ``call_tir``, ...), ``tuple`` or
+        ``tuple_item``.
     role : str
         ``tunable`` (kinds in ``TUNABLE_KINDS``), ``follower`` (``FOLLOWER_KINDS``) or ``fixed``.
     inputs : tuple of str
         Names of the values read: other ops or model inputs. A conv's residual is its second input.
     input_shapes : tuple of tuple of int
-        Logical (NCHW / NC) shapes of the inputs.
+        Logical (NCHW / NC) shapes of the inputs (``()`` for a tuple).
     shape : tuple of int
-        Logical shape of the output.
+        Logical shape of the output (``()`` for a tuple).
     attrs : dict
         Operator attributes (conv: strides, padding, dilation, groups, kernel, bias, residual, activation; pools: the
         Relax pool attributes; clip: min, max).
@@ -57,8 +60,8 @@ class Op:
         ``value`` ((C,)) of channel_scale / channel_shift.
     bindings : tuple of str
         Names of the Relax bindings this op replaces (for messages).
-    call : relax.Call or None
-        The original Relax call of a fixed op, re-emitted as is at export.
+    call : relax.Expr or None
+        The original expression of a fixed op (a call, a tuple or a tuple item), re-emitted as is at export.
     """
 
     name: str

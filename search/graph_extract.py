@@ -31,8 +31,6 @@ POOL_ATTRS = {
     "avg_pool2d": ("pool_size", "strides", "padding", "dilation", "ceil_mode", "count_include_pad"),
     "adaptive_avg_pool2d": ("output_size",),
 }
-FIXED = ("relax.reshape", "relax.permute_dims", "relax.nn.softmax", "relax.nn.log_softmax", "relax.concat",
-         "relax.squeeze", "relax.expand_dims", "relax.flatten", "relax.add")
 
 
 def _op_name(expr) -> str:
@@ -55,9 +53,14 @@ def _plain(value) -> Any:
 
 
 def _shape(expr, where: str) -> tuple[int, ...]:
+    """The static shape of a tensor; () for a tuple or another non-tensor value; SearchError for a tensor whose
+    shape is not static."""
+    if not isinstance(expr.ty, relax.TensorType):
+        return ()
     shape = static_shape(expr)
     if shape is None:
-        raise SearchError(f"binding {where!r}: expected a tensor with a static shape, got {expr.ty}")
+        raise SearchError(f"binding {where!r}: the shape {expr.ty} is not static (bind the inputs' dynamic "
+                          "dimensions with --input-shape)")
     return shape
 
 
@@ -135,7 +138,7 @@ class _Extractor:
         """Bindings and epilogue fused into the conv/dense at ``index``; None for a matmul without constant weight."""
         call, var = self.bindings[index].value, self.bindings[index].var
         is_conv = _op_name(call) == "relax.nn.conv2d"
-        if not is_conv and self.const(call.args[1]) is None:
+        if not self.templated(call):
             return None
         out_shape = _shape(var, var.name)
         chain: dict[str, Any] = {"parts": [index], "bias": None, "residual": None, "activation": None}
@@ -164,6 +167,19 @@ class _Extractor:
                 chain["parts"].append(nxt)
         return chain
 
+    def templated(self, call) -> bool:
+        """Whether a template runs this conv2d / matmul: a constant weight, NCHW / OIHW, groups 1 or depthwise, a
+        2-D matmul; anything else is a fixed op that TVM compiles as it is."""
+        weight = self.const(call.args[1])
+        if weight is None or len(static_shape(call.args[0]) or ()) != weight.ndim:
+            return False
+        if _op_name(call) == "relax.matmul":
+            return weight.ndim == 2
+        attrs = call.attrs
+        groups, channels = int(attrs.groups), static_shape(call.args[0])[1]
+        return ((attrs.data_layout, attrs.kernel_layout, attrs.out_layout) == ("NCHW", "OIHW", "NCHW")
+                and (groups == 1 or groups == channels == weight.shape[0]))
+
     def chains(self) -> dict[int, dict[str, Any]]:
         """Fused chains keyed by the index of their last binding (later convs claim shared adds first)."""
         claimed: set[int] = set()
@@ -179,10 +195,7 @@ class _Extractor:
     # ---------------------------------------------------------------- ops
     def kernel_op(self, chain: dict[str, Any]) -> None:
         call = self.bindings[chain["parts"][0]].value
-        where = self.bindings[chain["parts"][0]].var.name
         weight = self.const(call.args[1])
-        if weight is None:
-            raise SearchError(f"binding {where!r}: {_op_name(call)} needs a constant weight (bind the parameters)")
         params = {"weight": weight.astype("float32")}
         if chain["bias"] is not None:
             params["bias"] = chain["bias"]
@@ -190,60 +203,51 @@ class _Extractor:
                     "activation": chain["activation"]}
         inputs = [call.args[0]] + ([chain["residual"]] if chain["residual"] is not None else [])
         if _op_name(call) == "relax.matmul":
-            if weight.ndim != 2 or len(_shape(call.args[0], where)) != 2:
-                raise SearchError(f"binding {where!r}: only 2-D matmul with a constant weight is supported (dense)")
             params["weight"] = np.ascontiguousarray(params["weight"].T)
             self.add_op("dense", chain["parts"], inputs, attrs=epilogue, params=params)
             return
         attrs = call.attrs
-        layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout)
-        if layouts != ("NCHW", "OIHW", "NCHW"):
-            raise SearchError(f"binding {where!r}: conv2d must be NCHW/OIHW/NCHW, got {'/'.join(layouts)}")
-        groups, in_channels = int(attrs.groups), _shape(call.args[0], where)[1]
-        depthwise = groups > 1 and groups == in_channels == weight.shape[0]
-        if groups > 1 and not depthwise:
-            raise SearchError(f"binding {where!r}: grouped conv2d (groups={groups}) is not supported")
+        groups = int(attrs.groups)
         conv_attrs = {"strides": _plain(attrs.strides), "padding": _plain(attrs.padding),
                       "dilation": _plain(attrs.dilation), "groups": groups, "kernel": tuple(weight.shape[2:])}
-        kind = "depthwise_conv2d" if depthwise else "conv2d"
+        kind = "depthwise_conv2d" if groups > 1 else "conv2d"
         self.add_op(kind, chain["parts"], inputs, attrs={**conv_attrs, **epilogue}, params=params)
 
     def call_op(self, index: int) -> None:
+        """A follower, a concat / add node, or a fixed op: what tessera does not tune runs as TVM compiles it."""
         binding = self.bindings[index]
         call, name = binding.value, _op_name(binding.value)
-        where = binding.var.name
         args = [a for a in var_reads(call) if self.const(a) is None]
-        ndim = len(_shape(binding.var, where)) if isinstance(binding.var.ty, relax.TensorType) else 0
-        if name in FOLLOWERS:
-            kind = FOLLOWERS[name]
-            attrs = {key: _plain(getattr(call.attrs, key)) for key in POOL_ATTRS.get(kind, ())}
-            if kind in POOL_ATTRS and call.attrs.layout != "NCHW":
-                raise SearchError(f"binding {where!r}: {name} must be NCHW, got {call.attrs.layout}")
-            if kind == "clip":
-                attrs = {"min": _scalar(call.args[1]), "max": _scalar(call.args[2])}
-            self.add_op(kind, [index], args[:1], attrs=attrs)
-        elif name in ("relax.multiply", "relax.add") and ndim == 4 and len(args) == 1:
+        shape = static_shape(binding.var) or ()
+        if name in FOLLOWERS and self.follower_op(index, FOLLOWERS[name], args):
+            return
+        if name in ("relax.multiply", "relax.add") and len(shape) == 4 and len(args) == 1:
             value = self.const(next(a for a in call.args if not a.same_as(args[0])))
-            if value is None or value.shape != (1, _shape(binding.var, where)[1], 1, 1):
-                raise SearchError(f"binding {where!r}: {name} with a constant that is neither a conv bias nor "
-                                  "per-channel (1, C, 1, 1)")
-            kind = "channel_scale" if name == "relax.multiply" else "channel_shift"
-            self.add_op(kind, [index], args, params={"value": value.reshape(-1).astype("float32")})
-        elif name in ("relax.add", "relax.concat") and ndim == 4 and len(args) >= 2:
-            if name == "relax.add" and len({_shape(a, where) for a in args}) > 1:
-                raise SearchError(f"binding {where!r}: broadcasting add of activations is not supported")
-            if name == "relax.concat" and int(call.attrs.axis) not in (1, -3):
-                self.fixed_op(index, args)
-            else:
+            if value is not None and value.shape == (1, shape[1], 1, 1):
+                kind = "channel_scale" if name == "relax.multiply" else "channel_shift"
+                self.add_op(kind, [index], args, params={"value": value.reshape(-1).astype("float32")})
+                return
+        if name in ("relax.add", "relax.concat") and len(shape) == 4 and len(args) >= 2:
+            same = len({static_shape(a) for a in args}) == 1
+            if (name == "relax.add" and same) or (name == "relax.concat" and int(call.attrs.axis) in (1, -3)):
                 self.add_op(name.removeprefix("relax."), [index], args)
-        elif name in FIXED:
-            self.fixed_op(index, args)
-        else:
-            raise SearchError(f"operator {name or type(call).__name__} in binding {where!r} is outside tessera's "
-                              "vocabulary (conv2d, dense, add, concat, pooling, relu/clip, reshape, permute_dims)")
+                return
+        self.fixed_op(index, args)
+
+    def follower_op(self, index: int, kind: str, args: list) -> bool:
+        """Add the follower at ``index``; False (nothing added) for a pooling in another layout than NCHW."""
+        call = self.bindings[index].value
+        if kind in POOL_ATTRS and call.attrs.layout != "NCHW":
+            return False
+        attrs = {key: _plain(getattr(call.attrs, key)) for key in POOL_ATTRS.get(kind, ())}
+        if kind == "clip":
+            attrs = {"min": _scalar(call.args[1]), "max": _scalar(call.args[2])}
+        self.add_op(kind, [index], args[:1], attrs=attrs)
+        return True
 
     def fixed_op(self, index: int, args: list) -> None:
-        """A fixed-NCHW op: the original call, its variables renamed to value names, constants inlined."""
+        """A fixed-NCHW op: the original expression (a call, tuple or tuple item), its variables renamed to value
+        names, constants inlined; run as TVM compiles it."""
 
         def rename(expr):
             if isinstance(expr, relax.Tuple):
@@ -253,9 +257,15 @@ class _Extractor:
                 return relax.const(array) if array is not None else relax.Var(self.value(expr), expr.ty)
             return expr
 
-        call = self.bindings[index].value
-        renamed = relax.Call(call.op, [rename(a) for a in call.args], call.attrs, call.ty_args)
-        self.add_op(_op_name(call).removeprefix("relax."), [index], args, call=renamed)
+        value = self.bindings[index].value
+        if isinstance(value, relax.Call):
+            renamed = relax.Call(value.op, [rename(a) for a in value.args], value.attrs, value.ty_args)
+            kind = _op_name(value).removeprefix("relax.") or "call"
+        elif isinstance(value, relax.TupleGetItem):
+            renamed, kind = relax.TupleGetItem(rename(value.tuple_value), value.index), "tuple_item"
+        else:
+            renamed, kind = rename(value), "tuple"
+        self.add_op(kind, [index], args, call=renamed)
 
     def run(self) -> tuple[list[Op], list[tuple[str, tuple[int, ...]]], list[str], bool]:
         chains = self.chains()
@@ -270,12 +280,15 @@ class _Extractor:
                 self.tuples[binding.var] = self.tuples[value]
             elif isinstance(value, relax.Var):
                 self.values[binding.var] = self.value(value)
-            elif isinstance(value, relax.Tuple):
+            elif isinstance(value, relax.Tuple) and all(isinstance(v, relax.Var) and v in self.values
+                                                        for v in value.fields):
                 self.tuples[binding.var] = [self.value(v) for v in value.fields]
-            elif isinstance(value, relax.TupleGetItem):
+            elif isinstance(value, relax.TupleGetItem) and value.tuple_value in self.tuples:
                 self.values[binding.var] = self.tuples[value.tuple_value][value.index]
             elif isinstance(value, relax.Call):
                 self.call_op(index)
+            elif isinstance(value, relax.Tuple | relax.TupleGetItem):
+                self.fixed_op(index, [v for v in var_reads(value) if self.const(v) is None])
             else:
                 raise SearchError(f"binding {binding.var.name!r}: unsupported expression {type(value).__name__}")
         body = self.func.body.body

@@ -17,7 +17,7 @@ from search.graph import extract_graph
 from search.isa import HOST
 from search.lower import lower_and_compile
 from search.plan import Plan, baseline_plan, validate
-from tests.search.tiny_nets import add_node_net, residual_concat_net, ssd_like_net
+from tests.search.tiny_nets import add_node_net, residual_concat_net, ssd_like_net, unknown_ops_net
 
 # NCHW, NHWC, NCHW8c and NCHW16c side by side; concat_0 (NCHW16c) gets one input in NHWC and one in NCHW8c; the
 # residual of conv2d_1 arrives in NHWC and must be converted to its NCHW8c output layout.
@@ -137,3 +137,13 @@ def test_measure_latency(graph, target, tmp_path):
     assert latency.threads == 1 and latency.runtime_threads >= 1 and latency.spread_ms >= 0
     with pytest.raises(SearchError, match="not a tessera artifact"):
         load_artifact(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("baseline", ["nchw", "nchw16c"])
+def test_operators_without_a_kind_run_as_tvm_compiles_them(baseline, target):
+    graph = extract_graph(unknown_ops_net())
+    fixed = [op.kind for op in graph.ops if op.role == "fixed"]
+    assert fixed == ["tanh", "nn.conv2d", "split", "tuple_item", "tuple_item", "call_tir"]
+    assert [op.kind for op in graph.tunable] == ["conv2d", "concat", "conv2d", "conv2d"]
+    compiled = export(graph, baseline_plan(graph, baseline), target=target, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from tvm import relax
 
-from search.errors import SearchError
 from search.graph import extract_graph
 from tests.search.tiny_nets import add_node_net, build, residual_concat_net, ssd_like_net
 
@@ -104,31 +103,26 @@ def test_the_later_conv_takes_an_add_of_two_convs():
     assert later.inputs == ("data", "conv2d_0") and later.attrs["residual"] and later.attrs["activation"] == "relu"
 
 
-def test_unsupported_operator_is_named_with_its_binding():
+def test_operators_without_a_kind_are_fixed_ops_between_tunable_nodes():
     def body(net, x):
-        return net.bb.emit(relax.op.tanh(net.conv(x, 8)), name_hint="mystery")
+        a = net.conv(x, 8)
+        t = net.bb.emit(relax.op.tanh(a), name_hint="mystery")  # no kind knows tanh
+        g = net.conv(t, 8, groups=2)  # grouped, not depthwise: no template
+        odd = net.bb.emit(relax.op.add(g, net.const((1, 8, 8, 8))))  # neither a bias nor per-channel
+        return net.conv(odd, 8)
 
-    with pytest.raises(SearchError, match=r"relax\.tanh.*'mystery'"):
-        extract_graph(build((1, 4, 8, 8), body))
-
-
-def test_grouped_convolution_is_rejected():
-    def body(net, x):
-        return net.conv(x, 8, groups=2)
-
-    with pytest.raises(SearchError, match="groups=2"):
-        extract_graph(build((1, 4, 8, 8), body))
-
-
-def test_add_of_a_non_channel_constant_is_rejected():
-    def body(net, x):
-        return net.bb.emit(relax.op.add(net.bb.emit(relax.op.nn.relu(x)), net.const((1, 4, 8, 8))), name_hint="odd")
-
-    with pytest.raises(SearchError, match="'odd'.*per-channel"):
-        extract_graph(build((1, 4, 8, 8), body))
+    graph = extract_graph(build((1, 4, 8, 8), body))
+    assert [(op.kind, op.role) for op in graph.ops] == [
+        ("conv2d", "tunable"), ("tanh", "fixed"), ("nn.conv2d", "fixed"), ("channel_shift", "follower"),
+        ("relu", "follower"), ("add", "fixed"), ("conv2d", "tunable"),
+    ]
+    assert graph.op("tanh_0").bindings == ("mystery",)
+    assert [(w.node, w.consumer) for w in graph.boundary_writes] == [("conv2d_0", "tanh_0"), ("conv2d_1", "output")]
+    assert [(r.node, r.input) for r in graph.boundary_reads] == [("conv2d_0", 0), ("conv2d_1", 0)]
+    assert not graph.edges
 
 
-def test_weights_must_be_constants():
+def test_a_conv_with_a_weight_input_is_a_fixed_op():
     bb = relax.BlockBuilder()
     data = relax.Var("data", relax.TensorType((1, 4, 8, 8), "float32"))
     weight = relax.Var("w", relax.TensorType((8, 4, 3, 3), "float32"))
@@ -136,5 +130,6 @@ def test_weights_must_be_constants():
         with bb.dataflow():
             out = bb.emit_output(relax.op.nn.conv2d(data, weight, padding=1))
         bb.emit_func_output(out)
-    with pytest.raises(SearchError, match="constant weight"):
-        extract_graph(bb.get())
+    graph = extract_graph(bb.get())
+    assert [(op.kind, op.role) for op in graph.ops] == [("nn.conv2d", "fixed")]
+    assert graph.op("nn.conv2d_0").inputs == ("data", "w")

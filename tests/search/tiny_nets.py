@@ -114,3 +114,28 @@ def ssd_like_net() -> tvm.IRModule:
         return net.bb.emit(relax.op.reshape(joined, (1, int(joined.ty.shape.values[1]) // 4, 4)))
 
     return build((1, 4, 8, 8), body)
+
+
+def unknown_ops_net() -> tvm.IRModule:
+    """Operators no kind knows between tunable convolutions: tanh, a grouped conv, a split into a tuple and its
+    items, and ``call_tir`` of a PrimFunc of the module itself (a doubling)."""
+    from tvm import te
+
+    a_in = te.placeholder((1, 8, 8, 8), "float32", name="a")
+    double = te.create_prim_func([a_in, te.compute(a_in.shape, lambda *i: a_in(*i) * 2.0, name="b")])
+    bb = relax.BlockBuilder()
+    gvar = bb.add_func(double.without_attr("global_symbol"), "double")
+    data = relax.Var("data", relax.TensorType((1, 4, 8, 8), "float32"))
+    with bb.function("main", [data]):
+        with bb.dataflow():
+            net = NetBuilder(bb)
+            a = net.conv(data, 8)
+            t = bb.emit(relax.op.tanh(a))
+            g = net.conv(t, 8, groups=2, act=None)
+            parts = bb.emit(relax.op.split(g, 2, axis=1))
+            left, right = bb.emit(relax.TupleGetItem(parts, 0)), bb.emit(relax.TupleGetItem(parts, 1))
+            joined = bb.emit(relax.op.concat([right, left], axis=1))
+            doubled = bb.emit(relax.call_tir(gvar, [net.conv(joined, 8)], relax.TensorType((1, 8, 8, 8), "float32")))
+            out = bb.emit_output(net.conv(doubled, 8, k=1))
+        bb.emit_func_output(out)
+    return bb.get()
