@@ -23,14 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cost_models import CostCache, CostRecord, Task  # noqa: E402
 from cost_models.learned import HybridCosts  # noqa: E402
 from cost_models.measure import MeasuredCosts  # noqa: E402
+from cost_models.pricing import build_problem  # noqa: E402
 from cost_models.tasks import FREE  # noqa: E402
 from cost_models.xgb_model import XGBCostModel  # noqa: E402
 from experiments.costmodel import evaluate_on, train  # noqa: E402
 from experiments.tune import CostSource, extract, time_plans, use_threads  # noqa: E402
-from search import costs as space_costs  # noqa: E402
-from search.costs import plan_from_assignment  # noqa: E402
+from search import space as spaces  # noqa: E402
 from search.export import make_target  # noqa: E402
-from search.plan import BASELINES, baseline_plan  # noqa: E402
+from search.plan import BASELINES, baseline_plan, plan_from_assignment  # noqa: E402
 from solvers import solve  # noqa: E402
 
 
@@ -57,10 +57,9 @@ def hybrid_problem(args, reference, model_file: Path, threads: int, scratch: Pat
     empty = CostCache(scratch / f"hybrid-{args.fraction}.sqlite")
     measured = MeasuredCosts(empty, target=target, threads=threads) if args.remeasure else \
         Replay(empty, CostCache(args.cache), target=target, threads=threads)
-    space = space_costs.tuning_space(reference.graph, layouts=space_costs.DEFAULT_LAYOUTS,
-                                     space_size=space_costs.DEFAULT_SPACE_SIZE)
+    space = spaces.tuning_space(reference.graph, layouts=spaces.DEFAULT_LAYOUTS, space_size=spaces.DEFAULT_SPACE_SIZE)
     with HybridCosts(measured, XGBCostModel.load(model_file), fraction=args.fraction) as provider:
-        problem = space_costs.build_problem(reference.graph, space, provider.measure)
+        problem = build_problem(reference.graph, space, provider.measure)
         return problem, provider.stats
 
 

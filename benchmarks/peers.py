@@ -55,9 +55,8 @@ MODELS = ("resnet50", "densenet201", "inception_v3", "ssd_resnet50_512")
 def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict]:
     """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines."""
     from experiments.tune import extract
-    from search.costs import plan_from_assignment
     from search.export import export, make_target, reference_outputs
-    from search.plan import Plan, baseline_plan
+    from search.plan import Plan, baseline_plan, plan_from_assignment
     from solvers import solve
 
     start = time.monotonic()

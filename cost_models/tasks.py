@@ -14,24 +14,17 @@ from tvm import relax
 
 from cost_models.cache import CostRecord, canonical
 from search.errors import SearchError
-from search.layouts import check_layout, index_map, physical_shape
+from search.layouts import layout
 from search.lower import schedule_legalised
-from search.templates import Conv2DWorkload, KernelSpec, build_kernel
+from search.templates.workloads import KernelSpec
 
 TRANSFORM_DTYPE = "float32"
 FREE = CostRecord(0.0, 0.0, 0)  # the cost of a transform between identical layouts, which is never measured
 
 
-def kernel_kind(spec: KernelSpec) -> str:
-    """``conv2d``, ``depthwise_conv2d`` or ``dense``."""
-    if not isinstance(spec.workload, Conv2DWorkload):
-        return "dense"
-    return "depthwise_conv2d" if spec.workload.is_depthwise else "conv2d"
-
-
 @dataclass(frozen=True)
 class KernelTask:
-    """Time the template kernel ``build_kernel(spec, target)`` on random arguments."""
+    """Time the template kernel ``spec.kind.build(spec, target)`` on random arguments."""
 
     spec: KernelSpec
 
@@ -44,7 +37,7 @@ class KernelTask:
         spec = self.spec
         return canonical(
             {
-                "kind": kernel_kind(spec),
+                "kind": spec.workload.kind,
                 "workload": asdict(spec.workload),
                 "in_layout": spec.in_layout,
                 "out_layout": spec.out_layout,
@@ -54,7 +47,7 @@ class KernelTask:
         )
 
     def primfunc(self, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-        return build_kernel(self.spec, target)
+        return self.spec.kind.build(self.spec, target)
 
 
 @dataclass(frozen=True)
@@ -74,8 +67,8 @@ class TransformTask:
         if len(shape) != 4:
             raise SearchError(f"a layout transform needs a logical NCHW shape, got {self.shape}")
         object.__setattr__(self, "shape", shape)
-        check_layout(self.src, shape[1])
-        check_layout(self.dst, shape[1])
+        layout(self.src).check(shape)
+        layout(self.dst).check(shape)
 
     @property
     def free(self) -> bool:
@@ -90,10 +83,11 @@ class TransformTask:
 
     def primfunc(self, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         """The legalised, scheduled transform (legalisation does not depend on ``target``)."""
-        data = relax.Var("data", relax.TensorType(physical_shape(self.shape, self.src), TRANSFORM_DTYPE))
+        src, dst = layout(self.src), layout(self.dst)
+        data = relax.Var("data", relax.TensorType(src.physical_shape(self.shape), TRANSFORM_DTYPE))
         bb = relax.BlockBuilder()
         with bb.function("main", [data]):
-            out = bb.emit(relax.op.layout_transform(data, index_map=index_map(self.src, self.dst)))
+            out = bb.emit(relax.op.layout_transform(data, index_map=src.index_map(dst)))
             bb.emit_func_output(out)
         lowered = schedule_legalised(bb.get())
         (func,) = [f for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]

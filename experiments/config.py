@@ -23,7 +23,7 @@ An experiment file looks like::
     [[problems]]                   # a zoo model (or .onnx file) measured on this machine by experiments.tune.extract
     model = "resnet18"
     image_size = [32, 64]          # default: the model's own; batch (1) and seed (0) as well
-    space_size = 4                 # candidates per node (default: search.costs.DEFAULT_SPACE_SIZE)
+    space_size = 4                 # candidates per node (default: search.space.DEFAULT_SPACE_SIZE)
     layouts = ["NCHW,NCHW8c", "NCHW,NHWC,NCHW16c"]   # each string is one layout space
     threads = 1                    # runtime threads of the measurements (default 1)
     cache = "costs.sqlite"         # the cost cache (default ~/.cache/tessera/costs.sqlite)
@@ -321,8 +321,8 @@ def _problems(spec: Mapping[str, Any], index: int, base: Path) -> list[ProblemSp
 
 def _models(spec: Mapping[str, Any], where: str, base: Path) -> list[ProblemSpec]:
     from cost_models.cache import DEFAULT_CACHE
-    from search.costs import DEFAULT_LAYOUTS, DEFAULT_SPACE_SIZE, parse_layouts
     from search.errors import SearchError
+    from search.space import DEFAULT_LAYOUTS, DEFAULT_SPACE_SIZE, parse_layouts
 
     _check_keys(spec, _MODEL_KEYS, where)
     model = spec["model"]

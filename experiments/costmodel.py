@@ -34,21 +34,22 @@ def network_data(model: Any, cache: str | Path, *, threads: int | None = None, b
     (see ``experiments.tune.extract`` for the options)."""
     from cost_models.cache import CostCache
     from cost_models.measure import machine_context
+    from cost_models.pricing import kernel_task, measurement_tasks
     from experiments.tune import load_network, use_threads
-    from search import costs
+    from search import space as spaces
     from search.export import make_target
 
     threads = use_threads(threads)
     graph, label, _ = load_network(model, None, batch, image_size, 0)
-    layouts = costs.parse_layouts(costs.DEFAULT_LAYOUTS if layouts is None else layouts)
-    space = costs.tuning_space(graph, layouts=layouts, space_size=costs.check_space_size(
-        costs.DEFAULT_SPACE_SIZE if space_size is None else space_size))
-    tasks = [task for task in costs.measurement_tasks(graph, space) if not task.free]
+    layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
+    space = spaces.tuning_space(graph, layouts=layouts, space_size=spaces.check_space_size(
+        spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size))
+    tasks = [task for task in measurement_tasks(graph, space) if not task.free]
     found = CostCache(cache).get_many(machine_context(make_target(threads), threads), [t.key for t in tasks])
     records = {key: record.median_ms for key, record in found.items() if record.ok}
     nodes = {}
     for node, candidates in space.items():
-        kernels = [costs.kernel_task(graph, node, candidate) for candidate in candidates]
+        kernels = [kernel_task(graph, node, candidate) for candidate in candidates]
         times = {task.key: records[task.key] for task in kernels if task is not None and task.key in records}
         if times:
             nodes[node] = times

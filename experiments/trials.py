@@ -139,8 +139,7 @@ def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, Any]
     """Export the plan of ``assignment`` and the uniform baselines (each checked against the stock build) and time
     them end to end in interleaved rounds."""
     from experiments.tune import time_plans
-    from search.costs import plan_from_assignment
-    from search.plan import BASELINES, baseline_plan
+    from search.plan import BASELINES, baseline_plan, plan_from_assignment
 
     plans = {"plan": plan_from_assignment(assignment, extracted.model, extracted.args)}
     plans.update({name: baseline_plan(extracted.graph, name, extracted.model, extracted.args) for name in BASELINES})

@@ -104,7 +104,7 @@ def extract(
     threads : int, optional
         Runtime threads kernels are timed with (default: every usable core); set before TVM starts its thread pool.
     space_size, layouts
-        See ``search.costs.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE`` and ``DEFAULT_LAYOUTS``).
+        See ``search.space.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE`` and ``DEFAULT_LAYOUTS``).
     cache : path
         The sqlite cost cache, created if missing.
     costs : CostSource or str
@@ -118,20 +118,21 @@ def extract(
     SearchError
         Unknown model, bad sizes, threads, layouts or space size, or an unusable cache file.
     """
-    from search import costs as space_costs
+    from cost_models.pricing import build_problem
+    from search import space as spaces
     from search.export import make_target
 
     source = CostSource.of(costs)
     threads = use_threads(threads)
-    layouts = space_costs.parse_layouts(space_costs.DEFAULT_LAYOUTS if layouts is None else layouts)
-    space_size = space_costs.check_space_size(space_costs.DEFAULT_SPACE_SIZE if space_size is None else space_size)
+    layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
+    space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
     graph, label, args = load_network(model, name, batch, image_size, seed)
-    space = space_costs.tuning_space(graph, layouts=layouts, space_size=space_size)
+    space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size)
     meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size}
     tally = _Tally(progress)
     start = time.perf_counter()
     with source.open(cache, make_target(threads), threads, tally) as provider:
-        problem = space_costs.build_problem(graph, space, tally.wrap(provider.measure), meta=meta)
+        problem = build_problem(graph, space, tally.wrap(provider.measure), meta=meta)
         problem.meta["costs"] = source.provenance(provider)
     return Extracted(graph, problem, label, args, tally.tasks, tally.new, tally.failed, time.perf_counter() - start)
 
@@ -332,8 +333,7 @@ def _solve_all(problem: Problem, chosen: list) -> tuple[dict[str, Any], dict[str
 
 def _save_plans(extracted: Extracted, solutions: dict[str, Any], best: str, directory: Path) -> dict[str, Any]:
     """Every plan to export and time: ``solver:<name>`` per solver and the uniform baselines by name."""
-    from search.costs import plan_from_assignment
-    from search.plan import BASELINES, baseline_plan
+    from search.plan import BASELINES, baseline_plan, plan_from_assignment
 
     plans = {f"solver:{name}": plan_from_assignment(solution.assignment, extracted.model, extracted.args)
              for name, solution in solutions.items()}

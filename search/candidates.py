@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from search.errors import SearchError
-from search.graph import KERNEL_KINDS, Op, OpGraph
-from search.layouts import LayoutError, candidate_layouts, check_layout
-from search.templates import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec, Knobs, knob_space, supported_layouts
+from search.graph import Op, OpGraph
+from search.kinds import KernelKind, get_kind, kernel_kind
+from search.layouts import LayoutError, activation_layout
+from search.templates.workloads import KernelSpec, Knobs
 
 
 @dataclass(frozen=True)
@@ -44,50 +45,33 @@ class Candidate:
         return cls(in_layout, out_layout or in_layout, knobs)
 
 
-def workload(op: Op) -> Conv2DWorkload | DenseWorkload:
-    """The template workload of a conv2d / depthwise_conv2d / dense op."""
-    if op.kind == "dense":
-        batch, in_features = op.input_shapes[0]
-        return DenseWorkload(batch, in_features, op.shape[1])
-    if op.kind not in KERNEL_KINDS:
-        raise SearchError(f"{op.name} ({op.kind}) has no kernel template")
-    n, c, h, w = op.input_shapes[0]
-    a = op.attrs
-    return Conv2DWorkload(n, c, h, w, op.shape[1], a["kernel"], a["strides"], a["padding"], a["dilation"], a["groups"])
-
-
 def kernel_spec(op: Op, candidate: Candidate) -> KernelSpec:
-    """The template spec for running ``op`` as ``candidate``."""
-    epilogue = Epilogue(op.attrs["bias"], op.attrs["residual"], op.attrs["activation"])
-    return KernelSpec(workload(op), candidate.in_layout, candidate.out_layout, candidate.knobs, epilogue)
+    """The template spec for running ``op`` as ``candidate`` (SearchError if its kind has no kernel)."""
+    return kernel_kind(op.kind).spec(op, candidate.in_layout, candidate.out_layout, candidate.knobs)
 
 
-def _layout_pairs(op: Op) -> list[tuple[str, str]]:
-    """(in, out) pairs: the template's among ``candidate_layouts``; for concat/add, layouts fitting every input."""
-    if op.kind == "dense":
-        return supported_layouts(workload(op))
-    if op.kind in KERNEL_KINDS:
-        ins, outs = candidate_layouts(op.input_shapes[0][1]), candidate_layouts(op.shape[1])
-        return [(i, o) for i, o in supported_layouts(workload(op)) if i in ins and o in outs]
-    shared = set.intersection(*(set(candidate_layouts(shape[1])) for shape in op.input_shapes))
-    return [(layout, layout) for layout in candidate_layouts(op.shape[1]) if layout in shared]
+def default_knobs(op: Op, in_layout: str, out_layout: str) -> Knobs:
+    """The template's default knob setting for ``op`` in the given layouts (``()`` for a kind without a kernel)."""
+    kind = get_kind(op.kind)
+    if not isinstance(kind, KernelKind):
+        return ()
+    return kind.knob_space(kind.spec(op, in_layout, out_layout), 1)[0]
 
 
 def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int | None = None) -> list[Candidate]:
     """Candidates of tunable ``op``: every supported layout pair x up to ``knobs_per_layout`` knob settings.
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
-    (so the default of each pair comes first, in ``candidate_layouts`` order).
+    (so the default of each pair comes first, in the kind's layout order).
     """
     if op.role != "tunable":
         raise SearchError(f"{op.name} ({op.kind}) is not a tunable node")
+    kind = get_kind(op.kind)
     per_pair = []
-    for in_layout, out_layout in _layout_pairs(op):
-        if op.kind in KERNEL_KINDS:
-            spec = kernel_spec(op, Candidate(in_layout, out_layout))
-            settings = knob_space(spec, knobs_per_layout) or [()]
-        else:
-            settings = [()]
+    for in_layout, out_layout in kind.layout_pairs(op):
+        settings = [()]
+        if isinstance(kind, KernelKind):
+            settings = kind.knob_space(kind.spec(op, in_layout, out_layout), knobs_per_layout) or [()]
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])
     ranked = [pair[rank] for rank in range(max(map(len, per_pair), default=0)) for pair in per_pair if rank < len(pair)]
     return ranked if space_size is None else ranked[: max(space_size, 1)]
@@ -103,23 +87,23 @@ def candidate_space(
 def check_candidate(op: Op, candidate: Candidate) -> None:
     """Raise SearchError (naming the node) unless ``op`` can run as ``candidate``."""
     where = f"node {op.name} ({op.kind})"
+    kind = get_kind(op.kind)
     try:
-        if op.kind in KERNEL_KINDS and op.kind != "dense":
-            check_layout(candidate.in_layout, op.input_shapes[0][1])
-            check_layout(candidate.out_layout, op.shape[1])
-        elif op.kind != "dense":
-            for shape in op.input_shapes + (op.shape,):
-                check_layout(candidate.in_layout, shape[1])
+        sides = [(candidate.in_layout if side == "in" else candidate.out_layout, shape)
+                 for side, shape in zip(op.input_sides, op.input_shapes)]
+        for name, shape in [*sides, (candidate.out_layout, op.shape)]:
+            activation_layout(name, shape)
     except LayoutError as exc:
         raise SearchError(f"{where}: {exc}") from exc
-    if (candidate.in_layout, candidate.out_layout) not in _layout_pairs(op):
+    pairs = kind.layout_pairs(op)
+    if (candidate.in_layout, candidate.out_layout) not in pairs:
         raise SearchError(f"{where}: no kernel for {candidate.in_layout} -> {candidate.out_layout}; "
-                          f"possible: {', '.join(f'{i}>{o}' for i, o in _layout_pairs(op))}")
-    if candidate.knobs and op.kind not in KERNEL_KINDS:
+                          f"possible: {', '.join(f'{i}>{o}' for i, o in pairs)}")
+    if candidate.knobs and not isinstance(kind, KernelKind):
         raise SearchError(f"{where}: {op.kind} nodes take no knobs, got {candidate.name!r}")
     if candidate.knobs:
         allowed: dict[str, set[int]] = {}
-        for setting in knob_space(kernel_spec(op, Candidate(candidate.in_layout, candidate.out_layout))):
+        for setting in kind.knob_space(kind.spec(op, candidate.in_layout, candidate.out_layout)):
             for key, value in setting:
                 allowed.setdefault(key, set()).add(value)
         for key, value in candidate.knobs:

@@ -1,8 +1,9 @@
 """Emit a Relax module that runs an ``OpGraph`` in the layouts a plan chose.
 
-Every conv/dense becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant weights; every edge
-whose layouts differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers
-run in their producer's layout; concat/add run in their chosen layout; fixed ops and model outputs see NCHW.
+Every node of a kernel kind becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant
+arguments; a node of a layout kind (concat, add) runs its Relax op in its chosen layout; every edge whose layouts
+differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers run in their
+producer's layout; fixed ops and model outputs see NCHW.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from dataclasses import dataclass
 import tvm
 from tvm import relax
 
-from search.candidates import Candidate, kernel_spec
-from search.graph import KERNEL_KINDS, Op, OpGraph
-from search.layouts import from_nchw, index_map, physical_shape
-from search.templates import build_kernel, pack_bias, pack_weight
+from search.candidates import Candidate
+from search.graph import Op, OpGraph
+from search.kinds import KernelKind, LayoutKind, get_kind
+from search.layouts import layout
 
 NOT_4D = "-"  # the "layout" of tensors that are not 4-D activations (never transformed)
 
@@ -40,66 +41,56 @@ class _Emitter:
         self.kernels: dict[str, tvm.tirx.PrimFunc] = {}
         self.functions: dict[str, tvm.ir.GlobalVar] = {}  # the source module's functions that fixed ops call
 
-    def read(self, value: str, layout: str) -> relax.Expr:
-        """``value`` in ``layout``, emitting (once) a layout_transform if it is stored otherwise."""
+    def read(self, value: str, wanted: str) -> relax.Expr:
+        """``value`` in layout ``wanted``, emitting (once) a layout_transform if it is stored otherwise."""
         expr, stored = self.values[value]
-        if stored in (layout, NOT_4D):
+        if stored in (wanted, NOT_4D):
             return expr
-        key = (value, layout)
+        key = (value, wanted)
         if key not in self.converted:
-            transform = relax.op.layout_transform(expr, index_map=index_map(stored, layout))
-            self.converted[key] = self.bb.emit(transform, name_hint=f"{value}_to_{layout}")
+            transform = relax.op.layout_transform(expr, index_map=layout(stored).index_map(layout(wanted)))
+            self.converted[key] = self.bb.emit(transform, name_hint=f"{value}_to_{wanted}")
         return self.converted[key]
 
-    def layout_of_input(self, op: Op) -> str:
-        return self.values[op.inputs[0]][1]
-
-    def kernel(self, op: Op) -> None:
+    def kernel(self, op: Op, kind: KernelKind) -> None:
         candidate = self.chosen[op.name]
-        spec = kernel_spec(op, candidate)
+        spec = kind.spec(op, candidate.in_layout, candidate.out_layout, candidate.knobs)
         if spec not in self.kernel_vars:
             name = f"{op.name}_{candidate.in_layout}_{candidate.out_layout}"
-            func = build_kernel(spec, self.target)
+            func = kind.build(spec, self.target)
             self.kernel_vars[spec] = self.bb.add_func(func, name)
             self.kernels[self.kernel_vars[spec].name_hint] = func
-        dense = op.kind == "dense"
-        args = [self.read(op.inputs[0], candidate.in_layout), relax.const(pack_weight(spec, op.params["weight"]))]
-        if spec.epilogue.bias:
-            args.append(relax.const(pack_bias(spec, op.params["bias"])))
-        if spec.epilogue.residual:
-            args.append(self.read(op.inputs[1], candidate.out_layout))
-        shape = op.shape if dense else physical_shape(op.shape, candidate.out_layout)
+        sides = {"in": candidate.in_layout, "out": candidate.out_layout}
+        inputs = [self.read(value, sides[side]) for value, side in zip(op.inputs, op.input_sides)]
+        args = [inputs[0], *(relax.const(array) for array in kind.pack(spec, op.params)), *inputs[1:]]
+        shape = layout(candidate.out_layout).physical_shape(op.shape)
         call = relax.call_tir(self.kernel_vars[spec], relax.Tuple(args), relax.TensorType(shape, "float32"))
-        self.define(op, self.bb.emit(call, name_hint=op.name), NOT_4D if dense else candidate.out_layout)
+        self.define(op, self.bb.emit(call, name_hint=op.name), candidate.out_layout)
 
-    def multi_input(self, op: Op) -> None:
-        layout = self.chosen[op.name].out_layout
-        inputs = [self.read(value, layout) for value in op.inputs]
-        if op.kind == "concat":
-            expr = relax.op.concat(inputs, axis=3 if layout == "NHWC" else 1)
-        else:
-            expr = relax.op.add(*inputs)
-        self.define(op, self.bb.emit(expr, name_hint=op.name), layout)
+    def layout_op(self, op: Op, kind: LayoutKind) -> None:
+        stored = self.chosen[op.name].out_layout
+        inputs = [self.read(value, stored) for value in op.inputs]
+        self.define(op, self.bb.emit(kind.emit(inputs, layout(stored)), name_hint=op.name), stored)
 
     def follower(self, op: Op) -> None:
-        layout = self.layout_of_input(op)
-        x = self.read(op.inputs[0], layout)
+        stored = self.values[op.inputs[0]][1]
+        x = self.read(op.inputs[0], stored)
         a = op.attrs
         if op.kind in ("relu", "sigmoid"):
             expr = relax.op.nn.relu(x) if op.kind == "relu" else relax.op.sigmoid(x)
         elif op.kind in ("channel_scale", "channel_shift"):
-            value = relax.const(from_nchw(op.params["value"].reshape(1, -1, 1, 1), layout))
+            value = relax.const(layout(stored).from_logical(op.params["value"].reshape(1, -1, 1, 1)))
             expr = relax.op.multiply(x, value) if op.kind == "channel_scale" else relax.op.add(x, value)
         elif op.kind == "clip":
             expr = relax.op.clip(x, a["min"], a["max"])
         elif op.kind == "adaptive_avg_pool2d":
-            expr = relax.op.nn.adaptive_avg_pool2d(x, a["output_size"], layout=layout, out_layout=layout)
+            expr = relax.op.nn.adaptive_avg_pool2d(x, a["output_size"], layout=stored, out_layout=stored)
         else:
             pool = relax.op.nn.max_pool2d if op.kind == "max_pool2d" else relax.op.nn.avg_pool2d
             extra = {"count_include_pad": a["count_include_pad"]} if op.kind == "avg_pool2d" else {}
             expr = pool(x, a["pool_size"], a["strides"], a["padding"], a["dilation"], a["ceil_mode"],
-                        layout=layout, out_layout=layout, **extra)
-        self.define(op, self.bb.emit(expr, name_hint=op.name), layout)
+                        layout=stored, out_layout=stored, **extra)
+        self.define(op, self.bb.emit(expr, name_hint=op.name), stored)
 
     def fixed(self, op: Op) -> None:
         """Re-emit a fixed op's expression with its variables read in NCHW; a PrimFunc it calls (``call_tir``) is
@@ -125,8 +116,8 @@ class _Emitter:
             expr = substitute(expr)
         self.define(op, self.bb.emit(expr, name_hint=op.name.replace(".", "_")), "NCHW")
 
-    def define(self, op: Op, expr: relax.Expr, layout: str) -> None:
-        self.values[op.name] = (expr, layout if len(op.shape) == 4 else NOT_4D)
+    def define(self, op: Op, expr: relax.Expr, stored: str) -> None:
+        self.values[op.name] = (expr, stored if len(op.shape) == 4 else NOT_4D)
 
     def run(self) -> Emitted:
         params = [relax.Var(name, relax.TensorType(shape, "float32")) for name, shape in self.graph.inputs]
@@ -135,10 +126,11 @@ class _Emitter:
                 self.values[param.name] = (param, "NCHW" if len(param.ty.shape.values) == 4 else NOT_4D)
             with self.bb.dataflow():
                 for op in self.graph.ops:
-                    if op.kind in KERNEL_KINDS:
-                        self.kernel(op)
-                    elif op.role == "tunable":
-                        self.multi_input(op)
+                    kind = get_kind(op.kind) if op.role == "tunable" else None
+                    if isinstance(kind, KernelKind):
+                        self.kernel(op, kind)
+                    elif isinstance(kind, LayoutKind):
+                        self.layout_op(op, kind)
                     elif op.role == "follower":
                         self.follower(op)
                     else:

@@ -2,9 +2,10 @@
 
 One ``Op`` per operator that matters for layouts. Three roles:
 
-- **tunable** ops get a layout (and a kernel schedule) from the plan: ``conv2d`` / ``depthwise_conv2d`` with their
-  fused epilogue (bias, residual add, relu / relu6; the residual is an extra input), ``dense``, and ``concat`` / ``add``
-  of 4-D activations (multi-input nodes: every input edge converts on its own);
+- **tunable** ops, recognised by a registered operator kind (``search.kinds``), get a layout (and a kernel schedule)
+  from the plan: built in, ``conv2d`` / ``depthwise_conv2d`` with their fused epilogue (bias, residual add, relu /
+  relu6; the residual is an extra input), ``dense``, and ``concat`` / ``add`` of 4-D activations (multi-input nodes:
+  every input edge converts on its own);
 - **follower** ops (relu, clip, sigmoid, per-channel multiply/add of a constant, pooling) run in the layout of
   their producer;
 - **fixed** ops, every other operator (reshape, softmax, non-channel concats, grouped convolutions, operators tessera
@@ -25,12 +26,6 @@ import numpy as np
 
 from search.errors import SearchError
 
-TUNABLE_KINDS = ("conv2d", "depthwise_conv2d", "dense", "concat", "add")
-FOLLOWER_KINDS = (
-    "relu", "clip", "sigmoid", "channel_scale", "channel_shift", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"
-)
-KERNEL_KINDS = ("conv2d", "depthwise_conv2d", "dense")
-
 
 @dataclass(frozen=True, eq=False)
 class Op:
@@ -41,11 +36,12 @@ class Op:
     name : str
         Stable name, ``<kind>_<index>`` (e.g. ``conv2d_3``); plans refer to tunable ops by it.
     kind : str
-        ``conv2d``, ``depthwise_conv2d``, ``dense``, ``concat``, ``add``, a follower kind, or for a fixed op the Relax
-        name of its operator (``reshape``, ``nn.softmax``, ``concat`` of 2-D tensors, ``call_tir``, ...), ``tuple`` or
+        For a tunable op the name of its kind (``conv2d``, ``concat``, ...); a follower's (``relu``, ``clip``,
+        ``sigmoid``, ``channel_scale``, ``channel_shift``, the poolings); for a fixed op the Relax name of its
+        operator (``reshape``, ``nn.softmax``, ``concat`` of 2-D tensors, ``call_tir``, ...), ``tuple`` or
         ``tuple_item``.
     role : str
-        ``tunable`` (kinds in ``TUNABLE_KINDS``), ``follower`` (``FOLLOWER_KINDS``) or ``fixed``.
+        ``tunable`` (a registered kind), ``follower`` or ``fixed``.
     inputs : tuple of str
         Names of the values read: other ops or model inputs. A conv's residual is its second input.
     input_shapes : tuple of tuple of int
@@ -58,6 +54,8 @@ class Op:
     params : dict of str to numpy.ndarray
         Constant operands: ``weight`` (OIHW for convs, (out, in) for dense) and ``bias`` ((C,)) when fused;
         ``value`` ((C,)) of channel_scale / channel_shift.
+    input_sides : tuple of str
+        For a tunable op, which of its layouts each input must arrive in: ``in``, or ``out`` for a residual.
     bindings : tuple of str
         Names of the Relax bindings this op replaces (for messages).
     call : relax.Expr or None
@@ -72,12 +70,9 @@ class Op:
     shape: tuple[int, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     params: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    input_sides: tuple[str, ...] = ()
     bindings: tuple[str, ...] = ()
     call: Any = field(default=None, repr=False)
-
-    def input_side(self, index: int) -> str:
-        """Which of this op's layouts input ``index`` must arrive in: ``in``, or ``out`` for a conv's residual."""
-        return "out" if self.kind in ("conv2d", "depthwise_conv2d") and index == 1 else "in"
 
 
 @dataclass(frozen=True)
@@ -169,9 +164,9 @@ def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[
             if op.role == "fixed":
                 writes.extend([BoundaryWrite(src, op.name, shape)] if src else [])
             elif src is None:
-                reads.append(BoundaryRead(op.name, index, op.input_side(index), shape))
+                reads.append(BoundaryRead(op.name, index, op.input_sides[index], shape))
             else:
-                edges.append(LayoutEdge(src, op.name, index, op.input_side(index), shape))
+                edges.append(LayoutEdge(src, op.name, index, op.input_sides[index], shape))
     for value in outputs:
         src = _source(by_name, value)
         if src is not None and len(by_name[value].shape) == 4:

@@ -1,41 +1,210 @@
-"""Activation layouts: NCHW, NHWC and NCHW{c}c, their physical shapes, numpy conversions and TVM index maps.
+"""Data layouts as values: ``Layout.parse("NCHW16c")`` once, then its blocks, shapes, numpy conversions and index maps.
 
-Every activation has a logical NCHW shape ``(n, c, h, w)``; a layout says how it is stored:
-``NCHW`` as is, ``NHWC`` channels last, ``NCHW{c}c`` as ``(n, C // c, h, w, c)``.
+A layout says how a tensor is stored, axis by axis, outermost first: an upper-case letter is a *primal* axis (``N``,
+``C``, ``H``, ``W``), ``<size><letter>`` a block of ``size`` consecutive elements of that primal axis (``16c``), stored
+inside the primal axis's remaining part. Activations are ``NCHW``, ``NHWC`` or ``NCHW{c}c``; 2-D tensors ``NC``.
+A tensor's *logical* shape lists its primal axes in canonical order (``N``, ``C``, ``D``, ``H``, ``W``, then any
+other letter in stored order): ``(n, c, h, w)`` for every activation layout. TVM-free; ``index_map`` imports TVM.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from search.errors import SearchError
 
 BLOCK_SIZES = (4, 8, 16, 32, 64)
-_BLOCKED = re.compile(r"NCHW(\d+)c")
+CANONICAL = "NCDHW"  # logical order of the primal axes that have one
+ACTIVATION_AXES = {2: "NC", 4: "NCHW"}  # the logical axes of activations, by rank
+_TOKEN = re.compile(r"([A-Z])|(\d+)([a-z])")
 
 
 class LayoutError(SearchError):
     """An unknown layout, or one that does not fit a tensor."""
 
 
-def block_size(layout: str) -> int | None:
-    """The channel block of ``NCHW{c}c`` (None for NCHW and NHWC); raises for unknown layouts."""
-    if layout in ("NCHW", "NHWC"):
-        return None
-    match = _BLOCKED.fullmatch(layout)
-    if not match or int(match.group(1)) < 1:
-        raise LayoutError(f"unknown layout {layout!r}; expected NCHW, NHWC or NCHW<c>c")
-    return int(match.group(1))
+@dataclass(frozen=True)
+class Layout:
+    """A parsed layout: ``axes`` in stored order, each ``(letter, block)``: a primal axis ``("C", None)`` or a block
+    of one ``("C", 16)``."""
+
+    name: str
+    axes: tuple[tuple[str, int | None], ...]
+
+    @staticmethod
+    @functools.cache
+    def parse(name: str) -> Layout:
+        """The layout called ``name``; ``LayoutError`` unless every primal axis appears once, every block is a
+        positive size of a primal axis that appears, and no axis has two blocks."""
+        error = LayoutError(f"unknown layout {name!r}; expected e.g. NCHW, NHWC, NCHW16c or NC")
+        if not isinstance(name, str) or not name:
+            raise error
+        axes, position = [], 0
+        for match in _TOKEN.finditer(name):
+            if match.start() != position:
+                raise error
+            position = match.end()
+            primal, size, letter = match.groups()
+            axes.append((primal, None) if primal else (letter.upper(), int(size)))
+        primals = [letter for letter, block in axes if block is None]
+        blocks = [letter for letter, block in axes if block is not None]
+        if (position != len(name) or len(set(primals)) != len(primals) or len(set(blocks)) != len(blocks)
+                or not set(blocks) <= set(primals) or any(block == 0 for _, block in axes)):
+            raise error
+        return Layout(name, tuple(axes))
+
+    def __str__(self) -> str:
+        return self.name
+
+    # ------------------------------------------------------------------------------------------------ structure
+    @property
+    def ndim(self) -> int:
+        """Stored axes: 4 for NCHW and NHWC, 5 for NCHW16c."""
+        return len(self.axes)
+
+    @property
+    def logical(self) -> str:
+        """The primal axes in logical order: ``NCHW`` for every activation layout."""
+        primals = [letter for letter, block in self.axes if block is None]
+        known = [letter for letter in CANONICAL if letter in primals]
+        return "".join(known + [letter for letter in primals if letter not in CANONICAL])
+
+    def block(self, letter: str = "C") -> int | None:
+        """The block size of primal axis ``letter`` (None when it is not blocked)."""
+        return next((block for axis, block in self.axes if axis == letter and block is not None), None)
+
+    def stored_axis(self, letter: str) -> int:
+        """Position of primal axis ``letter`` (its outer part, when blocked) among the stored axes."""
+        return self.axes.index((letter, None))
+
+    # ------------------------------------------------------------------------------------------------ shapes
+    def _extents(self, shape: Sequence[int]) -> dict[str, int]:
+        if len(shape) != len(self.logical):
+            raise LayoutError(f"layout {self.name} holds {len(self.logical)}-D tensors ({self.logical}), "
+                              f"got shape {tuple(shape)}")
+        return dict(zip(self.logical, (int(extent) for extent in shape)))
+
+    def check(self, shape: Sequence[int]) -> None:
+        """``LayoutError`` unless a tensor of logical ``shape`` can be stored in this layout (blocks divide)."""
+        extents = self._extents(shape)
+        for letter, block in self.axes:
+            if block is not None and extents[letter] % block:
+                what = "channels" if letter == "C" else f"axis {letter}"
+                raise LayoutError(f"layout {self.name} needs {what} divisible by {block}, tensor has "
+                                  f"{extents[letter]}")
+
+    def fits(self, shape: Sequence[int]) -> bool:
+        """Whether ``check(shape)`` passes."""
+        try:
+            self.check(shape)
+        except LayoutError:
+            return False
+        return True
+
+    def physical_shape(self, shape: Sequence[int]) -> tuple[int, ...]:
+        """Stored shape of a tensor of logical ``shape``."""
+        self.check(shape)
+        extents = self._extents(shape)
+        return tuple(block if block is not None else extents[letter] // (self.block(letter) or 1)
+                     for letter, block in self.axes)
+
+    # ------------------------------------------------------------------------------------------------ numpy
+    def _split(self, extents: dict[str, int]) -> tuple[list[int], list[tuple[str, int | None]]]:
+        """The logical axes with every blocked one split into (outer, block): shape and axis names."""
+        shape, names = [], []
+        for letter in self.logical:
+            block = self.block(letter)
+            if block is None:
+                shape.append(extents[letter])
+                names.append((letter, None))
+            else:
+                shape += [extents[letter] // block, block]
+                names += [(letter, None), (letter, block)]
+        return shape, names
+
+    def from_logical(self, array: np.ndarray) -> np.ndarray:
+        """``array`` (logical shape) re-laid out into this layout."""
+        self.check(array.shape)
+        split, names = self._split(self._extents(array.shape))
+        order = [names.index(axis) for axis in self.axes]
+        return np.ascontiguousarray(array.reshape(split).transpose(order))
+
+    def to_logical(self, array: np.ndarray) -> np.ndarray:
+        """Inverse of ``from_logical``: a stored array back in logical shape."""
+        if array.ndim != self.ndim:
+            raise LayoutError(f"layout {self.name} stores {self.ndim}-D arrays, got shape {array.shape}")
+        extents = {letter: 1 for letter in self.logical}
+        for (letter, _), extent in zip(self.axes, array.shape):
+            extents[letter] *= int(extent)
+        _, names = self._split(extents)
+        stored = list(self.axes)
+        logical = np.ascontiguousarray(array.transpose([stored.index(axis) for axis in names]))
+        return logical.reshape([extents[letter] for letter in self.logical])
+
+    # ------------------------------------------------------------------------------------------------ index maps
+    def logical_coordinates(self) -> Callable[..., tuple]:
+        """``(stored indices) -> (logical indices)``; works on ints and TVM expressions alike."""
+        blocks = {letter: block for letter, block in self.axes if block is not None}
+        position = {axis: i for i, axis in enumerate(self.axes)}
+
+        def coordinates(*idx):
+            out = []
+            for letter in self.logical:
+                outer = idx[position[(letter, None)]]
+                out.append(outer * blocks[letter] + idx[position[(letter, blocks[letter])]] if letter in blocks
+                           else outer)
+            return tuple(out)
+
+        return coordinates
+
+    def stored_coordinates(self) -> Callable[..., tuple]:
+        """``(logical indices) -> (stored indices)``; works on ints and TVM expressions alike."""
+        logical = self.logical
+
+        def coordinates(*idx):
+            value = dict(zip(logical, idx))
+            blocks = {letter: block for letter, block in self.axes if block is not None}
+            return tuple(value[letter] % block if block is not None
+                         else value[letter] // blocks[letter] if letter in blocks else value[letter]
+                         for letter, block in self.axes)
+
+        return coordinates
+
+    def index_map(self, dst: Layout):
+        """A ``tvm.tirx.IndexMap`` from this layout's stored axes to ``dst``'s, for ``relax.op.layout_transform``."""
+        from tvm.tirx import IndexMap
+
+        if dst.logical != self.logical:
+            raise LayoutError(f"no index map from {self.name} to {dst.name}: different axes")
+        to_logical, to_dst = self.logical_coordinates(), dst.stored_coordinates()
+        return IndexMap.from_func(lambda *axes: to_dst(*to_logical(*axes)), ndim=self.ndim)
 
 
-def check_layout(layout: str, channels: int) -> None:
-    """Raise ``LayoutError`` unless ``layout`` can hold ``channels`` channels."""
-    c = block_size(layout)
-    if c is not None and channels % c:
-        raise LayoutError(f"layout {layout} needs channels divisible by {c}, tensor has {channels}")
+def layout(name: str | Layout) -> Layout:
+    """``name`` parsed (a ``Layout`` passes through)."""
+    return name if isinstance(name, Layout) else Layout.parse(name)
+
+
+def activation_layout(name: str, shape: Sequence[int]) -> Layout:
+    """``name`` parsed and checked to store an activation of logical ``shape`` (``NC`` / ``NCHW`` axes, blocks
+    dividing); ``LayoutError`` naming what is wrong otherwise."""
+    parsed = layout(name)
+    axes = ACTIVATION_AXES.get(len(shape))
+    if parsed.logical != axes:
+        raise LayoutError(f"unknown layout {name!r} for a {len(shape)}-D activation: its axes are {parsed.logical}, "
+                          f"not {axes}")
+    parsed.check(shape)
+    return parsed
+
+
+def searchable_layouts() -> list[str]:
+    """Every 4-D activation layout the built-in kinds can run: NCHW, NHWC and NCHW{c}c for c in ``BLOCK_SIZES``."""
+    return ["NCHW", "NHWC"] + [f"NCHW{c}c" for c in BLOCK_SIZES]
 
 
 def candidate_layouts(channels: int, blocks: Sequence[int] = BLOCK_SIZES) -> list[str]:
@@ -43,67 +212,20 @@ def candidate_layouts(channels: int, blocks: Sequence[int] = BLOCK_SIZES) -> lis
     return ["NCHW", "NHWC"] + [f"NCHW{c}c" for c in blocks if channels % c == 0]
 
 
-def physical_shape(shape: Sequence[int], layout: str) -> tuple[int, ...]:
-    """Stored shape of a tensor with logical NCHW ``shape`` in ``layout``."""
-    n, c, h, w = shape
-    check_layout(layout, c)
-    block = block_size(layout)
-    if layout == "NCHW":
-        return (n, c, h, w)
-    if layout == "NHWC":
-        return (n, h, w, c)
-    return (n, c // block, h, w, block)
+def nearest_layout(name: str, *channels: int) -> str:
+    """``name`` if its channel block divides every channel count; else the largest smaller block dividing them all;
+    else NCHW."""
+    block = layout(name).block()
+    if block is None:
+        return name
+    fitting = [b for b in BLOCK_SIZES if b <= block and all(c % b == 0 for c in channels)]
+    return f"NCHW{max(fitting)}c" if fitting else "NCHW"
 
 
-def from_nchw(array: np.ndarray, layout: str) -> np.ndarray:
-    """Re-lay out a logical NCHW numpy array into ``layout``."""
-    n, c, h, w = array.shape
-    check_layout(layout, c)
-    if layout == "NCHW":
-        return np.ascontiguousarray(array)
-    if layout == "NHWC":
-        return np.ascontiguousarray(array.transpose(0, 2, 3, 1))
-    block = block_size(layout)
-    return np.ascontiguousarray(array.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
-
-
-def to_nchw(array: np.ndarray, layout: str) -> np.ndarray:
-    """Inverse of ``from_nchw``."""
-    if layout == "NCHW":
-        return np.ascontiguousarray(array)
-    if layout == "NHWC":
-        return np.ascontiguousarray(array.transpose(0, 3, 1, 2))
-    block_size(layout)
-    n, cb, h, w, block = array.shape
-    return np.ascontiguousarray(array.transpose(0, 1, 4, 2, 3).reshape(n, cb * block, h, w))
-
-
-def _to_logical(layout: str) -> Callable[..., tuple]:
-    if layout == "NCHW":
-        return lambda n, c, h, w: (n, c, h, w)
-    if layout == "NHWC":
-        return lambda n, h, w, c: (n, c, h, w)
-    block = block_size(layout)
-    return lambda n, cb, h, w, ci: (n, cb * block + ci, h, w)
-
-
-def _from_logical(layout: str) -> Callable[..., tuple]:
-    if layout == "NCHW":
-        return lambda n, c, h, w: (n, c, h, w)
-    if layout == "NHWC":
-        return lambda n, c, h, w: (n, h, w, c)
-    block = block_size(layout)
-    return lambda n, c, h, w: (n, c // block, h, w, c % block)
-
-
-def ndim(layout: str) -> int:
-    """Number of stored axes: 4, or 5 for NCHW{c}c."""
-    return 4 if block_size(layout) is None else 5
-
-
-def index_map(src: str, dst: str):
-    """A ``tvm.tirx.IndexMap`` from ``src``'s stored axes to ``dst``'s, for ``relax.op.layout_transform``."""
-    from tvm.tirx import IndexMap
-
-    to_logical, from_logical = _to_logical(src), _from_logical(dst)
-    return IndexMap.from_func(lambda *axes: from_logical(*to_logical(*axes)), ndim=ndim(src))
+def view_block(name: str, channels: int) -> int:
+    """The channel block of an activation layout's *blocked view* ``(n, C // b, h, w, b)``, on which the kernel
+    templates compute: the layout's block, 1 for NCHW, ``channels`` for NHWC."""
+    parsed = layout(name)
+    if parsed.block() is not None:
+        return parsed.block()
+    return channels if parsed.axes[-1] == ("C", None) else 1

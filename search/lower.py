@@ -2,7 +2,7 @@
 schedule, check that the template kernels survive the default Relax pipeline unchanged, and compile.
 
 The CPU default pipeline of ``tvm.compile`` does not fuse, so ``call_tir`` kernels stay separate PrimFuncs unless
-fused here; the check compares every kernel body after the pipeline with the body ``build_kernel`` returned.
+fused here; the check compares every kernel body after the pipeline with the body its kind's ``build`` returned.
 """
 
 from __future__ import annotations

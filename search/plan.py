@@ -13,16 +13,16 @@ knobs depend on the unit. Without it (older or hand-written files) the knobs are
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from search.candidates import Candidate, check_candidate, kernel_spec
+from search.candidates import Candidate, check_candidate, default_knobs
 from search.errors import SearchError
-from search.graph import KERNEL_KINDS, Op, OpGraph
+from search.graph import Op, OpGraph
 from search.isa import UNITS
-from search.layouts import BLOCK_SIZES, block_size
-from search.templates import knob_space
+from search.kinds import get_kind
 from search.templates.common import unit
 from solvers.problem import write_json_atomic
 
@@ -98,38 +98,26 @@ def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:
     return chosen
 
 
-def nearest_layout(layout: str, *channels: int) -> str:
-    """``layout`` if it fits every channel count; else the largest smaller block dividing them all; else NCHW."""
-    block = block_size(layout)
-    if block is None:
-        return layout
-    fitting = [b for b in BLOCK_SIZES if b <= block and all(c % b == 0 for c in channels)]
-    return f"NCHW{max(fitting)}c" if fitting else "NCHW"
-
-
 def _uniform_candidate(op: Op, layout: str) -> Candidate:
-    if op.kind not in KERNEL_KINDS:
-        shared = nearest_layout(layout, op.shape[1], *(shape[1] for shape in op.input_shapes))
-        return Candidate(shared, shared)
-    if op.kind == "dense":
-        in_layout = out_layout = "NC"
-    elif op.kind == "depthwise_conv2d":
-        in_layout = out_layout = nearest_layout(layout, op.shape[1])
-    else:
-        in_layout, out_layout = nearest_layout(layout, op.input_shapes[0][1]), nearest_layout(layout, op.shape[1])
-    default_knobs = knob_space(kernel_spec(op, Candidate(in_layout, out_layout)), 1)[0]
-    return Candidate(in_layout, out_layout, default_knobs)
+    in_layout, out_layout = get_kind(op.kind).baseline(op, layout)
+    return Candidate(in_layout, out_layout, default_knobs(op, in_layout, out_layout))
 
 
 def baseline_plan(graph: OpGraph, name: str, model: str = "", args: dict[str, Any] | None = None) -> Plan:
     """A uniform plan: ``nchw``, ``nhwc`` or ``nchw16c``, every kernel with its default knobs.
 
-    Where 16 does not divide a tensor's channels, ``nchw16c`` uses the largest smaller block that does (8, then 4),
-    else NCHW; each side of a conv is chosen on its own channel count (a depthwise conv keeps in == out), a concat/add
-    uses the largest block dividing every input.
+    Each kind picks its layouts (``OperatorKind.baseline``): where 16 does not divide a tensor's channels, ``nchw16c``
+    uses the largest smaller block that does (8, then 4), else NCHW; each side of a conv is chosen on its own channel
+    count (a depthwise conv keeps in == out), a concat/add uses the largest block dividing every input, dense runs NC.
     """
     layouts = {"nchw": "NCHW", "nhwc": "NHWC", "nchw16c": "NCHW16c"}
     if name not in layouts:
         raise SearchError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES)}")
     choices = {op.name: _uniform_candidate(op, layouts[name]).name for op in graph.tunable}
     return Plan(choices, model, dict(args or {}), unit().name)
+
+
+def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None) -> Plan:
+    """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices, their knobs
+    those of the templates as sized now (the host's unit)."""
+    return Plan(dict(assignment), model, dict(args or {}), unit().name)

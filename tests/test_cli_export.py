@@ -7,7 +7,11 @@ import json
 import pytest
 
 from experiments.cli import main
+from search.graph import extract_graph
 from search.isa import AVX2, AVX512, HOST
+from search.plan import baseline_plan
+from search.templates.common import sized_for
+from search.zoo import load_model
 from tests.cli_helpers import one_error_line
 
 
@@ -54,8 +58,11 @@ def test_export_rejects_a_plan_for_another_graph(artifact, capsys, tmp_path):
 
 def test_export_compiles_a_plan_tuned_on_another_vector_unit_with_its_sizing(artifact, capsys, tmp_path):
     other = AVX2 if HOST is AVX512 else AVX512
-    plan = json.loads((artifact / "plan.json").read_text())
-    (tmp_path / "plan.json").write_text(json.dumps({**plan, "vector_unit": other.name}))
+    graph = extract_graph(load_model("resnet18", image_size=32))
+    with sized_for(other):  # the default knobs of the other unit, as a plan tuned there would have them
+        plan = baseline_plan(graph, "nchw16c", "resnet18", {"batch": 1, "image_size": 32, "seed": 0})
+    assert plan.vector_unit == other.name
+    plan.save(tmp_path / "plan.json")
     out = tmp_path / "out"
     assert main(["export", "resnet18", "--plan", str(tmp_path / "plan.json"), "--out", str(out)]) == 0
     assert f"knobs were chosen for {other.name}, this host has {HOST.name}" in capsys.readouterr().err

@@ -1,8 +1,10 @@
-"""Pieces shared by the templates: knob spaces, the blocked view of a layout, the epilogue compute, finishing touches.
+"""Pieces shared by the templates: knob spaces, the re-indexing of blocked views, the epilogue compute, finishing
+touches.
 
-Every conv template computes on *blocked* activations ``(n, C // b, h, w, b)``. A layout is such a view:
-``NCHW{c}c`` with ``b = c``, ``NCHW`` with ``b = 1`` and ``NHWC`` with ``b = C`` (one block); the kernel's
-parameter buffers are then re-indexed to the physical layout with ``Schedule.transform_layout``.
+Every conv template computes on *blocked* activations ``(n, C // b, h, w, b)``. A layout is such a view
+(``search.layouts.view_block``): ``NCHW{c}c`` with ``b = c``, ``NCHW`` with ``b = 1`` and ``NHWC`` with ``b = C``
+(one block); the kernel's parameter buffers are then re-indexed to the physical layout with
+``Schedule.transform_layout``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from tvm import te
 
 from search.errors import SearchError
 from search.isa import HOST, VectorUnit
-from search.layouts import block_size
+from search.layouts import layout
 from search.templates.workloads import Epilogue, Knobs
 
 _unit = HOST
@@ -39,33 +41,21 @@ def sized_for(target_unit: VectorUnit) -> Iterator[None]:
         _unit = saved
 
 
-def view_block(layout: str, channels: int) -> int:
-    """Channel block of ``layout``'s blocked view: the layout's block, 1 for NCHW, ``channels`` for NHWC."""
-    if layout == "NCHW":
-        return 1
-    if layout == "NHWC":
-        return channels
-    return block_size(layout)
-
-
-def to_physical(layout: str, block: int | None) -> Callable[..., tuple]:
-    """Index map from blocked ``(n, cb, h, w, ci)`` coordinates (block ``block``) to ``layout``'s stored axes;
-    ``block`` None: from logical ``(n, c, h, w)`` coordinates (NCHW / NHWC only)."""
+def to_physical(name: str, block: int | None) -> Callable[..., tuple]:
+    """Index map from blocked ``(n, cb, h, w, ci)`` coordinates (block ``block``) to unblocked layout ``name``'s
+    stored axes; ``block`` None: from logical ``(n, c, h, w)`` coordinates."""
+    stored = layout(name).stored_coordinates()
     if block is None:
-        return (lambda n, c, h, w: (n, h, w, c)) if layout == "NHWC" else (lambda n, c, h, w: (n, c, h, w))
-    if layout == "NCHW":
-        return lambda n, cb, h, w, ci: (n, cb * block + ci, h, w)
-    if layout == "NHWC":
-        return lambda n, cb, h, w, ci: (n, h, w, cb * block + ci)
-    return lambda n, cb, h, w, ci: (n, cb, h, w, ci)
+        return stored
+    return lambda n, cb, h, w, ci: stored(n, cb * block + ci, h, w)
 
 
 def relayout_params(sch: tvm.s_tir.Schedule, accesses: Sequence[tuple[str, str, int, str, int | None]]) -> None:
     """Re-index parameter buffers to physical layouts: ``(block, "read"|"write", index, layout, view block)``; a view
     block of None means the buffer is indexed in logical NCHW."""
-    for block, kind, index, layout, view in accesses:
-        if block_size(layout) is None:
-            sch.transform_layout(block, (kind, index), to_physical(layout, view))
+    for block, kind, index, name, view in accesses:
+        if layout(name).block() is None:
+            sch.transform_layout(block, (kind, index), to_physical(name, view))
 
 
 def epilogue_compute(

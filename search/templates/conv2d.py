@@ -20,7 +20,7 @@ import numpy as np
 import tvm
 from tvm import te, topi
 
-from search.layouts import block_size, candidate_layouts
+from search.layouts import candidate_layouts, layout, view_block
 from search.templates.common import (
     by_closeness,
     divisors,
@@ -32,7 +32,6 @@ from search.templates.common import (
     resolve_knobs,
     unit,
     vectorize_tile,
-    view_block,
 )
 from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 
@@ -90,9 +89,9 @@ def _reg_tiles(width: int, vectors: int) -> list[int]:
 def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     wl = spec.workload
     choices: dict[str, list[int]] = {}
-    if block_size(spec.out_layout) is None:
+    if layout(spec.out_layout).block() is None:
         choices["oc_bn"] = _oc_blocks(wl.out_channels)
-    ob = choices["oc_bn"][0] if "oc_bn" in choices else block_size(spec.out_layout)
+    ob = choices["oc_bn"][0] if "oc_bn" in choices else layout(spec.out_layout).block()
     choices["reg_n"] = _reg_tiles(wl.out_width, _vectors(ob))
     if wl.kernel[1] > 1:
         choices["unroll_kw"] = [1, 0]
@@ -101,7 +100,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     space = knob_product(_choices(spec), None)
-    block = block_size(spec.out_layout)
+    block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
     return fits if size is None else fits[: max(size, 0)]
 

@@ -12,7 +12,7 @@ import numpy as np
 import tvm
 from tvm import te, topi
 
-from search.layouts import candidate_layouts
+from search.layouts import candidate_layouts, view_block
 from search.templates.common import (
     by_closeness,
     divisors,
@@ -24,7 +24,6 @@ from search.templates.common import (
     resolve_knobs,
     unit,
     vectorize_tile,
-    view_block,
 )
 from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 

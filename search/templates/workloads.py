@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from search.errors import SearchError
+
+if TYPE_CHECKING:
+    from search.kinds import KernelKind
 
 ACTIVATIONS = (None, "relu", "relu6")
 
@@ -38,6 +42,11 @@ class Conv2DWorkload:
         return (self.width + left + right - span) // self.strides[1] + 1
 
     @property
+    def kind(self) -> str:
+        """The operator kind running it: ``depthwise_conv2d`` when groups == channels, else ``conv2d``."""
+        return "depthwise_conv2d" if self.is_depthwise else "conv2d"
+
+    @property
     def is_depthwise(self) -> bool:
         return self.groups > 1 and self.groups == self.in_channels == self.out_channels
 
@@ -65,6 +74,8 @@ class DenseWorkload:
     out_features: int
     dtype: str = "float32"
 
+    kind = "dense"  # the operator kind running it (a class attribute, not a field)
+
     @property
     def flops(self) -> int:
         return 2 * self.batch * self.in_features * self.out_features
@@ -88,10 +99,20 @@ Knobs = tuple[tuple[str, int], ...]
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """One kernel to build: workload, activation layouts, schedule knobs (sorted pairs; () = default), epilogue."""
+    """One kernel to build: workload, activation layouts, schedule knobs (sorted pairs; () = default), epilogue.
 
-    workload: Conv2DWorkload | DenseWorkload
+    ``workload`` is any frozen dataclass whose ``kind`` names a registered ``search.kinds.KernelKind``.
+    """
+
+    workload: Any
     in_layout: str
     out_layout: str
     knobs: Knobs = ()
     epilogue: Epilogue = Epilogue()
+
+    @property
+    def kind(self) -> KernelKind:
+        """The registered kernel kind that builds this spec (from ``workload.kind``)."""
+        from search.kinds import kernel_kind
+
+        return kernel_kind(self.workload.kind)

@@ -23,7 +23,8 @@ from cost_models.features import (
 from cost_models.learned import HybridCosts, PredictedCosts
 from cost_models.xgb_model import ModelError, XGBCostModel
 from search.isa import AVX2, AVX512, HOST
-from search.templates import Conv2DWorkload, Epilogue, KernelSpec, knob_space, supported_layouts
+from search.kinds import KINDS
+from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 from tests.cost_models.test_measure import QUICK, TARGET, THREADS
 
 WORKLOADS = [Conv2DWorkload(1, ci, hw, hw, co, (k, k), (s, s), (k // 2,) * 4)
@@ -34,10 +35,11 @@ WORKLOADS = [Conv2DWorkload(1, ci, hw, hw, co, (k, k), (s, s), (k // 2,) * 4)
 def tasks_of(workload: Conv2DWorkload, per_pair: int = 3) -> list[KernelTask]:
     """A node's candidates: every layout pair with its first few knob settings."""
     out = []
-    for in_layout, out_layout in supported_layouts(workload):
+    kind = KINDS["conv2d"]
+    for in_layout, out_layout in kind.supported_layouts(workload):
         spec = KernelSpec(workload, in_layout, out_layout, epilogue=Epilogue(activation="relu"))
         out += [KernelTask(KernelSpec(workload, in_layout, out_layout, knobs, spec.epilogue))
-                for knobs in knob_space(spec, per_pair)]
+                for knobs in kind.knob_space(spec, per_pair)]
     return out
 
 

@@ -17,7 +17,7 @@ from cost_models.timer import (
     random_arguments,
     time_kernel,
 )
-from search.templates import Conv2DWorkload, Epilogue, KernelSpec, build_kernel
+from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
 CORES = len(os.sched_getaffinity(0))
@@ -26,7 +26,8 @@ CORES = len(os.sched_getaffinity(0))
 @pytest.fixture(scope="module")
 def kernel() -> tvm.tirx.PrimFunc:
     wl = Conv2DWorkload(1, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
-    return build_kernel(KernelSpec(wl, "NCHW8c", "NCHW16c", (), Epilogue(activation="relu")), TARGET)
+    spec = KernelSpec(wl, "NCHW8c", "NCHW16c", (), Epilogue(activation="relu"))
+    return spec.kind.build(spec, TARGET)
 
 
 @pytest.mark.parametrize("threads", sorted({1, min(2, CORES)}))

@@ -8,14 +8,15 @@ import pytest
 
 from cost_models.cache import CostCache, CostRecord
 from cost_models.measure import MeasuredCosts
+from cost_models.pricing import build_problem, measurement_tasks
 from cost_models.tasks import KernelTask, TransformTask
 from search.candidates import Candidate, kernel_spec
-from search.costs import build_problem, measurement_tasks, parse_layouts, plan_from_assignment, tuning_space
 from search.errors import SearchError
 from search.export import make_target
 from search.graph import extract_graph
 from search.isa import HOST
-from search.plan import BASELINES, baseline_plan, validate
+from search.plan import BASELINES, baseline_plan, plan_from_assignment, validate
+from search.space import parse_layouts, tuning_space
 from solvers import solve
 from tests.search.tiny_nets import residual_concat_net
 

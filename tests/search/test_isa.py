@@ -22,7 +22,7 @@ def test_the_host_unit_is_what_llvm_compiles_for():
 
 
 def test_templates_and_cost_model_features_use_the_host_unit_unless_sized_for_another():
-    from cost_models import features
+    from search.kinds import features
     from search.templates.common import sized_for, unit
 
     assert unit() is HOST and (features.VECTOR_LANES, features.ACCUMULATORS) == (HOST.lanes, HOST.accumulators)

@@ -10,7 +10,8 @@ from search.candidates import Candidate, candidate_space, node_candidates
 from search.errors import SearchError
 from search.graph import extract_graph
 from search.isa import HOST
-from search.plan import Plan, baseline_plan, nearest_layout, validate
+from search.layouts import nearest_layout
+from search.plan import Plan, baseline_plan, validate
 from tests.search.tiny_nets import add_node_net, residual_concat_net
 
 
@@ -78,7 +79,8 @@ def test_plan_records_the_vector_unit_its_knobs_were_chosen_for(graph, tmp_path)
         ({"depthwise_conv2d_0": "NCHW8c>NCHW16c"}, "depthwise_conv2d_0.*no kernel for NCHW8c -> NCHW16c"),
         ({"concat_0": "NCHW>NHWC"}, "concat_0.*no kernel for NCHW -> NHWC"),
         ({"concat_0": "NCHW32c"}, "concat_0.*divisible by 32"),
-        ({"dense_0": "NCHW>NCHW"}, "dense_0.*no kernel for NCHW -> NCHW"),
+        ({"dense_0": "NCHW>NCHW"}, "dense_0.*unknown layout 'NCHW' for a 2-D activation"),
+            ({"dense_0": "NC>NC2c"}, "dense_0.*no kernel for NC -> NC2c; possible: NC>NC"),
         ({"conv2d_0": "LAYOUT>NCHW"}, "conv2d_0.*unknown layout 'LAYOUT'"),
     ],
 )

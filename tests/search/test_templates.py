@@ -1,4 +1,5 @@
-"""Templates: every layout family and epilogue computes the right numbers; knob spaces; errors; scheduled TIR."""
+"""Templates: every layout family and epilogue computes the right numbers (against the kinds' numpy references);
+knob spaces; errors; scheduled TIR."""
 
 from __future__ import annotations
 
@@ -8,79 +9,25 @@ import numpy as np
 import pytest
 import tvm
 
-from cost_models.timer import compile_kernel
 from search.errors import SearchError
 from search.isa import AVX2, AVX512
-from search.layouts import from_nchw, to_nchw
-from search.templates import (
-    Conv2DWorkload,
-    DenseWorkload,
-    Epilogue,
-    KernelSpec,
-    build_kernel,
-    knob_space,
-    pack_bias,
-    pack_weight,
-    supported_layouts,
-)
+from search.kinds import KINDS, check_kernel
+from search.templates import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from search.templates.common import sized_for
 
+
+def build_kernel(spec: KernelSpec, target) -> tvm.tirx.PrimFunc:
+    return spec.kind.build(spec, target)
+
+
+def knob_space(spec: KernelSpec, size: int | None = None):
+    return spec.kind.knob_space(spec, size)
+
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
-RNG = np.random.default_rng(0)
-
-
-def conv_reference(x: np.ndarray, w: np.ndarray, wl: Conv2DWorkload) -> np.ndarray:
-    """Direct NCHW / OIHW convolution, one kernel tap at a time (groups 1 or depthwise)."""
-    top, left, bottom, right = wl.padding
-    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
-    (sh, sw), (dh, dw) = wl.strides, wl.dilation
-    out = np.zeros(wl.out_shape, dtype=np.float64)
-    for i in range(wl.kernel[0]):
-        for j in range(wl.kernel[1]):
-            rows = slice(i * dh, i * dh + sh * (wl.out_height - 1) + 1, sh)
-            cols = slice(j * dw, j * dw + sw * (wl.out_width - 1) + 1, sw)
-            tap = xp[:, :, rows, cols]
-            if wl.is_depthwise:
-                out += tap * w[None, :, 0, i, j, None, None]
-            else:
-                out += np.einsum("nchw,oc->nohw", tap, w[:, :, i, j])
-    return out
-
-
-def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray, residual: np.ndarray, axis: int):
-    shape = [1] * acc.ndim
-    shape[axis] = -1
-    out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual else 0)
-    if epilogue.activation is not None:
-        out = np.maximum(out, 0)
-    if epilogue.activation == "relu6":
-        out = np.minimum(out, 6)
-    return out
-
-
-def run(spec: KernelSpec, inputs: list[np.ndarray], out_shape: tuple[int, ...]) -> np.ndarray:
-    lib = compile_kernel(build_kernel(spec, TARGET), TARGET)
-    args = [tvm.runtime.tensor(a.astype("float32"), tvm.cpu()) for a in inputs]
-    out = tvm.runtime.tensor(np.full(out_shape, np.nan, dtype="float32"), tvm.cpu())
-    lib["main"](*args, out)
-    return out.numpy()
 
 
 def check_conv(spec: KernelSpec) -> None:
-    wl = spec.workload
-    x = RNG.uniform(-1, 1, wl.in_shape)
-    w = RNG.uniform(-1, 1, (wl.out_channels, wl.in_channels // wl.groups, *wl.kernel))
-    bias = RNG.uniform(-1, 1, wl.out_channels)
-    residual = RNG.uniform(-1, 1, wl.out_shape)
-    expected = apply_epilogue(conv_reference(x, w, wl), spec.epilogue, bias, residual, axis=1)
-    inputs = [from_nchw(x, spec.in_layout), pack_weight(spec, w)]
-    if spec.epilogue.bias:
-        inputs.append(pack_bias(spec, bias))
-    if spec.epilogue.residual:
-        inputs.append(from_nchw(residual, spec.out_layout))
-    out_physical = from_nchw(np.zeros(wl.out_shape), spec.out_layout).shape
-    got = to_nchw(run(spec, inputs, out_physical), spec.out_layout)
-    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    check_kernel(spec, target=TARGET)
 
 
 CONV_3x3 = Conv2DWorkload(1, 8, 7, 6, 16, (3, 3), (1, 1), (1, 1, 1, 1))
@@ -146,18 +93,7 @@ def test_depthwise_matches_numpy(wl, layout, epilogue, knobs):
     ],
 )
 def test_dense_matches_numpy(wl, epilogue, knobs):
-    check_dense(KernelSpec(wl, "NC", "NC", knobs, epilogue))
-
-
-def check_dense(spec: KernelSpec) -> None:
-    wl, epilogue = spec.workload, spec.epilogue
-    x = RNG.uniform(-1, 1, (wl.batch, wl.in_features))
-    w = RNG.uniform(-1, 1, (wl.out_features, wl.in_features))
-    bias = RNG.uniform(-1, 1, wl.out_features)
-    residual = RNG.uniform(-1, 1, (wl.batch, wl.out_features))
-    expected = apply_epilogue(x @ w.T, epilogue, bias, residual, axis=1)
-    inputs = [x, pack_weight(spec, w)] + [pack_bias(spec, bias)] * epilogue.bias + [residual] * epilogue.residual
-    np.testing.assert_allclose(run(spec, inputs, expected.shape), expected, rtol=1e-4, atol=1e-4)
+    check_kernel(KernelSpec(wl, "NC", "NC", knobs, epilogue), target=TARGET)
 
 
 @pytest.mark.parametrize(
@@ -177,7 +113,7 @@ def test_every_knob_setting_is_correct(spec):
 def test_every_dense_knob_setting_is_correct():
     spec = KernelSpec(DenseWorkload(4, 12, 32), "NC", "NC", epilogue=FULL)
     for knobs in knob_space(spec):
-        check_dense(replace(spec, knobs=knobs))
+        check_kernel(replace(spec, knobs=knobs), target=TARGET)
 
 
 @pytest.mark.parametrize(
@@ -212,6 +148,9 @@ def test_built_kernel_is_scheduled_tir():
 
 
 def test_supported_layouts():
+    def supported_layouts(wl):
+        return KINDS[wl.kind].supported_layouts(wl)
+
     pairs = supported_layouts(CONV_FIRST)
     assert ("NCHW", "NCHW16c") in pairs and ("NHWC", "NHWC") in pairs and ("NCHW", "NCHW") in pairs
     assert all(i in ("NCHW", "NHWC") for i, _ in pairs)  # 3 channels fit no block
@@ -264,7 +203,8 @@ def test_padded_kernel_shapes():
     func = build_kernel(spec, TARGET)
     weight, out = (tuple(int(e) for e in func.params[i].shape) for i in (1, -1))
     assert weight == (1, 1, 3, 3, 8, 16) and out == (1, 12, 5, 17)
-    assert pack_weight(spec, np.ones((12, 8, 3, 3))).sum() == 12 * 8 * 9  # the 4 padded channels are zeros
+    weights = spec.kind.pack(spec, {"weight": np.ones((12, 8, 3, 3)), "bias": np.zeros(12)})[0]
+    assert weights.sum() == 12 * 8 * 9  # the 4 padded channels are zeros
 
 
 @pytest.mark.parametrize(
@@ -273,7 +213,7 @@ def test_padded_kernel_shapes():
         (KernelSpec(CONV_3x3, "NCHW16c", "NCHW8c"), "no conv2d kernel"),  # 8 input channels
         (KernelSpec(CONV_3x3, "NCHW8c", "NCHW32c"), "no conv2d kernel"),
         (KernelSpec(CONV_3x3, "NCHWc", "NCHW8c"), "no conv2d kernel"),
-        (KernelSpec(DEPTHWISE, "NCHW8c", "NCHW16c"), "no depthwise kernel"),
+        (KernelSpec(DEPTHWISE, "NCHW8c", "NCHW16c"), "no depthwise_conv2d kernel"),
         (KernelSpec(DenseWorkload(1, 8, 8), "NCHW", "NC"), "no dense kernel"),
         (KernelSpec(Conv2DWorkload(1, 8, 5, 5, 8, (3, 3), (1, 1), (1, 1, 1, 1), groups=2), "NCHW", "NCHW"), "groups"),
         (KernelSpec(CONV_3x3, "NCHW8c", "NCHW8c", (("reg_n", 5),)), "reg_n=5"),

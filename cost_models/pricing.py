@@ -1,16 +1,17 @@
-"""Measured costs: the tuning space of a graph, the measurement tasks it needs, and the ``solvers.Problem`` they give.
+"""Pricing a tuning space: the measurement tasks a graph's space needs, and the ``solvers.Problem`` their records
+give.
 
 Costs are in milliseconds:
 
-- a **node** candidate costs its conv / dense kernel's measured time, plus the layout transforms of its boundary
-  reads (a fixed NCHW tensor into the candidate's layout) and boundary writes (its output back to NCHW); a failed
-  measurement forbids the candidate;
+- a **node** candidate costs its kernel's measured time (nodes of a kernel kind: conv2d, dense, ...), plus the
+  layout transforms of its boundary reads (a fixed NCHW tensor into the candidate's layout) and boundary writes (its
+  output back to NCHW); a failed measurement forbids the candidate;
 - an **edge** matrix entry is the transform of the edge's tensor from the producer candidate's output layout to the
   layout the consumer candidate needs on that input (0 when they agree; a failed measurement forbids the pair);
   several edges between the same two nodes reading the same tensor in the same layout pay for one transform, as the
   exported module shares it;
-- concat / add nodes and follower ops (pooling, relu, per-channel scale, ...) cost 0 in every layout: they are
-  memory-bound, move the same bytes whatever the layout, and are not measured.
+- nodes of a kind without a kernel (concat, add) and follower ops (pooling, relu, per-channel scale, ...) cost 0 in
+  every layout: they are memory-bound, move the same bytes whatever the layout, and are not measured.
 
 The pairwise model charges every consumer for its own transform, where the exported module converts a tensor once
 per wanted layout, so predicted costs can exceed the module's when one tensor feeds several consumers.
@@ -19,63 +20,19 @@ per wanted layout, so predicted costs can exceed the module's when one tensor fe
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cost_models.cache import CostRecord
 from cost_models.tasks import KernelTask, Task, TransformTask
-from search.candidates import Candidate, kernel_spec, node_candidates
+from search.candidates import Candidate, kernel_spec
 from search.errors import SearchError
-from search.graph import KERNEL_KINDS, OpGraph
-from search.layouts import block_size
-from search.plan import BASELINES, Plan, baseline_plan
+from search.graph import OpGraph
+from search.kinds import KernelKind, get_kind
 from search.templates.common import unit
 from solvers.problem import Problem
 
-DEFAULT_LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c", "NCHW32c")
-DEFAULT_SPACE_SIZE = 50
 Carried = list[tuple[str, tuple[int, ...], str]]  # (tensor, logical shape, side of the consumer) an edge group carries
-
-
-def parse_layouts(text: str | Iterable[str]) -> tuple[str, ...]:
-    """``"NCHW,NHWC,NCHW16c"`` (or a sequence) -> validated, deduplicated layouts; SearchError if one is unknown."""
-    items = text.split(",") if isinstance(text, str) else list(text)
-    layouts = tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
-    if not layouts:
-        raise SearchError("give at least one layout, e.g. NCHW,NHWC,NCHW16c")
-    for layout in layouts:
-        block_size(layout)  # LayoutError (a SearchError) for unknown ones
-    return layouts
-
-
-def check_space_size(space_size: Any) -> int:
-    """``space_size`` if it is a positive integer; SearchError otherwise."""
-    if not isinstance(space_size, int) or isinstance(space_size, bool) or space_size < 1:
-        raise SearchError(f"space size must be a positive integer (candidates per node), got {space_size!r}")
-    return space_size
-
-
-def tuning_space(
-    graph: OpGraph,
-    *,
-    layouts: Sequence[str] = DEFAULT_LAYOUTS,
-    space_size: int = DEFAULT_SPACE_SIZE,
-) -> dict[str, list[Candidate]]:
-    """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (dense keeps ``NC``),
-    the first ``space_size`` of them, then the uniform baselines' candidates not already there.
-
-    The baselines make every node's domain non-empty and let their predicted costs be read off the problem.
-    """
-    check_space_size(space_size)
-    allowed = set(parse_layouts(layouts)) | {"NC"}
-    baselines = [baseline_plan(graph, name) for name in BASELINES]
-    space = {}
-    for op in graph.tunable:
-        ranked = node_candidates(op)
-        chosen = [c for c in ranked if c.in_layout in allowed and c.out_layout in allowed][:space_size]
-        chosen += [plan.candidate(op.name) for plan in baselines]
-        space[op.name] = list(dict.fromkeys(chosen))
-    return space
 
 
 def _layout_on(candidate: Candidate, side: str) -> str:
@@ -83,9 +40,10 @@ def _layout_on(candidate: Candidate, side: str) -> str:
 
 
 def kernel_task(graph: OpGraph, node: str, candidate: Candidate) -> KernelTask | None:
-    """The kernel measurement behind ``node``'s ``candidate`` (None for concat and add, which cost 0)."""
+    """The kernel measurement behind ``node``'s ``candidate`` (None for a kind without a kernel: concat and add
+    cost 0)."""
     op = graph.op(node)
-    return KernelTask(kernel_spec(op, candidate)) if op.kind in KERNEL_KINDS else None
+    return KernelTask(kernel_spec(op, candidate)) if isinstance(get_kind(op.kind), KernelKind) else None
 
 
 class _Costing:
@@ -226,9 +184,3 @@ def build_problem(
     candidates = {op.name: costing.candidate_meta(op.name) for op in graph.tunable}
     meta = {**dict(meta or {}), "unit": "ms", "vector_unit": unit().name, "candidates": candidates}
     return Problem.build(nodes, edges, meta)
-
-
-def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None) -> Plan:
-    """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices, their knobs
-    those of the templates as sized now (the host's unit)."""
-    return Plan(dict(assignment), model, dict(args or {}), unit().name)

@@ -1,0 +1,193 @@
+"""The interface behind which tessera knows an operator it can tune: one ``OperatorKind`` per kind of operator.
+
+A kind answers every question the rest of tessera asks about its operator: how to recognise it in a Relax function
+(``match``), which (input, output) layout pairs it can run in, which layout each of its inputs must arrive in, and its
+uniform-baseline layouts. Two families:
+
+- a ``KernelKind`` runs as a scheduled template kernel of its own: it also gives the workload, the knob space (default
+  first), the scheduled PrimFunc, the constant arguments packed for it, the cost-model features and a numpy reference;
+- a ``LayoutKind`` (concat, add) has no kernel: it computes in whatever layout the plan gives it, with TVM's own
+  lowering.
+
+Kinds are stateless; ``search.kinds.register`` adds one to the registry by name, and ``search.kinds.check_kind`` is the
+conformance suite every kind passes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from search.errors import SearchError
+from search.layouts import Layout, candidate_layouts, layout, nearest_layout
+from search.templates.workloads import Epilogue, KernelSpec, Knobs
+
+if TYPE_CHECKING:
+    import tvm
+    from tvm import relax
+
+    from search.bindings import Bindings
+    from search.graph import Op
+
+
+@dataclass(frozen=True)
+class Match:
+    """What a kind recognised: the bindings it replaces (its operator first, the one binding its output last), the
+    activations it reads (Relax variables, in argument order), its attributes and its constant operands."""
+
+    parts: tuple[int, ...]
+    inputs: tuple[Any, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class OperatorKind(ABC):
+    """One kind of tunable operator.
+
+    Attributes
+    ----------
+    name : str
+        The registry key, the ``kind`` of the graph's ``Op`` records and (for kernels) of the cost cache's keys.
+    absorbs : bool
+        Whether a match takes bindings after the operator (an epilogue). Such kinds are matched first, the latest
+        operator first, so that of two operators that could absorb one binding the later takes it.
+    examples : tuple
+        What the conformance suite runs the kind on when given nothing else (``check_kind(kind)``): workloads of a
+        kernel kind, tuples of input shapes of a layout kind.
+    """
+
+    name: ClassVar[str]
+    absorbs: ClassVar[bool] = False
+    examples: ClassVar[tuple[Any, ...]] = ()
+
+    @abstractmethod
+    def match(self, bindings: Bindings, index: int) -> Match | None:
+        """The match of this kind's operator at binding ``index``, or None (then another kind, or none, takes it)."""
+
+    @abstractmethod
+    def layout_pairs(self, op: Op) -> list[tuple[str, str]]:
+        """The (input layout, output layout) pairs ``op`` can run in, best guess first."""
+
+    def input_sides(self, match: Match) -> tuple[str, ...]:
+        """Which of the node's layouts each input arrives in: ``in`` or ``out`` (default: all ``in``)."""
+        return ("in",) * len(match.inputs)
+
+    def baseline(self, op: Op, name: str) -> tuple[str, str]:
+        """The (input, output) layouts of a uniform plan in layout ``name``: on each side ``name``, or where its block
+        does not divide the channels the largest smaller block that does, else NCHW."""
+        return nearest_layout(name, op.input_shapes[0][1]), nearest_layout(name, op.shape[1])
+
+    def __repr__(self) -> str:
+        return f"<kind {self.name}>"
+
+
+class LayoutKind(OperatorKind):
+    """A kind without a kernel of its own: one layout for its inputs and its output, lowered by TVM."""
+
+    def layout_pairs(self, op: Op) -> list[tuple[str, str]]:
+        """Every activation layout that fits the output and every input (as ``(layout, layout)``)."""
+        shapes = (op.shape, *op.input_shapes)
+        return [(name, name) for name in candidate_layouts(op.shape[1]) if all(layout(name).fits(s) for s in shapes)]
+
+    def baseline(self, op: Op, name: str) -> tuple[str, str]:
+        shared = nearest_layout(name, op.shape[1], *(shape[1] for shape in op.input_shapes))
+        return shared, shared
+
+    @abstractmethod
+    def emit(self, inputs: Sequence[relax.Expr], stored: Layout) -> relax.Expr:
+        """The Relax expression computing the op on ``inputs``, all stored (and the result stored) in ``stored``."""
+
+    @abstractmethod
+    def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+        """The numpy result on logical inputs."""
+
+
+class KernelKind(OperatorKind):
+    """A kind that runs as a scheduled template kernel.
+
+    The kernel's arguments are ``data`` (in the input layout), the constant arrays ``pack`` returns, the residual (in
+    the output layout) when the epilogue adds one, and the output (in the output layout).
+
+    Attributes
+    ----------
+    workload_type : type
+        The frozen dataclass of its workloads (rebuilt from cache keys by the cost model).
+    epilogues : tuple of Epilogue
+        The epilogues the conformance suite checks the kernel with.
+    """
+
+    absorbs: ClassVar[bool] = True
+    workload_type: ClassVar[type]
+    epilogues: ClassVar[tuple[Epilogue, ...]] = (Epilogue(),)
+
+    # ------------------------------------------------------------------------------------------------ from the graph
+    @abstractmethod
+    def workload(self, op: Op) -> Any:
+        """The template workload of ``op`` (a frozen dataclass whose ``kind`` is this kind's name)."""
+
+    def epilogue(self, op: Op) -> Epilogue:
+        """The elementwise work ``op`` absorbed (bias, residual, activation)."""
+        a = op.attrs
+        return Epilogue(bool(a.get("bias", False)), bool(a.get("residual", False)), a.get("activation"))
+
+    def spec(self, op: Op, in_layout: str, out_layout: str, knobs: Knobs = ()) -> KernelSpec:
+        """The kernel running ``op`` in the given layouts with ``knobs``."""
+        return KernelSpec(self.workload(op), in_layout, out_layout, tuple(knobs), self.epilogue(op))
+
+    def input_sides(self, match: Match) -> tuple[str, ...]:
+        sides = ("in",) * len(match.inputs)
+        return sides[:-1] + ("out",) if match.attrs.get("residual") else sides
+
+    def layout_pairs(self, op: Op) -> list[tuple[str, str]]:
+        return self.supported_layouts(self.workload(op))
+
+    # ------------------------------------------------------------------------------------------------ the template
+    @abstractmethod
+    def supported_layouts(self, workload: Any) -> list[tuple[str, str]]:
+        """The (input, output) layout pairs the template builds for ``workload``."""
+
+    @abstractmethod
+    def in_shape(self, workload: Any) -> tuple[int, ...]:
+        """Logical shape of the data input."""
+
+    @abstractmethod
+    def out_shape(self, workload: Any) -> tuple[int, ...]:
+        """Logical shape of the output (and of the residual)."""
+
+    @abstractmethod
+    def knob_space(self, spec: KernelSpec, size: int | None = None) -> list[Knobs]:
+        """Knob settings for ``spec``'s workload and layouts (its own knobs ignored), the default first, at most
+        ``size``."""
+
+    @abstractmethod
+    def build(self, spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+        """The scheduled PrimFunc (marked scheduled, no global symbol); ``SearchError`` for what it cannot build."""
+
+    @abstractmethod
+    def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The op's constant operands (as the graph holds them) laid out as ``build``'s constant arguments."""
+
+    @abstractmethod
+    def random_params(self, workload: Any, epilogue: Epilogue, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Random constant operands as the graph would hold them (for the conformance suite)."""
+
+    @abstractmethod
+    def reference(self, spec: KernelSpec, data: np.ndarray, params: dict[str, np.ndarray],
+                  residual: np.ndarray | None) -> np.ndarray:
+        """The numpy (float64) result in logical layout."""
+
+    def features(self, spec: KernelSpec) -> dict[str, float]:
+        """Cost-model features of the kernel (names of ``cost_models.features.FEATURE_NAMES``); a kind without
+        them cannot be priced by the learned model (its tasks are recorded as failures there)."""
+        raise NotImplementedError(f"kind {self.name} gives no cost-model features")
+
+    # ------------------------------------------------------------------------------------------------ checks
+    def check_spec(self, spec: KernelSpec) -> None:
+        """``SearchError`` unless the template builds ``spec``'s layouts."""
+        if (spec.in_layout, spec.out_layout) not in self.supported_layouts(spec.workload):
+            raise SearchError(f"no {self.name} kernel for layouts {spec.in_layout} -> {spec.out_layout} on "
+                              f"{spec.workload}")

@@ -1,0 +1,224 @@
+"""The conformance suite of operator kinds: ``check_kind(kind)`` (as scikit-learn's ``check_estimator``).
+
+A kernel kind is checked on small workloads (its ``examples`` unless given): every supported layout pair fits the
+workload's shapes; the knob space is deterministic, distinct, sorted and has the default first (building ``()`` and
+the first setting give the same PrimFunc); every knob setting of every layout pair (up to the caps given) builds a
+scheduled PrimFunc whose parameters have the packed shapes, and computes what the kind's numpy reference computes, for
+every epilogue the kind lists; features, if the kind gives them, are finite numbers. A layout kind is run in every
+layout that fits its example inputs against its numpy reference. ``kind_checks`` yields the checks one by one (the
+test suite parametrises over them); ``check_kind`` runs them all and raises ``AssertionError`` naming the first
+failure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from search.errors import SearchError
+from search.kinds.base import KernelKind, LayoutKind, OperatorKind
+from search.layouts import layout
+from search.templates.workloads import Epilogue, KernelSpec
+
+TOLERANCE = 1e-4  # of max|out - reference| relative to max(1, max|reference|), float32 against float64
+Check = tuple[str, Callable[[], None]]
+
+
+def _target():
+    import tvm
+
+    return tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 1})
+
+
+def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target) -> np.ndarray:
+    """Compile ``func`` for ``target`` and run it on ``arrays`` into a NaN-filled output of ``out_shape``."""
+    import tvm
+
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).jit()
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(np.ascontiguousarray(a, dtype="float32"), dev) for a in arrays]
+    out = tvm.runtime.tensor(np.full(out_shape, np.nan, dtype="float32"), dev)
+    lib["main"](*args, out)
+    return out.numpy()
+
+
+def _close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
+    assert got.shape == expected.shape, f"{what}: output shape {got.shape}, expected {expected.shape}"
+    error = float(np.max(np.abs(got - expected))) / max(1.0, float(np.max(np.abs(expected))))
+    assert error <= TOLERANCE, f"{what}: relative error {error:.3g} against the numpy reference"
+
+
+# ---------------------------------------------------------------------------------------------------- kernel kinds
+def _workload_check(kind: KernelKind, workload: Any) -> None:
+    assert getattr(workload, "kind", None) == kind.name, \
+        f"{workload!r}: its kind is {getattr(workload, 'kind', None)!r}, not {kind.name!r}"
+    assert isinstance(workload, kind.workload_type), f"{workload!r} is not a {kind.workload_type.__name__}"
+    pairs = kind.supported_layouts(workload)
+    assert pairs, f"{kind.name}: no layout pair for {workload!r}"
+    assert len(set(pairs)) == len(pairs), f"{kind.name}: a layout pair is listed twice for {workload!r}"
+    for in_layout, out_layout in pairs:
+        layout(in_layout).check(kind.in_shape(workload))
+        layout(out_layout).check(kind.out_shape(workload))
+
+
+def _space_check(kind: KernelKind, spec: KernelSpec, target) -> None:
+    where = f"{kind.name} {spec.in_layout}>{spec.out_layout} on {spec.workload!r}"
+    space = kind.knob_space(spec)
+    assert space, f"{where}: empty knob space"
+    assert space == kind.knob_space(spec), f"{where}: knob space not deterministic"
+    assert len(set(space)) == len(space), f"{where}: a knob setting is listed twice"
+    assert kind.knob_space(spec, 2) == space[:2], f"{where}: knob_space(size) is not the first settings"
+    for knobs in space:
+        assert all(isinstance(k, str) and isinstance(v, int) for k, v in knobs) and list(knobs) == sorted(knobs), \
+            f"{where}: knobs {knobs} are not sorted (name, int) pairs"
+    default, first = kind.build(replace(spec, knobs=()), target), kind.build(replace(spec, knobs=space[0]), target)
+    assert default.script() == first.script(), f"{where}: the first knob setting is not the default"
+
+
+def check_kernel(spec: KernelSpec, *, target=None, seed: int = 0) -> None:
+    """Build ``spec`` with its kind, check the PrimFunc is scheduled and its parameters have the shapes of the data,
+    the packed constants, the residual and the output, run it on random operands and compare with the kind's numpy
+    reference; ``AssertionError`` on a difference."""
+    _numerics_check(spec.kind, spec, target or _target(), seed)
+
+
+def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
+    where = f"{kind.name} {spec.in_layout}>{spec.out_layout}:{dict(spec.knobs)} {spec.epilogue} on {spec.workload!r}"
+    rng = np.random.default_rng(seed)
+    wl, src, dst = spec.workload, layout(spec.in_layout), layout(spec.out_layout)
+    data = rng.uniform(-1, 1, kind.in_shape(wl))
+    params = kind.random_params(wl, spec.epilogue, rng)
+    residual = rng.uniform(-1, 1, kind.out_shape(wl)) if spec.epilogue.residual else None
+    func = kind.build(spec, target)
+    assert bool(func.attrs["tir.is_scheduled"]) and "global_symbol" not in func.attrs, \
+        f"{where}: build must return a PrimFunc marked scheduled, without a global symbol"
+    packed = kind.pack(spec, params)
+    arrays = [src.from_logical(data), *packed] + ([dst.from_logical(residual)] if residual is not None else [])
+    out_shape = dst.physical_shape(kind.out_shape(wl))
+    shapes = [tuple(int(e) for e in p.shape) for p in func.params]
+    assert shapes == [a.shape for a in arrays] + [out_shape], \
+        f"{where}: parameters {shapes}, but data, packed constants, residual and output are " \
+        f"{[a.shape for a in arrays] + [out_shape]}"
+    expected = kind.reference(spec, data, params, residual)
+    _close(dst.to_logical(_run(func, arrays, out_shape, target)), expected, where)
+
+
+def _features_check(kind: KernelKind, spec: KernelSpec) -> None:
+    try:
+        values = kind.features(spec)
+    except NotImplementedError:
+        return
+    bad = {k: v for k, v in values.items() if not (isinstance(k, str) and isinstance(v, float) and math.isfinite(v))}
+    assert not bad, f"{kind.name}: features must be finite floats by name, got {bad}"
+
+
+def _kernel_checks(kind: KernelKind, workloads: Sequence[Any], epilogues: Sequence[Epilogue],
+                   pairs: int | None, settings: int | None, target) -> Iterator[Check]:
+    for index, wl in enumerate(workloads):
+        yield f"workload{index}-layouts", lambda wl=wl: _workload_check(kind, wl)
+        chosen = kind.supported_layouts(wl)
+        if pairs is not None and len(chosen) > pairs:  # spread over the list: first, last and evenly between
+            chosen = [chosen[round(i * (len(chosen) - 1) / max(pairs - 1, 1))] for i in range(pairs)]
+        for in_layout, out_layout in dict.fromkeys(chosen):
+            name = f"workload{index}-{in_layout}>{out_layout}"
+            spec = KernelSpec(wl, in_layout, out_layout, (), epilogues[0])
+            yield f"{name}-knob-space", lambda spec=spec: _space_check(kind, spec, target)
+            yield f"{name}-features", lambda spec=spec: _features_check(kind, spec)
+
+            def numerics(spec=spec) -> None:
+                space = kind.knob_space(spec, settings)
+                for i, knobs in enumerate(space):
+                    for j, epilogue in enumerate(epilogues if i == 0 else epilogues[-1:]):
+                        _numerics_check(kind, replace(spec, knobs=knobs, epilogue=epilogue), target, 1000 * i + j)
+
+            yield f"{name}-numerics", numerics
+
+
+# ---------------------------------------------------------------------------------------------------- layout kinds
+def _layout_kind_check(kind: LayoutKind, shapes: Sequence[tuple[int, ...]], target) -> None:
+    import tvm
+    from tvm import relax
+
+    from search.graph import Op
+
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-1, 1, shape) for shape in shapes]
+    expected = kind.reference(inputs)
+    op = Op("node", kind.name, "tunable", tuple(f"x{i}" for i in range(len(shapes))), tuple(shapes), expected.shape,
+            input_sides=("in",) * len(shapes))
+    pairs = kind.layout_pairs(op)
+    assert pairs, f"{kind.name}: no layout for inputs {shapes}"
+    for name, out_name in pairs:
+        assert name == out_name, f"{kind.name}: a layout kind has one layout, got {name}>{out_name}"
+        stored = layout(name)
+        params = [relax.Var(f"x{i}", relax.TensorType(stored.physical_shape(s), "float32")) for i, s in
+                  enumerate(shapes)]
+        bb = relax.BlockBuilder()
+        with bb.function("main", params):
+            out = bb.emit(kind.emit(params, stored))
+            bb.emit_func_output(out)
+        vm = relax.VirtualMachine(tvm.compile(bb.get(), target=target), tvm.cpu())
+        args = [tvm.runtime.tensor(stored.from_logical(x).astype("float32"), tvm.cpu()) for x in inputs]
+        _close(stored.to_logical(vm["main"](*args).numpy()), expected, f"{kind.name} in {name} on {shapes}")
+        in_layout, out_layout = kind.baseline(op, name)
+        assert (in_layout, out_layout) in pairs, f"{kind.name}: baseline {in_layout}>{out_layout} is not a pair"
+
+
+# ---------------------------------------------------------------------------------------------------- entry points
+def kind_checks(
+    kind: OperatorKind,
+    examples: Sequence[Any] | None = None,
+    *,
+    epilogues: Sequence[Epilogue] | None = None,
+    pairs: int | None = None,
+    settings: int | None = None,
+    target=None,
+) -> Iterator[Check]:
+    """The checks of ``kind`` as ``(name, callable)`` pairs; each callable raises ``AssertionError`` (or the kind's
+    own error) on a violation.
+
+    Parameters
+    ----------
+    kind : OperatorKind
+        The kind (registered or not).
+    examples : sequence, optional
+        Kernel kinds: workloads; layout kinds: lists of input shapes. Default: the kind's ``examples``.
+    epilogues : sequence of Epilogue, optional
+        Kernel kinds: epilogues to run the default knobs with (the last one also runs every other setting).
+        Default: the kind's ``epilogues``.
+    pairs, settings : int, optional
+        Caps on the layout pairs per workload (spread over the list) and the knob settings per pair (the first ones);
+        None checks them all.
+    target : tvm.target.Target, optional
+        Default: the host CPU, one core.
+    """
+    target = target or _target()
+    examples = kind.examples if examples is None else examples
+    if not examples:
+        raise SearchError(f"{kind.name}: no examples to check; pass some or set the kind's examples")
+    if isinstance(kind, KernelKind):
+        yield from _kernel_checks(kind, examples, epilogues or kind.epilogues, pairs, settings, target)
+    elif isinstance(kind, LayoutKind):
+        for index, shapes in enumerate(examples):
+            yield f"example{index}-layouts", lambda shapes=shapes: _layout_kind_check(kind, shapes, target)
+    else:
+        raise SearchError(f"{kind!r} is neither a kernel kind nor a layout kind")
+
+
+def check_kind(kind: OperatorKind, examples: Sequence[Any] | None = None, **options: Any) -> None:
+    """Run every check of ``kind_checks(kind, examples, **options)``; ``AssertionError`` names the first failure.
+
+    Examples
+    --------
+    >>> from search.kinds import KINDS, check_kind
+    >>> check_kind(KINDS["dense"], pairs=1, settings=2)  # doctest: +SKIP
+    """
+    for name, check in kind_checks(kind, examples, **options):
+        try:
+            check()
+        except AssertionError as exc:
+            raise AssertionError(f"{kind.name}: check {name} failed: {exc}") from exc

@@ -1,0 +1,132 @@
+"""The ``conv2d`` kind: a dense (groups 1) NCHW / OIHW convolution with a constant weight and its fused epilogue,
+run by the template in ``search.templates.conv2d`` in any pair of NCHW, NHWC and NCHW{c}c layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from search.bindings import Bindings, plain
+from search.kinds.base import KernelKind, Match
+from search.kinds.epilogue import apply_epilogue, fused_chain, packed_bias
+from search.kinds.features import Extents, tiled_kernel_features
+from search.kinds.registry import register
+from search.layouts import view_block
+from search.relax_exprs import static_shape
+from search.templates import conv2d as template
+from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
+
+
+def match_conv(bindings: Bindings, index: int, *, depthwise: bool) -> Match | None:
+    """A conv2d call at ``index`` in NCHW / OIHW with a constant weight, groups 1 (or depthwise), with its epilogue."""
+    if bindings.op_name(index) != "relax.nn.conv2d":
+        return None
+    call = bindings.value(index)
+    weight, shape, attrs = bindings.const(call.args[1]), static_shape(call.args[0]), call.attrs
+    if weight is None or shape is None or len(shape) != 4 or weight.ndim != 4:
+        return None
+    if (attrs.data_layout, attrs.kernel_layout, attrs.out_layout) != ("NCHW", "OIHW", "NCHW"):
+        return None
+    groups, channels = int(attrs.groups), shape[1]
+    if depthwise != (groups > 1) or (groups > 1 and not groups == channels == weight.shape[0]):
+        return None
+    chain = fused_chain(bindings, index, residual=True)
+    match = chain.match(call.args[0], {"weight": weight.astype("float32")})
+    conv = {"strides": plain(attrs.strides), "padding": plain(attrs.padding), "dilation": plain(attrs.dilation),
+            "groups": groups, "kernel": tuple(weight.shape[2:])}
+    return Match(match.parts, match.inputs, {**conv, **match.attrs}, match.params)
+
+
+def conv_workload(op) -> Conv2DWorkload:
+    """The workload of a conv2d or depthwise conv2d op."""
+    n, c, h, w = op.input_shapes[0]
+    a = op.attrs
+    return Conv2DWorkload(n, c, h, w, op.shape[1], a["kernel"], a["strides"], a["padding"], a["dilation"], a["groups"])
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, wl: Conv2DWorkload) -> np.ndarray:
+    """Direct NCHW / OIHW convolution in float64, one kernel tap at a time (groups 1 or depthwise)."""
+    top, left, bottom, right = wl.padding
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    (sh, sw), (dh, dw) = wl.strides, wl.dilation
+    out = np.zeros(wl.out_shape, dtype=np.float64)
+    for i in range(wl.kernel[0]):
+        for j in range(wl.kernel[1]):
+            rows = slice(i * dh, i * dh + sh * (wl.out_height - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (wl.out_width - 1) + 1, sw)
+            tap = xp[:, :, rows, cols]
+            if wl.is_depthwise:
+                out += tap * w[None, :, 0, i, j, None, None]
+            else:
+                out += np.einsum("nchw,oc->nohw", tap, w[:, :, i, j])
+    return out
+
+
+def conv_extents(wl: Conv2DWorkload) -> Extents:
+    """The feature extents of a convolution."""
+    top, left, bottom, right = wl.padding
+    return Extents(wl.batch, wl.in_channels, wl.height, wl.width, wl.out_channels, wl.out_height, wl.out_width,
+                   wl.kernel, wl.strides, (top + bottom, left + right), wl.groups)
+
+
+class ConvLike(KernelKind):
+    """What conv2d and depthwise conv2d share: the workload, shapes, random operands, numpy reference, bias."""
+
+    workload_type = Conv2DWorkload
+    epilogues = (Epilogue(bias=False), Epilogue(activation="relu6"), Epilogue(True, True, "relu"))
+
+    def workload(self, op) -> Conv2DWorkload:
+        return conv_workload(op)
+
+    def in_shape(self, workload: Conv2DWorkload) -> tuple[int, ...]:
+        return workload.in_shape
+
+    def out_shape(self, workload: Conv2DWorkload) -> tuple[int, ...]:
+        return workload.out_shape
+
+    def random_params(self, workload: Conv2DWorkload, epilogue: Epilogue, rng: np.random.Generator
+                      ) -> dict[str, np.ndarray]:
+        wl = workload
+        params = {"weight": rng.uniform(-1, 1, (wl.out_channels, wl.in_channels // wl.groups, *wl.kernel))}
+        if epilogue.bias:
+            params["bias"] = rng.uniform(-1, 1, wl.out_channels)
+        return params
+
+    def reference(self, spec: KernelSpec, data: np.ndarray, params: dict[str, np.ndarray],
+                  residual: np.ndarray | None) -> np.ndarray:
+        acc = conv_reference(data, params["weight"], spec.workload)
+        return apply_epilogue(acc, spec.epilogue, params.get("bias"), residual)
+
+
+@register
+class Conv2DKind(ConvLike):
+    """``act(conv2d(data, weight) + bias + residual)``, groups 1."""
+
+    name = "conv2d"
+    examples = (
+        Conv2DWorkload(1, 8, 7, 6, 16, (3, 3), (1, 1), (1, 1, 1, 1)),
+        Conv2DWorkload(1, 8, 5, 17, 12, (3, 3), (1, 1), (1, 1, 1, 1)),  # 12 channels, 17 wide: knobs pad both
+    )
+
+    def match(self, bindings: Bindings, index: int) -> Match | None:
+        return match_conv(bindings, index, depthwise=False)
+
+    def supported_layouts(self, workload: Conv2DWorkload) -> list[tuple[str, str]]:
+        return template.supported_layouts(workload)
+
+    def knob_space(self, spec: KernelSpec, size: int | None = None):
+        self.check_spec(spec)
+        return template.knob_space(spec, size)
+
+    def build(self, spec: KernelSpec, target):
+        self.check_spec(spec)
+        return template.build(spec, target)
+
+    def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.check_spec(spec)
+        return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params)]
+
+    def features(self, spec: KernelSpec) -> dict[str, float]:
+        wl, knobs = spec.workload, dict(spec.knobs)
+        ib = view_block(spec.in_layout, wl.in_channels)
+        ob = knobs["oc_bn"] if "oc_bn" in knobs else view_block(spec.out_layout, wl.out_channels)
+        return tiled_kernel_features(spec, conv_extents(wl), ib, ob)

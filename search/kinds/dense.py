@@ -1,0 +1,80 @@
+"""The ``dense`` kind: a 2-D matmul by a constant weight and its fused bias and activation, run by the template in
+``search.templates.dense`` on ``NC`` activations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from search.bindings import Bindings
+from search.kinds.base import KernelKind, Match
+from search.kinds.epilogue import apply_epilogue, fused_chain, packed_bias
+from search.kinds.features import Extents, tiled_kernel_features
+from search.kinds.registry import register
+from search.relax_exprs import static_shape
+from search.templates import dense as template
+from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
+
+
+@register
+class DenseKind(KernelKind):
+    """``act(data @ weight.T + bias)`` with data (batch, in) and a constant weight; the graph holds the weight as
+    (out, in)."""
+
+    name = "dense"
+    workload_type = DenseWorkload
+    epilogues = (Epilogue(bias=False, activation="relu6"), Epilogue(True, True, "relu"))
+    examples = (DenseWorkload(3, 32, 24), DenseWorkload(4, 12, 32))
+
+    def match(self, bindings: Bindings, index: int) -> Match | None:
+        if bindings.op_name(index) != "relax.matmul":
+            return None
+        call = bindings.value(index)
+        weight, shape = bindings.const(call.args[1]), static_shape(call.args[0])
+        if weight is None or shape is None or len(shape) != 2 or weight.ndim != 2:
+            return None
+        chain = fused_chain(bindings, index, residual=False)
+        return chain.match(call.args[0], {"weight": np.ascontiguousarray(weight.astype("float32").T)})
+
+    def baseline(self, op, name: str) -> tuple[str, str]:
+        return "NC", "NC"
+
+    def workload(self, op) -> DenseWorkload:
+        batch, in_features = op.input_shapes[0]
+        return DenseWorkload(batch, in_features, op.shape[1])
+
+    def in_shape(self, workload: DenseWorkload) -> tuple[int, ...]:
+        return (workload.batch, workload.in_features)
+
+    def out_shape(self, workload: DenseWorkload) -> tuple[int, ...]:
+        return (workload.batch, workload.out_features)
+
+    def supported_layouts(self, workload: DenseWorkload) -> list[tuple[str, str]]:
+        return template.supported_layouts(workload)
+
+    def knob_space(self, spec: KernelSpec, size: int | None = None):
+        self.check_spec(spec)
+        return template.knob_space(spec, size)
+
+    def build(self, spec: KernelSpec, target):
+        self.check_spec(spec)
+        return template.build(spec, target)
+
+    def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.check_spec(spec)
+        return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params)]
+
+    def random_params(self, workload: DenseWorkload, epilogue: Epilogue, rng: np.random.Generator
+                      ) -> dict[str, np.ndarray]:
+        params = {"weight": rng.uniform(-1, 1, (workload.out_features, workload.in_features))}
+        if epilogue.bias:
+            params["bias"] = rng.uniform(-1, 1, workload.out_features)
+        return params
+
+    def reference(self, spec: KernelSpec, data: np.ndarray, params: dict[str, np.ndarray],
+                  residual: np.ndarray | None) -> np.ndarray:
+        return apply_epilogue(data @ params["weight"].T, spec.epilogue, params.get("bias"), residual)
+
+    def features(self, spec: KernelSpec) -> dict[str, float]:
+        wl = spec.workload
+        extents = Extents(wl.batch, wl.in_features, 1, 1, wl.out_features, 1, 1)
+        return tiled_kernel_features(spec, extents, wl.in_features, dict(spec.knobs).get("oc_bn", 1), layouts=False)

@@ -1,0 +1,54 @@
+"""The ``depthwise_conv2d`` kind: a conv2d with groups == in == out channels and its fused epilogue, run by the
+template in ``search.templates.depthwise`` in one layout for input and output (NCHW, NHWC or NCHW{c}c)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from search.bindings import Bindings
+from search.kinds.base import Match
+from search.kinds.conv2d import ConvLike, conv_extents, match_conv
+from search.kinds.epilogue import packed_bias
+from search.kinds.features import tiled_kernel_features
+from search.kinds.registry import register
+from search.layouts import nearest_layout, view_block
+from search.templates import depthwise as template
+from search.templates.workloads import Conv2DWorkload, KernelSpec
+
+
+@register
+class DepthwiseConv2DKind(ConvLike):
+    """``act(depthwise_conv2d(data, weight) + bias + residual)``."""
+
+    name = "depthwise_conv2d"
+    examples = (
+        Conv2DWorkload(1, 16, 9, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1), groups=16),
+        Conv2DWorkload(1, 8, 9, 9, 8, (3, 3), (2, 2), (1, 0, 1, 0), groups=8),
+    )
+
+    def match(self, bindings: Bindings, index: int) -> Match | None:
+        return match_conv(bindings, index, depthwise=True)
+
+    def baseline(self, op, name: str) -> tuple[str, str]:
+        shared = nearest_layout(name, op.shape[1])
+        return shared, shared
+
+    def supported_layouts(self, workload: Conv2DWorkload) -> list[tuple[str, str]]:
+        return template.supported_layouts(workload)
+
+    def knob_space(self, spec: KernelSpec, size: int | None = None):
+        self.check_spec(spec)
+        return template.knob_space(spec, size)
+
+    def build(self, spec: KernelSpec, target):
+        self.check_spec(spec)
+        return template.build(spec, target)
+
+    def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.check_spec(spec)
+        return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params)]
+
+    def features(self, spec: KernelSpec) -> dict[str, float]:
+        wl, knobs = spec.workload, dict(spec.knobs)
+        block = knobs["c_bn"] if "c_bn" in knobs else view_block(spec.in_layout, wl.in_channels)
+        return tiled_kernel_features(spec, conv_extents(wl), block, block, depthwise=True)

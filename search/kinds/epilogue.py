@@ -1,0 +1,90 @@
+"""The elementwise work a kernel kind absorbs after its operator: ``act(op(...) + bias + residual)``.
+
+``fused_chain`` recognises it in a Relax function: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6)``, each
+step only when the previous value has exactly one user and the binding is not claimed yet. ``apply_epilogue`` is its
+numpy reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from search.bindings import Bindings, scalar, tensor_shape
+from search.kinds.base import Match
+from search.templates.workloads import Epilogue
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The bindings of an operator and its epilogue, the bias (C,), the residual variable and the activation."""
+
+    parts: tuple[int, ...]
+    bias: np.ndarray | None
+    residual: Any
+    activation: str | None
+
+    def match(self, data, params: dict[str, np.ndarray]) -> Match:
+        """A ``Match`` reading ``data`` (and the residual), with the epilogue as attributes and the bias as a param."""
+        attrs = {"bias": self.bias is not None, "residual": self.residual is not None, "activation": self.activation}
+        params = {**params, **({"bias": self.bias} if self.bias is not None else {})}
+        inputs = (data,) + ((self.residual,) if self.residual is not None else ())
+        return Match(self.parts, inputs, attrs, params)
+
+
+def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
+    """The epilogue following the operator bound at ``index`` (a residual add only if ``residual``).
+
+    A bias is a constant of shape (C,), (1, C) (2-D outputs), (1, C, 1, 1) or (C, 1, 1) (4-D outputs); a residual is
+    a non-constant tensor of the output's shape; the activation is ``relu`` or ``clip(x, 0, 6)`` (``relu6``).
+    """
+    var = bindings.var(index)
+    out_shape = tensor_shape(var, var.name)
+    channels = out_shape[1]
+    parts, bias, added, activation = [index], None, None, None
+    end, nxt = var, bindings.sole_user(var)
+    if bindings.free(nxt) and bindings.op_name(nxt) == "relax.add":
+        other = bindings.other_operand(nxt, end)
+        value = None if other is None else bindings.const(other)
+        allowed = [(channels,), (1, channels)] if len(out_shape) == 2 else [(1, channels, 1, 1)]
+        if value is not None and value.shape in allowed + [(channels, 1, 1)]:
+            bias = value.reshape(-1).astype("float32")
+            parts.append(nxt)
+            end, nxt = bindings.var(nxt), bindings.sole_user(bindings.var(nxt))
+    if residual and bindings.free(nxt) and bindings.op_name(nxt) == "relax.add":
+        other = bindings.other_operand(nxt, end)
+        if other is not None and bindings.const(other) is None and tensor_shape(other, other.name) == out_shape:
+            added = other
+            parts.append(nxt)
+            end, nxt = bindings.var(nxt), bindings.sole_user(bindings.var(nxt))
+    if bindings.free(nxt):
+        value = bindings.value(nxt)
+        if bindings.op_name(nxt) == "relax.nn.relu":
+            activation = "relu"
+        elif bindings.op_name(nxt) == "relax.clip" and (scalar(value.args[1]), scalar(value.args[2])) == (0, 6):
+            activation = "relu6"
+        if activation:
+            parts.append(nxt)
+    return Chain(tuple(parts), bias, added, activation)
+
+
+def packed_bias(spec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """The bias argument of a template kernel, a contiguous (C,) vector, if ``spec``'s epilogue has one; else []."""
+    if not spec.epilogue.bias:
+        return []
+    return [np.ascontiguousarray(params["bias"], dtype=spec.workload.dtype).reshape(-1)]
+
+
+def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray | None, residual: np.ndarray | None,
+                   ) -> np.ndarray:
+    """``act(acc + bias + residual)`` in numpy, on logical arrays (channels on axis 1)."""
+    shape = [1] * acc.ndim
+    shape[1] = -1
+    out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual else 0)
+    if epilogue.activation is not None:
+        out = np.maximum(out, 0)
+    if epilogue.activation == "relu6":
+        out = np.minimum(out, 6)
+    return out

@@ -1,0 +1,63 @@
+"""The tuning space of a graph: which candidates of every tunable node the cost problem holds.
+
+``tuning_space(graph, layouts=..., space_size=...)`` keeps the candidates (``search.candidates.node_candidates``)
+whose layouts are among the searched ones, the first ``space_size`` of each node, and adds the uniform baselines'.
+``cost_models.pricing`` prices the space into a ``solvers.Problem``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from search.candidates import Candidate, node_candidates
+from search.errors import SearchError
+from search.graph import OpGraph
+from search.layouts import searchable_layouts
+from search.plan import BASELINES, baseline_plan
+
+DEFAULT_LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c", "NCHW32c")
+DEFAULT_SPACE_SIZE = 50
+
+
+def parse_layouts(text: str | Iterable[str]) -> tuple[str, ...]:
+    """``"NCHW,NHWC,NCHW16c"`` (or a sequence) -> validated, deduplicated layouts; SearchError if one is unknown."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    layouts = tuple(dict.fromkeys(item.strip() for item in items if item.strip()))
+    if not layouts:
+        raise SearchError("give at least one layout, e.g. NCHW,NHWC,NCHW16c")
+    known = searchable_layouts()
+    for name in layouts:
+        if name not in known:
+            raise SearchError(f"unknown layout {name!r}; tessera searches {', '.join(known)}")
+    return layouts
+
+
+def check_space_size(space_size: Any) -> int:
+    """``space_size`` if it is a positive integer; SearchError otherwise."""
+    if not isinstance(space_size, int) or isinstance(space_size, bool) or space_size < 1:
+        raise SearchError(f"space size must be a positive integer (candidates per node), got {space_size!r}")
+    return space_size
+
+
+def tuning_space(
+    graph: OpGraph,
+    *,
+    layouts: Sequence[str] = DEFAULT_LAYOUTS,
+    space_size: int = DEFAULT_SPACE_SIZE,
+) -> dict[str, list[Candidate]]:
+    """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (dense keeps ``NC``),
+    the first ``space_size`` of them, then the uniform baselines' candidates not already there.
+
+    The baselines make every node's domain non-empty and let their predicted costs be read off the problem.
+    """
+    check_space_size(space_size)
+    allowed = set(parse_layouts(layouts)) | {"NC"}
+    baselines = [baseline_plan(graph, name) for name in BASELINES]
+    space = {}
+    for op in graph.tunable:
+        ranked = node_candidates(op)
+        chosen = [c for c in ranked if c.in_layout in allowed and c.out_layout in allowed][:space_size]
+        chosen += [plan.candidate(op.name) for plan in baselines]
+        space[op.name] = list(dict.fromkeys(chosen))
+    return space

@@ -1,0 +1,116 @@
+"""Operator kinds: the registry, the conformance suite over every registered kind, and a toy kind added by a test
+that extracts, measures, solves and exports without any other module knowing it."""
+
+from __future__ import annotations
+
+import pytest
+import tvm
+from tvm import relax
+
+from cost_models.cache import CostCache
+from cost_models.measure import MeasuredCosts
+from cost_models.pricing import build_problem
+from search.errors import SearchError
+from search.export import export, make_target
+from search.graph import extract_graph
+from search.kinds import KINDS, KernelKind, check_kind, get_kind, kind_checks, register
+from search.plan import baseline_plan, plan_from_assignment
+from search.space import tuning_space
+from search.templates.workloads import KernelSpec
+from solvers import solve
+from tests.search.tiny_nets import build
+
+TARGET = make_target(1)
+CHECKS = [(name, check_name, check) for name, kind in KINDS.items()
+          for check_name, check in kind_checks(kind, pairs=4, settings=6, target=TARGET)]
+
+
+@pytest.mark.parametrize(("kind", "check_name", "check"), CHECKS, ids=[f"{k}-{c}" for k, c, _ in CHECKS])
+def test_every_registered_kind_conforms(kind, check_name, check):
+    check()
+
+
+@pytest.mark.parametrize(("name", "pairs"), [("conv2d", 5), ("depthwise_conv2d", None), ("dense", None)])
+def test_every_knob_setting_on_one_workload(name, pairs):
+    kind = KINDS[name]
+    check_kind(kind, kind.examples[:1], epilogues=kind.epilogues[-1:], pairs=pairs, target=TARGET)
+
+
+def test_the_suite_catches_a_wrong_kernel_and_a_wrong_default():
+    class Off(type(KINDS["dense"])):  # adds 1 to every output: the numpy reference disagrees
+        def reference(self, spec, data, params, residual):
+            return super().reference(spec, data, params, residual) - 1
+
+    with pytest.raises(AssertionError, match="numerics.*relative error"):
+        check_kind(Off(), pairs=1, settings=1, target=TARGET)
+
+    class Shuffled(type(KINDS["dense"])):  # lists the default setting last
+        def knob_space(self, spec, size=None):
+            return super().knob_space(spec)[::-1][:size]
+
+    with pytest.raises(AssertionError, match="first knob setting is not the default"):
+        check_kind(Shuffled(), pairs=1, settings=1, target=TARGET)
+
+
+def test_registry_lookup():
+    assert set(KINDS) >= {"conv2d", "depthwise_conv2d", "dense", "concat", "add"}
+    assert get_kind("conv2d") is KINDS["conv2d"] and isinstance(KINDS["dense"], KernelKind)
+    with pytest.raises(SearchError, match="no operator kind 'gemm'.*conv2d"):
+        get_kind("gemm")
+
+
+# ---------------------------------------------------------------------------------------------------- a toy kind
+@pytest.fixture
+def toy_kind():
+    """The tanh kind of ``tests.search.toy_kind``, registered for one test."""
+    from tests.search.toy_kind import TanhKind
+
+    register(TanhKind)
+    yield KINDS["tanh"]
+    KINDS.pop("tanh")
+
+
+def tanh_net():
+    def body(net, x):
+        a = net.conv(x, 16)
+        t = net.bb.emit(relax.op.tanh(a))
+        return net.conv(t, 8, k=1)
+
+    return build((1, 4, 8, 8), body)
+
+
+def test_a_kind_registered_by_a_test_extracts_measures_solves_and_exports(toy_kind, tmp_path):
+    check_kind(toy_kind, target=TARGET)
+    graph = extract_graph(tanh_net())
+    assert [(op.kind, op.role) for op in graph.tunable] == [("conv2d", "tunable"), ("tanh", "tunable"),
+                                                            ("conv2d", "tunable")]
+    assert [(e.src, e.dst) for e in graph.edges] == [("conv2d_0", "tanh_0"), ("tanh_0", "conv2d_1")]
+    space = tuning_space(graph, layouts=("NCHW", "NCHW8c", "NCHW16c"), space_size=3)
+    assert {c.name for c in space["tanh_0"]} >= {"NCHW>NCHW:vector=1", "NCHW8c>NCHW8c:vector=1"}
+    with MeasuredCosts(CostCache(tmp_path / "costs.sqlite"), target=TARGET, threads=1, repeat=3,
+                       min_repeat_ms=5) as provider:
+        problem = build_problem(graph, space, provider.measure)
+    measured = problem.meta["candidates"]["tanh_0"]
+    assert all(entry["kernel_ms"] > 0 for entry in measured.values())  # measured like any kernel, in a worker
+    solution = solve(problem, "dp")
+    plan = plan_from_assignment(solution.assignment, "tanh-net")
+    for candidate in (plan, baseline_plan(graph, "nchw16c")):
+        compiled = export(graph, candidate, target=TARGET, threads=1)
+        assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
+def test_without_the_kind_the_same_operator_is_a_fixed_op():
+    graph = extract_graph(tanh_net())
+    assert graph.op("tanh_0").role == "fixed"
+    assert [(w.node, w.consumer) for w in graph.boundary_writes][0] == ("conv2d_0", "tanh_0")
+
+
+def test_kernel_specs_find_their_kind_through_the_workload(toy_kind):
+    from tests.search.toy_kind import TanhWorkload
+
+    spec = KernelSpec(TanhWorkload((1, 4, 2, 2)), "NCHW4c", "NCHW4c")
+    assert spec.kind is toy_kind and isinstance(spec.kind.build(spec, TARGET), tvm.tirx.PrimFunc)
+    with pytest.raises(SearchError, match="no operator kind 'tanh'"):
+        KINDS.pop("tanh")
+        spec.kind  # noqa: B018
+    register(type(toy_kind))
