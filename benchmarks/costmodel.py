@@ -23,10 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from cost_models import CostCache, CostRecord, Task  # noqa: E402
 from cost_models.learned import HybridCosts  # noqa: E402
 from cost_models.measure import MeasuredCosts  # noqa: E402
+from cost_models.sources import XGBoostSource  # noqa: E402
 from cost_models.tasks import FREE  # noqa: E402
 from cost_models.xgb_model import XGBCostModel  # noqa: E402
 from experiments.costmodel import evaluate_on, train  # noqa: E402
-from experiments.tune import CostSource, extract, time_plans, use_threads  # noqa: E402
+from experiments.tune import extract, time_plans, use_threads  # noqa: E402
 from search import costs as space_costs  # noqa: E402
 from search.costs import plan_from_assignment  # noqa: E402
 from search.export import make_target  # noqa: E402
@@ -89,7 +90,7 @@ def main() -> None:
                   f"| {r2} | {row['groups']} | {row['seen_nodes_left_out']} |")
 
         reference = extract(args.test, cache=args.cache, threads=threads)
-        predicted = extract(args.test, cache=args.cache, threads=threads, costs=CostSource("xgboost", model_file))
+        predicted = extract(args.test, cache=args.cache, threads=threads, costs=XGBoostSource(model_file))
         hybrid, stats = hybrid_problem(args, reference, model_file, threads, scratch)
         problems = {"measured": (reference.problem, {"measured": reference.tasks, "tasks": reference.tasks}),
                     "xgboost": (predicted.problem, {"measured": 0, "tasks": predicted.tasks}),
