@@ -24,10 +24,11 @@ from cost_models import CostCache, CostRecord, Task  # noqa: E402
 from cost_models.learned import HybridCosts  # noqa: E402
 from cost_models.measure import MeasuredCosts  # noqa: E402
 from cost_models.pricing import build_problem  # noqa: E402
+from cost_models.sources import XGBoostSource  # noqa: E402
 from cost_models.tasks import FREE  # noqa: E402
 from cost_models.xgb_model import XGBCostModel  # noqa: E402
 from experiments.costmodel import evaluate_on, train  # noqa: E402
-from experiments.tune import CostSource, extract, time_plans, use_threads  # noqa: E402
+from experiments.tune import extract, time_plans, use_threads  # noqa: E402
 from search import space as spaces  # noqa: E402
 from search.export import make_target  # noqa: E402
 from search.plan import BASELINES, baseline_plan, plan_from_assignment  # noqa: E402
@@ -88,7 +89,7 @@ def main() -> None:
                   f"| {r2} | {row['groups']} | {row['seen_nodes_left_out']} |")
 
         reference = extract(args.test, cache=args.cache, threads=threads)
-        predicted = extract(args.test, cache=args.cache, threads=threads, costs=CostSource("xgboost", model_file))
+        predicted = extract(args.test, cache=args.cache, threads=threads, costs=XGBoostSource(model_file))
         hybrid, stats = hybrid_problem(args, reference, model_file, threads, scratch)
         problems = {"measured": (reference.problem, {"measured": reference.tasks, "tasks": reference.tasks}),
                     "xgboost": (predicted.problem, {"measured": 0, "tasks": predicted.tasks}),

@@ -2,7 +2,9 @@
 the best-predicted fraction of each node's candidates and predicts the rest.
 
 Both take a regression ``XGBCostModel``. Tasks are grouped as a node's candidates are (``features.group_key``: a
-kernel's workload and epilogue, a transform's tensor shape), so "the best-predicted 20%" means 20% of every group.
+kernel's workload and epilogue, a transform's tensor shape), so "the best-predicted 20%" means 20% of every group. A
+task the model cannot featurise (an unknown kind, a malformed key) gets a failed record saying why, as a measurement
+that fails does: its candidate is forbidden and the others are priced.
 """
 
 from __future__ import annotations
@@ -12,12 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from cost_models.cache import CostRecord
-from cost_models.features import group_key
+from cost_models.features import FeatureError, feature_row, group_key
 from cost_models.measure import CostProvider, MeasuredCosts
 from cost_models.tasks import FREE, Task
 from cost_models.xgb_model import ModelError, XGBCostModel
-
-SOURCES = ("measured", "xgboost", "hybrid")
 
 
 def _require_times(model: XGBCostModel) -> XGBCostModel:
@@ -31,6 +31,33 @@ def _predicted(ms: float) -> CostRecord:
     return CostRecord(float(ms), None, 0)  # repeats = 0: a prediction, not a measurement
 
 
+def _featurisable(keys: Sequence[str]) -> tuple[list[str], dict[str, CostRecord]]:
+    """The keys the model can featurise, and a failed record for each of the others naming why."""
+    usable, failed = [], {}
+    for key in keys:
+        try:
+            feature_row(key)
+        except FeatureError as exc:
+            failed[key] = CostRecord.failed(f"the cost model cannot price this task: {exc}")
+        else:
+            usable.append(key)
+    return usable, failed
+
+
+def check_fraction(fraction: float) -> float:
+    """``fraction`` as a float if it is in (0, 1], else ``ModelError``."""
+    if not (isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and 0 < fraction <= 1):
+        raise ModelError(f"the measured fraction must be in (0, 1], got {fraction!r}")
+    return float(fraction)
+
+
+def check_rounds(rounds: int) -> int:
+    """``rounds`` if it is a positive integer, else ``ModelError``."""
+    if not (isinstance(rounds, int) and not isinstance(rounds, bool) and rounds >= 1):
+        raise ModelError(f"rounds must be a positive integer, got {rounds!r}")
+    return rounds
+
+
 class PredictedCosts(CostProvider):
     """Price every task with the model's prediction; nothing is built or timed."""
 
@@ -41,9 +68,10 @@ class PredictedCosts(CostProvider):
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         keys = [None if task.free else task.key for task in tasks]
         distinct = list(dict.fromkeys(key for key in keys if key is not None))
-        predicted = dict(zip(distinct, self.model.predict(distinct)))
-        self.stats = {"source": "xgboost", "tasks": len(distinct), "measured": 0, "predicted": len(distinct)}
-        return [FREE if key is None else _predicted(predicted[key]) for key in keys]
+        usable, records = _featurisable(distinct)
+        records.update(zip(usable, map(_predicted, self.model.predict(usable))))
+        self.stats = {"source": "xgboost", "tasks": len(distinct), "measured": 0, "predicted": len(usable)}
+        return [FREE if key is None else records[key] for key in keys]
 
 
 class HybridCosts(CostProvider):
@@ -67,20 +95,17 @@ class HybridCosts(CostProvider):
     """
 
     def __init__(self, measured: MeasuredCosts, model: XGBCostModel, *, fraction: float = 0.2, rounds: int = 2) -> None:
-        if not (isinstance(fraction, (int, float)) and 0 < fraction <= 1):
-            raise ModelError(f"the measured fraction must be in (0, 1], got {fraction!r}")
-        if not (isinstance(rounds, int) and rounds >= 1):
-            raise ModelError(f"rounds must be a positive integer, got {rounds!r}")
         self.measured, self.model = measured, _require_times(model)
-        self.fraction, self.rounds = float(fraction), rounds
+        self.fraction, self.rounds = check_fraction(fraction), check_rounds(rounds)
         self.stats: dict[str, Any] = {}
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         by_key = {task.key: task for task in tasks if not task.free}
+        usable, failed = _featurisable(list(by_key))
         groups: dict[str, list[str]] = {}
-        for key in by_key:
+        for key in usable:
             groups.setdefault(group_key(key), []).append(key)
-        known = self.measured.cache.get_many(self.measured.context, by_key)
+        known = self.measured.cache.get_many(self.measured.context, usable)
         cached, new = len(known), 0
         model = self.model
         for round_ in range(1, self.rounds + 1):
@@ -91,12 +116,12 @@ class HybridCosts(CostProvider):
             ok = {key: record.median_ms for key, record in known.items() if record.ok}
             if ok:
                 model = model.refit(list(ok), list(ok.values()), note=f"hybrid round {round_}: {len(ok)} known")
-        unknown = [key for key in by_key if key not in known]
-        predicted = dict(zip(unknown, model.predict(unknown)))
+        unknown = [key for key in usable if key not in known]
+        records = {**failed, **known, **dict(zip(unknown, map(_predicted, model.predict(unknown))))}
         self.model = model
         self.stats = {"source": "hybrid", "tasks": len(by_key), "measured": new, "cached": cached,
                       "predicted": len(unknown), "fraction": self.fraction, "rounds": self.rounds}
-        return [FREE if task.free else known.get(task.key) or _predicted(predicted[task.key]) for task in tasks]
+        return [FREE if task.free else records[task.key] for task in tasks]
 
     def _picks(self, groups: dict[str, list[str]], known: dict[str, CostRecord], model: XGBCostModel,
                round_: int) -> list[str]:

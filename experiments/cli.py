@@ -20,11 +20,13 @@ USAGE_ERROR = 2
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
+    from cost_models.sources import CostSourceError
     from cost_models.xgb_model import ModelError
     from experiments.config import ExperimentError
     from search.errors import SearchError
 
-    return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, FileNotFoundError, PermissionError)
+    return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, CostSourceError, FileNotFoundError,
+            PermissionError)
 
 
 # ---------------------------------------------------------------------------------------------------- solve
@@ -196,7 +198,10 @@ def _run_models(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------------- extract / tune
 def _add_measurement_args(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by extract and tune: the model's input, the candidate space, threads and the cost cache."""
+    """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache and the
+    cost source (the sources of ``cost_models.sources.COST_SOURCES``)."""
+    from cost_models.sources import COST_SOURCES, DEFAULT
+
     p.add_argument("model", help="zoo model name or .onnx file")
     p.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
     p.add_argument("--image-size", type=int, default=None, help="input height and width (default: the model's own)")
@@ -207,21 +212,22 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layouts", default=None,
                    help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c)")
     p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
-    p.add_argument("--costs", default="measured", choices=("measured", "xgboost", "hybrid"),
-                   help="measure every task, predict every task with --cost-model, or measure the best-predicted "
-                        "--measure-fraction of each node's candidates and predict the rest (default: measured)")
+    p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
+                   help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())
+                   + f" (default: {DEFAULT})")
     p.add_argument("--cost-model", default=None, help="cost-model file from 'tessera costmodel train'")
-    p.add_argument("--measure-fraction", type=float, default=0.2,
+    p.add_argument("--measure-fraction", type=float, default=None,
                    help="hybrid: share of each node's candidates to measure (default: 0.2)")
-    p.add_argument("--hybrid-rounds", type=int, default=2, help="hybrid: predict-measure-refit rounds (default: 2)")
+    p.add_argument("--hybrid-rounds", type=int, default=None, help="hybrid: predict-measure-refit rounds (default: 2)")
 
 
 def _measurement_kwargs(args: argparse.Namespace) -> dict:
     from cost_models.cache import DEFAULT_CACHE
+    from cost_models.sources import cost_source
     from experiments.progress import ProgressBar
-    from experiments.tune import CostSource
 
-    source = CostSource(args.costs, args.cost_model, args.measure_fraction, args.hybrid_rounds)
+    options = {"model": args.cost_model, "fraction": args.measure_fraction, "rounds": args.hybrid_rounds}
+    source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
     return {"batch": args.batch, "image_size": args.image_size, "seed": args.seed, "threads": args.threads,
             "space_size": args.space_size, "layouts": args.layouts, "cache": args.cache or DEFAULT_CACHE,
             "costs": source, "progress": ProgressBar()}

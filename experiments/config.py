@@ -70,6 +70,8 @@ _TOP_KEYS = {"name", "description", "repeats", "time_limit", "trial_timeout", "n
 _GENERATOR_KEYS = {"generator", "seed", "candidates", "nodes"}
 _MODEL_KEYS = {"model", "batch", "image_size", "seed", "space_size", "layouts", "threads", "cache", "costs",
                "cost_model", "measure_fraction"}
+_SOURCE_KEYS = {"cost_model": "model", "measure_fraction": "fraction"}
+"""Model-problem keys (and ProblemSpec fields) -> the cost-source parameter each gives (``cost_models.sources``)."""
 _KINDS = ("generator", "file", "model")
 _NODES_GENERATORS = ("chain", "random")
 
@@ -128,11 +130,11 @@ class ProblemSpec:
 
     def extract(self, progress: Callable[[Any], None] | None = None) -> Extracted:
         """Measure (what the cost cache lacks of) or price a model instance: ``experiments.tune.extract``."""
-        from experiments.tune import CostSource, extract
+        from cost_models.sources import DEFAULT, cost_source
+        from experiments.tune import extract
 
-        source = CostSource() if self.costs is None else \
-            CostSource(self.costs, self.cost_model, **({} if self.measure_fraction is None else
-                                                       {"fraction": self.measure_fraction}))
+        params = {param: getattr(self, key) for key, param in _SOURCE_KEYS.items() if getattr(self, key) is not None}
+        source = cost_source(self.costs or DEFAULT, **params)
         return extract(self.model, batch=self.batch, image_size=self.image_size, seed=self.seed, threads=self.threads,
                        space_size=self.space_size, layouts=self.layouts, cache=self.cache, costs=source,
                        progress=progress)
@@ -364,32 +366,37 @@ def _models(spec: Mapping[str, Any], where: str, base: Path) -> list[ProblemSpec
 
 
 def _cost_sources(spec: Mapping[str, Any], where: str, base: Path) -> list[dict[str, Any]]:
-    """The ``costs`` axis with its model file and measured fractions, as ProblemSpec fields."""
-    from cost_models.learned import SOURCES
+    """The ``costs`` axis with the parameters each source takes (its model file, the measured fractions), as
+    ProblemSpec fields; every source is built once here, so that its own checks run before anything does."""
+    from cost_models.sources import COST_SOURCES, DEFAULT, CostSourceError, cost_source
 
-    costs = spec.get("costs", ["measured"])
+    costs = spec.get("costs", [DEFAULT])
     costs = costs if isinstance(costs, list) else [costs]
-    if not costs or any(c not in SOURCES for c in costs) or len(set(costs)) != len(costs):
-        raise ConfigError(f"{where}.costs must be one or a list of distinct {', '.join(SOURCES)}, got {costs!r}")
+    if not costs or any(c not in COST_SOURCES for c in costs) or len(set(costs)) != len(costs):
+        raise ConfigError(f"{where}.costs must be one or a list of distinct {', '.join(COST_SOURCES)}, got {costs!r}")
     fractions = spec.get("measure_fraction", [0.2])
     fractions = fractions if isinstance(fractions, list) else [fractions]
     if not fractions or not all(_positive_number(f) and f <= 1 for f in fractions):
         raise ConfigError(f"{where}.measure_fraction must be a number in (0, 1] or a list of them, got {fractions!r}")
     model = spec.get("cost_model")
-    if any(c != "measured" for c in costs):
+    if any("model" in COST_SOURCES[c].parameters() for c in costs):
         if not isinstance(model, str):
             raise ConfigError(f"{where}: costs {costs} need cost_model, the path of a cost-model file")
         model = str((base / Path(model).expanduser()).resolve())
         if not Path(model).is_file():
             raise ConfigError(f"{where}: no such cost-model file {model}")
+    axes = {"cost_model": [model], "measure_fraction": [float(f) for f in fractions]}
     out: list[dict[str, Any]] = []
     for source in costs:
-        if source == "measured":
-            out.append({})
-        elif source == "xgboost":
-            out.append({"costs": source, "cost_model": model})
-        else:
-            out += [{"costs": source, "cost_model": model, "measure_fraction": float(f)} for f in fractions]
+        taken = {key: axes[key] for key, param in _SOURCE_KEYS.items() if param in COST_SOURCES[source].parameters()}
+        for values in itertools.product(*taken.values()):
+            fields = dict(zip(taken, values))
+            try:
+                cost_source(source, **{_SOURCE_KEYS[key]: value for key, value in fields.items()})
+            except CostSourceError as exc:
+                raise ConfigError(f"{where}: {exc}") from exc
+            # the default source leaves the fields unset, as before sources were a registry: same labels and hashes
+            out.append({} if source == DEFAULT and not fields else {"costs": source, **fields})
     return out
 
 

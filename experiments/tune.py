@@ -23,7 +23,7 @@ from search.errors import SearchError
 if TYPE_CHECKING:
     import tvm
 
-    from cost_models.measure import CostProvider
+    from cost_models.sources import CostSource
     from search.artifact import Artifact
     from search.graph import OpGraph
     from solvers.problem import Problem
@@ -108,21 +108,24 @@ def extract(
     cache : path
         The sqlite cost cache, created if missing.
     costs : CostSource or str
-        Where costs come from: ``"measured"`` (the default), or a ``CostSource`` naming a cost-model file for
-        ``xgboost`` or ``hybrid``.
+        Where costs come from (``cost_models.sources``): a source's name, ``"measured"`` by default, or a source
+        with its parameters, such as ``XGBoostSource("model.json")``.
     progress : callable, optional
         Receives the cost provider's progress events (see ``experiments.progress.ProgressBar``).
 
     Raises
     ------
     SearchError
-        Unknown model, bad sizes, threads, layouts or space size, or an unusable cache file.
+        Unknown model, bad sizes, threads, layouts or space size.
+    CostSourceError
+        An unknown cost source or one that cannot open: a bad parameter, an unusable cache or model file.
     """
     from cost_models.pricing import build_problem
+    from cost_models.sources import cost_source
     from search import space as spaces
     from search.export import make_target
 
-    source = CostSource.of(costs)
+    source = cost_source(costs)
     threads = use_threads(threads)
     layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
     space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
@@ -159,64 +162,6 @@ class _Tally:
             return records
 
         return counted
-
-
-@dataclass(frozen=True)
-class CostSource:
-    """Where a problem's costs come from.
-
-    ``measured``: build and time every task the cache lacks. ``xgboost``: the regression model in ``model`` predicts
-    every task, nothing is measured. ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates
-    over ``rounds`` predict-measure-refit rounds, predict the rest (``cost_models.learned.HybridCosts``).
-    """
-
-    kind: str = "measured"
-    model: str | Path | None = None
-    fraction: float = 0.2
-    rounds: int = 2
-
-    def __post_init__(self) -> None:
-        from cost_models.learned import SOURCES
-
-        if self.kind not in SOURCES:
-            raise SearchError(f"unknown cost source {self.kind!r}; choose from {', '.join(SOURCES)}")
-        if (self.kind == "measured") != (self.model is None):
-            raise SearchError("the xgboost and hybrid cost sources need a cost-model file (--cost-model), and "
-                              "measured costs take none")
-
-    @classmethod
-    def of(cls, value: CostSource | str) -> CostSource:
-        return value if isinstance(value, CostSource) else cls(value)
-
-    def open(self, cache: str | Path, target, threads: int, progress: Callable[[Any], None]) -> CostProvider:
-        from cost_models.cache import CacheError, CostCache
-        from cost_models.learned import HybridCosts, PredictedCosts
-        from cost_models.measure import MeasuredCosts
-        from cost_models.xgb_model import ModelError, XGBCostModel
-
-        try:
-            model = None if self.model is None else XGBCostModel.load(self.model)
-            if self.kind == "xgboost":
-                return PredictedCosts(model)
-            store = CostCache(cache)
-            len(store)
-            measured = MeasuredCosts(store, target=target, threads=threads, progress=progress)
-            if self.kind == "measured":
-                return measured
-            return HybridCosts(measured, model, fraction=self.fraction, rounds=self.rounds)
-        except (CacheError, ModelError) as exc:
-            raise SearchError(str(exc)) from exc
-
-    def provenance(self, provider: CostProvider) -> dict[str, Any]:
-        """Where the costs came from: the source, its cache file and measurement context, the model file and
-        how many tasks were measured and predicted."""
-        out: dict[str, Any] = {"source": self.kind, "provider": type(provider).__name__}
-        measured = provider if self.kind == "measured" else getattr(provider, "measured", None)
-        if measured is not None:
-            out.update(cache=str(measured.cache.path), context=dict(vars(measured.context)))
-        if self.model is not None:
-            out.update(model=str(self.model), **getattr(provider, "stats", {}))
-        return out
 
 
 # ---------------------------------------------------------------------------------------------------- tune
@@ -465,7 +410,7 @@ def _solver_line(solver: dict[str, Any]) -> str:
 
 
 def _predicted_note(m: dict[str, Any]) -> str:
-    if m.get("source", "measured") == "measured":
+    if "predicted" not in m:  # a source that predicts nothing (measured)
         return ""
     return f"; {m['source']} costs from {m['model']}: {m['predicted']} of {m['tasks']} tasks predicted"
 

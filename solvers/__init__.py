@@ -1,5 +1,9 @@
-"""Solvers for the node/edge cost problem. Pure Python: nothing here imports TVM, Ray or MLflow."""
+"""Solvers for the node/edge cost problem. Pure Python: nothing here imports TVM, Ray or MLflow.
 
+Importing the package registers the built-in solvers (``dp``, ``pbqp``, ``ilp``, ``greedy``) in ``SOLVERS``.
+"""
+
+from solvers import dp, greedy, ilp, pbqp  # noqa: F401 - each module registers its solver (it imports base first)
 from solvers.base import SOLVERS, Solution, Solver, SolverError, make_solver, solve
 from solvers.problem import Edge, Node, Problem, ProblemError
 

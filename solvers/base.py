@@ -1,4 +1,7 @@
-"""The solver interface: one abstract ``Solver``, the name -> class registry, and ``solve`` for notebooks."""
+"""The solver interface: one abstract ``Solver``, the name -> class registry, and ``solve`` for notebooks.
+
+The built-in solvers register themselves when ``solvers`` is imported (``solvers/__init__.py`` imports their modules),
+so ``SOLVERS`` is complete as soon as any part of the package is."""
 
 from __future__ import annotations
 
@@ -48,13 +51,14 @@ class Solution:
         return relative_gap(self.cost, self.lower_bound)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON summary printed by ``tessera solve``."""
+        """The JSON summary printed by ``tessera solve``; an infinite cost (nothing found) or bound (proven
+        infeasible, see ``status``) is written as null, which strict JSON can hold."""
         return {
             "solver": self.solver,
             "cost": None if math.isinf(self.cost) else self.cost,
             "optimal": self.optimal,
             "status": self.status,
-            "lower_bound": self.lower_bound,
+            "lower_bound": None if self.lower_bound is None or math.isinf(self.lower_bound) else self.lower_bound,
             "gap": self.gap,
             "seconds": round(self.seconds, 6),
             "params": dict(self.params),
@@ -138,27 +142,32 @@ def register(cls: type[Solver]) -> type[Solver]:
     return cls
 
 
-def make_solver(solver: str | Solver, **params: Any) -> Solver:
-    """An instance from a registered name (with parameters) or an instance passed through unchanged."""
+def make_solver(solver: str | type[Solver] | Solver, **params: Any) -> Solver:
+    """An instance from a registered name or a ``Solver`` subclass (with parameters), or an instance passed through
+    unchanged. Unknown names and parameters raise ``SolverError``."""
     if isinstance(solver, Solver):
         if params:
-            raise SolverError("parameters can only be given with a solver name, not with an instance")
+            raise SolverError("parameters can only be given with a solver name or class, not with an instance")
         return solver
-    _load_builtin_solvers()
-    if solver not in SOLVERS:
+    if isinstance(solver, type) and issubclass(solver, Solver):
+        cls = solver
+    elif isinstance(solver, str) and solver in SOLVERS:
+        cls = SOLVERS[solver]
+    else:
         raise SolverError(f"unknown solver {solver!r}; choose from {', '.join(sorted(SOLVERS))}")
-    cls = SOLVERS[solver]
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
     unknown = set(params) - accepted
     if unknown:
         raise SolverError(
-            f"{solver}: unknown parameter(s) {', '.join(sorted(unknown))}; it takes {', '.join(sorted(accepted))}"
+            f"{cls.name}: unknown parameter(s) {', '.join(sorted(unknown))}; it takes {', '.join(sorted(accepted))}"
         )
     return cls(**params)
 
 
-def solve(problem: Problem, solver: str | Solver = "pbqp", *, bound: bool = False, **params: Any) -> Solution:
-    """Solve ``problem`` with a solver chosen by name; ``bound=True`` adds the LP lower bound to the solution.
+def solve(
+    problem: Problem, solver: str | type[Solver] | Solver = "pbqp", *, bound: bool = False, **params: Any
+) -> Solution:
+    """Solve ``problem`` with a solver chosen by name (or class, or instance); ``bound=True`` adds the LP lower bound.
 
     Examples
     --------
@@ -175,8 +184,3 @@ def solve(problem: Problem, solver: str | Solver = "pbqp", *, bound: bool = Fals
         best = lp if solution.lower_bound is None else max(lp, solution.lower_bound)
         solution = replace(solution, lower_bound=min(best, solution.cost))
     return solution
-
-
-def _load_builtin_solvers() -> None:
-    """Import the built-in solver modules so that they register themselves."""
-    from solvers import dp, greedy, ilp, pbqp  # noqa: F401

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import networkx as nx
 import numpy as np
 
 from solvers.base import Solution, Solver, register
@@ -24,6 +23,8 @@ def visit_order(problem: Problem) -> tuple[list[int], bool]:
     >>> visit_order(p)
     ([1, 0], True)
     """
+    import networkx as nx  # here, not at the top: ``import solvers`` need not pay its 0.1 s
+
     graph = nx.DiGraph()
     graph.add_nodes_from(range(problem.num_nodes))
     graph.add_edges_from((problem.index(e.src), problem.index(e.dst)) for e in problem.edges)

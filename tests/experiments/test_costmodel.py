@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from cost_models.sources import HybridSource, XGBoostSource
 from experiments.cli import main
 from experiments.costmodel import evaluate_on, network_data, train
-from experiments.tune import CostSource, extract
+from experiments.tune import extract
 from search.errors import SearchError
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
@@ -48,11 +49,11 @@ def test_held_out_evaluation_leaves_seen_workloads_out(trained):
 def test_xgboost_costs_measure_nothing_and_hybrid_measures_a_fraction(trained, tmp_path):
     root, _, _, _ = trained
     predicted = extract(residual_concat_net(size=12), name="tiny12", cache=tmp_path / "empty.sqlite",
-                        costs=CostSource("xgboost", root / "model.json"), **SPACE)
+                        costs=XGBoostSource(root / "model.json"), **SPACE)
     costs = predicted.problem.meta["costs"]
     assert predicted.new == 0 and costs["source"] == "xgboost" and costs["predicted"] == predicted.tasks > 0
     hybrid = extract(residual_concat_net(size=12), name="tiny12", cache=tmp_path / "c.sqlite",
-                     costs=CostSource("hybrid", root / "model.json", fraction=0.25), **SPACE)
+                     costs=HybridSource(root / "model.json", fraction=0.25), **SPACE)
     costs = hybrid.problem.meta["costs"]
     assert 0 < hybrid.new == costs["measured"] < hybrid.tasks and costs["predicted"] == hybrid.tasks - hybrid.new
     assert costs["cache"].endswith("c.sqlite") and costs["model"].endswith("model.json")
@@ -66,6 +67,10 @@ def test_xgboost_costs_measure_nothing_and_hybrid_measures_a_fraction(trained, t
         (["extract", "resnet18", "--costs", "xgboost", "--out", "{tmp}/p.json"], "need a cost-model file"),
         (["extract", "resnet18", "--costs", "hybrid", "--cost-model", "{tmp}/junk.json", "--out", "{tmp}/p.json"],
          "not a readable"),
+        (["extract", "resnet18", "--measure-fraction", "0.5", "--out", "{tmp}/p.json"],
+         "the hybrid cost source takes a measured fraction (--measure-fraction), and measured and xgboost costs take"),
+        (["extract", "resnet18", "--costs", "hybrid", "--cost-model", "{tmp}/junk.json", "--measure-fraction", "2",
+          "--out", "{tmp}/p.json"], "the measured fraction must be in (0, 1], got 2.0"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys):

@@ -9,7 +9,7 @@ import pytest
 
 from solvers import Problem, SolverError, solve
 from solvers.bound import lp_lower_bound
-from tests.solvers.instances import brute_force, random_problem
+from solvers.testing import brute_force, random_problem
 
 
 def random_tree(seed: int, nodes: int = 7) -> Problem:

@@ -11,7 +11,7 @@ import pytest
 from solvers import Problem, solve
 from solvers.bound import lp_lower_bound
 from solvers.classes import edge_classes
-from tests.solvers.instances import brute_force
+from solvers.testing import brute_force
 
 
 def _layout_matrix(rng: np.random.Generator, rows: int, cols: int, layouts: int) -> np.ndarray:

@@ -1,64 +1,94 @@
-"""Contract every registered solver must meet, whatever its algorithm."""
+"""The shipped conformance suite (``solvers.checks``) over every registered solver, and the suite itself: it catches
+broken solvers and passes a correct one that is not registered."""
 
 from __future__ import annotations
 
+import doctest
+import itertools
 import math
+from dataclasses import replace
 
 import pytest
 
-from solvers import SOLVERS, Problem, SolverError, make_solver, solve
-from solvers.base import _load_builtin_solvers
-from tests.solvers.instances import brute_force, random_problem
-
-_load_builtin_solvers()
-ALL = sorted(SOLVERS)
+from solvers import SOLVERS, Problem, Solution, Solver, checks, testing
+from solvers.checks import CHECKS, check_solver, solver_checks
+from solvers.greedy import GreedySolver
+from solvers.testing import brute_force
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_reported_cost_matches_evaluation_and_bound_is_valid(name):
-    for seed in range(40):
-        problem = random_problem(seed)
-        optimum, _ = brute_force(problem)
-        sol = solve(problem, name)
-        assert sol.solver == name
-        if sol.assignment:
-            assert sol.cost == pytest.approx(problem.evaluate(sol.assignment))
-            assert sol.cost >= optimum - 1e-9
-        if sol.optimal:
-            assert sol.cost == pytest.approx(optimum)
-        if sol.lower_bound is not None:
-            assert sol.lower_bound <= optimum + 1e-6
-        if sol.status == "infeasible":
-            assert math.isinf(optimum)
+@pytest.mark.parametrize("solver, check", list(itertools.product(sorted(SOLVERS), CHECKS)))
+def test_contract(solver, check):
+    dict(solver_checks(solver))[check]()
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_one_node_and_edge_free_problems(name):
-    one = Problem.build([("only", ["a", "b", "c"], [3.0, 1.0, 2.0])])
-    sol = solve(one, name)
-    assert dict(sol.assignment) == {"only": "b"} and sol.cost == 1.0
-    free = Problem.build([(f"n{i}", ["a", "b"], [i % 2, 1 - i % 2]) for i in range(6)])
-    assert solve(free, name).cost == 0.0
+def test_every_builtin_solver_is_registered_on_import():
+    assert {"dp", "pbqp", "ilp", "greedy"} <= set(SOLVERS)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_deterministic(name):
-    problem = random_problem(7, nodes=7, max_candidates=4, density=0.7)
-    first, second = solve(problem, name), solve(problem, name)
-    assert dict(first.assignment) == dict(second.assignment)
-    assert first.cost == second.cost
+class Exhaustive(Solver):
+    """Correct by construction: enumerate every assignment."""
+
+    name = "exhaustive"
+
+    def _solve(self, problem: Problem, start: float) -> Solution:
+        optimum, best = brute_force(problem)
+        if math.isinf(optimum):
+            return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf)
+        return Solution(self.name, problem.to_names(best), optimum, "optimal", lower_bound=optimum)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_bad_parameters_rejected(name):
-    with pytest.raises(SolverError, match="unknown parameter"):
-        make_solver(name, no_such_knob=1)
-    with pytest.raises(SolverError, match="time_limit"):
-        make_solver(name, time_limit=-1).solve(random_problem(0, nodes=2))
+class Misreports(GreedySolver):
+    """Greedy's assignment with half its cost reported."""
+
+    name = "misreports"
+
+    def solve(self, problem: Problem) -> Solution:
+        solution = super().solve(problem)
+        return replace(solution, cost=solution.cost / 2)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_solution_serialises(name):
-    sol = solve(random_problem(3, nodes=4), name)
-    data = sol.to_dict()
-    assert set(data) >= {"solver", "cost", "optimal", "lower_bound", "gap", "seconds", "assignment"}
+class Overclaims(GreedySolver):
+    """Greedy's assignment, whenever it finds one, claimed optimal."""
+
+    name = "overclaims"
+
+    def _solve(self, problem: Problem, start: float) -> Solution:
+        solution = super()._solve(problem, start)
+        return replace(solution, status="optimal") if solution.assignment else solution
+
+
+class SwallowsParameters(Exhaustive):
+    """Takes a time limit but never checks it."""
+
+    name = "swallows"
+
+    def _check_params(self) -> None:
+        pass
+
+
+def test_a_correct_solver_passes_without_being_registered():
+    check_solver(Exhaustive)
+    assert "exhaustive" not in SOLVERS
+
+
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        (Misreports, r"misreports: reported_cost: instance \S+: reported cost .* but the assignment costs"),
+        (Overclaims, r"overclaims: exact_optimum: instance \S+: status optimal with cost .* but the optimum is"),
+        (SwallowsParameters, r"swallows: bad_time_limit: time_limit=-1 was accepted"),
+    ],
+    ids=["wrong-cost", "not-optimal", "unchecked-time-limit"],
+)
+def test_the_suite_catches_broken_solvers(broken, message):
+    with pytest.raises(AssertionError, match=message):
+        check_solver(broken)
+
+
+def test_the_examples_run():
+    assert doctest.testmod(checks).failed == 0 and doctest.testmod(testing).failed == 0
+
+
+def test_instances_are_named_not_passed():
+    with pytest.raises(TypeError, match="name or a Solver subclass"):
+        list(solver_checks(GreedySolver()))

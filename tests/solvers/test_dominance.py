@@ -8,7 +8,7 @@ import numpy as np
 
 from solvers import Problem, solve
 from solvers.dominance import prune_dominated
-from tests.solvers.instances import brute_force, random_problem
+from solvers.testing import brute_force, random_problem
 
 
 def test_the_optimum_survives_and_every_node_keeps_a_candidate():

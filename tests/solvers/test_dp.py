@@ -12,7 +12,7 @@ import solvers.dp as dp_module
 from solvers.base import SOLVERS, SolverError, make_solver
 from solvers.dp import DPSolver
 from solvers.problem import Problem
-from tests.solvers.instances import brute_force, random_problem
+from solvers.testing import brute_force, random_problem
 
 
 def make_problem(names, edges, k, seed=0, forbid=0.0):

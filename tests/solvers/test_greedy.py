@@ -8,7 +8,7 @@ import pytest
 
 from solvers import SOLVERS, Problem, Solution
 from solvers.greedy import GreedySolver, visit_order
-from tests.solvers.instances import brute_force, random_problem
+from solvers.testing import brute_force, random_problem
 from tests.solvers.test_pbqp import densenet201_like
 
 

@@ -10,7 +10,7 @@ import pytest
 from solvers import Problem, SolverError, solve
 from solvers.generators import generate, random_graph
 from solvers.ilp import AUTO_MAX_COST, ILPSolver, scale_costs
-from tests.solvers.instances import brute_force, random_problem
+from solvers.testing import brute_force, random_problem
 
 
 def _float_problem(seed: int, decimals: int | None = None) -> Problem:

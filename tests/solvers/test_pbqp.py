@@ -13,7 +13,7 @@ from solvers import SOLVERS, Problem, Solution, SolverError
 from solvers.generators import generate
 from solvers.local_search import iterated_conditional_modes, star_moves
 from solvers.pbqp import LOCAL_SEARCHES, PBQPSolver, reduce_and_solve
-from tests.solvers.instances import brute_force, random_problem
+from solvers.testing import brute_force, random_problem
 
 
 # ---------------------------------------------------------------------------------------------------- instances

@@ -10,7 +10,7 @@ import pytest
 
 from solvers.problem import Problem, ProblemError
 from solvers.reductions import Reduction, min_out, reduce_problem
-from tests.solvers.instances import brute_force, random_problem
+from solvers.testing import brute_force, random_problem
 
 
 def every_assignment(problem: Problem):

@@ -1,0 +1,233 @@
+"""Cost sources: where a problem's costs come from, one class per source, registered by name.
+
+A source is a frozen dataclass whose fields are its parameters, checked when it is built. ``open`` builds the
+``CostProvider`` that prices the tasks, and ``provenance`` says where the costs came from (a problem keeps it as
+``meta["costs"]``). The command line's ``--costs`` and an experiment file's ``costs`` offer exactly the sources of
+``COST_SOURCES``, so a new source is a subclass decorated with ``@register``. This module imports neither TVM nor
+XGBoost; opening a source (or checking a hybrid one's parameters) does.
+
+Built in:
+
+- ``measured``: build and time every task the cost cache lacks (``cost_models.measure.MeasuredCosts``);
+- ``xgboost``: a regression cost-model file predicts every task (``cost_models.learned.PredictedCosts``);
+- ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit
+  rounds and predict the rest (``cost_models.learned.HybridCosts``).
+
+Examples
+--------
+>>> cost_source("xgboost", model="model.json")
+XGBoostSource(model='model.json')
+>>> cost_source("simulated")
+Traceback (most recent call last):
+...
+cost_models.sources.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import tvm
+
+    from cost_models.cache import CostCache
+    from cost_models.measure import CostProvider, MeasuredCosts, Progress
+    from cost_models.xgb_model import XGBCostModel
+
+DEFAULT = "measured"
+"""The source used when none is named."""
+
+
+class CostSourceError(ValueError):
+    """A cost source that cannot be used: an unknown name, a parameter it lacks or does not take, a bad value, or a
+    cache or model file that cannot be opened."""
+
+
+@dataclass(frozen=True)
+class CostSource(ABC):
+    """Base of every cost source: its fields are its parameters, each with ``metadata["about"]`` describing it.
+
+    Subclasses set ``name`` and ``description``, check their parameters in ``__post_init__`` (raising
+    ``CostSourceError``), implement ``open`` and extend ``provenance``.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    """What the source does, a clause for the command line's help."""
+
+    @classmethod
+    def parameters(cls) -> dict[str, bool]:
+        """Parameter name -> whether it is required."""
+        return {f.name: f.default is MISSING and f.default_factory is MISSING for f in fields(cls)}
+
+    @abstractmethod
+    def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
+             progress: Callable[[Progress], None] | None) -> CostProvider:
+        """The provider pricing tasks for ``target`` (a ``tvm.target.Target``) timed with ``threads`` runtime threads.
+
+        ``cache`` is the sqlite cost cache (created if missing), ``progress`` receives measurement progress. A cache
+        or model file that cannot be used raises ``CostSourceError``.
+        """
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        """Where the costs priced by ``provider`` (opened by this source) came from, for a problem's
+        ``meta["costs"]``; subclasses add their own entries."""
+        return {"source": self.name, "provider": type(provider).__name__}
+
+
+COST_SOURCES: dict[str, type[CostSource]] = {}
+"""Source name -> class, in the order the command line lists them."""
+
+
+def register(cls: type[CostSource]) -> type[CostSource]:
+    """Class decorator adding a cost source to ``COST_SOURCES`` under ``cls.name``."""
+    COST_SOURCES[cls.name] = cls
+    return cls
+
+
+def cost_source(source: str | CostSource, **params: Any) -> CostSource:
+    """The registered source named ``source`` with ``params``, or a source passed through unchanged.
+
+    Raises
+    ------
+    CostSourceError
+        An unknown name, a parameter the source does not take or a required one missing, or a bad value.
+    """
+    if isinstance(source, CostSource):
+        if params:
+            raise CostSourceError("parameters can only be given with a cost source's name, not with a source")
+        return source
+    if source not in COST_SOURCES:
+        raise CostSourceError(f"unknown cost source {source!r}; choose from {', '.join(COST_SOURCES)}")
+    taken = COST_SOURCES[source].parameters()
+    unknown = [param for param in params if param not in taken]
+    missing = [param for param, required in taken.items() if required and param not in params]
+    if unknown or missing:
+        raise CostSourceError(_misfit((unknown + missing)[0]))
+    return COST_SOURCES[source](**params)
+
+
+def _misfit(param: str) -> str:
+    """The error for a parameter given to a source that does not take it, or missing from one that needs it."""
+    takers = [name for name, cls in COST_SOURCES.items() if param in cls.parameters()]
+    if not takers:
+        return f"no cost source takes a parameter {param!r}"
+    about = next(f.metadata.get("about", param) for f in fields(COST_SOURCES[takers[0]]) if f.name == param)
+    verb = "need" if all(COST_SOURCES[name].parameters()[param] for name in takers) else "take"
+    subject = f"the {_and(takers)} cost sources {verb}" if len(takers) > 1 else f"the {takers[0]} cost source {verb}s"
+    message = f"{subject} {about}"
+    others = [name for name in COST_SOURCES if name not in takers]
+    return message + (f", and {_and(others)} costs take none" if others else "")
+
+
+def _and(names: Iterable[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+# ---------------------------------------------------------------------------------------------------- sources
+def _model_file() -> Any:
+    """The ``model`` parameter: a cost-model file, required."""
+    return field(metadata={"about": "a cost-model file (--cost-model)"})
+
+
+def _cache(path: str | Path) -> CostCache:
+    """The cost cache at ``path``, opened now so that a file that is no cost cache is refused here."""
+    from cost_models.cache import CacheError, CostCache
+
+    try:
+        store = CostCache(path)
+        len(store)
+    except CacheError as exc:
+        raise CostSourceError(str(exc)) from exc
+    return store
+
+
+def _model(path: str | Path) -> XGBCostModel:
+    from cost_models.xgb_model import ModelError, XGBCostModel
+
+    try:
+        return XGBCostModel.load(path)
+    except ModelError as exc:
+        raise CostSourceError(str(exc)) from exc
+
+
+def _measured(provider: MeasuredCosts) -> dict[str, Any]:
+    """The cache file and measurement context of a ``MeasuredCosts``."""
+    return {"cache": str(provider.cache.path), "context": dict(vars(provider.context))}
+
+
+@register
+@dataclass(frozen=True)
+class MeasuredSource(CostSource):
+    """Build and time every task the cost cache lacks; the cache keeps every result."""
+
+    name = "measured"
+    description = "measure every task"
+
+    def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
+             progress: Callable[[Progress], None] | None) -> MeasuredCosts:
+        from cost_models.measure import MeasuredCosts
+
+        return MeasuredCosts(_cache(cache), target=target, threads=threads, progress=progress)
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        return {**super().provenance(provider), **_measured(provider)}
+
+
+@register
+@dataclass(frozen=True)
+class XGBoostSource(CostSource):
+    """The regression model in the file ``model`` predicts every task; nothing is measured and no cache is read."""
+
+    name = "xgboost"
+    description = "predict every task with --cost-model"
+    model: str | Path = _model_file()
+
+    def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
+             progress: Callable[[Progress], None] | None) -> CostProvider:
+        from cost_models.learned import PredictedCosts
+
+        return PredictedCosts(_model(self.model))
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        return {**super().provenance(provider), "model": str(self.model), **provider.stats}
+
+
+@register
+@dataclass(frozen=True)
+class HybridSource(CostSource):
+    """Measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit rounds
+    (the model in the file ``model`` refit after each), predict the rest."""
+
+    name = "hybrid"
+    description = "measure the best-predicted --measure-fraction of each node's candidates and predict the rest"
+    model: str | Path = _model_file()
+    fraction: float = field(default=0.2, metadata={"about": "a measured fraction (--measure-fraction)"})
+    rounds: int = field(default=2, metadata={"about": "predict-measure-refit rounds (--hybrid-rounds)"})
+
+    def __post_init__(self) -> None:
+        from cost_models.learned import check_fraction, check_rounds
+        from cost_models.xgb_model import ModelError
+
+        try:
+            check_fraction(self.fraction), check_rounds(self.rounds)
+        except ModelError as exc:
+            raise CostSourceError(str(exc)) from exc
+
+    def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
+             progress: Callable[[Progress], None] | None) -> CostProvider:
+        from cost_models.learned import HybridCosts
+
+        model = _model(self.model)
+        measured = MeasuredSource().open(cache, target, threads, progress)
+        return HybridCosts(measured, model, fraction=self.fraction, rounds=self.rounds)
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        return {**super().provenance(provider), **_measured(provider.measured), "model": str(self.model),
+                **provider.stats}
