@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_CACHE = Path("~/.cache/tessera/costs.sqlite")
+TIMING_METHODS = ("warm", "context", "cold")  # see cost_models.timer
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS costs (
@@ -39,16 +40,22 @@ class CacheError(RuntimeError):
 
 @dataclass(frozen=True)
 class Context:
-    """Where a timing was taken: a timing is reused only under an identical context."""
+    """Where and how a timing was taken: a timing is reused only under an identical context, so records of different
+    timing methods (``cost_models.timer.TIMING_METHODS``) never mix. ``warm`` records keep the key they had before
+    methods existed (the field is left out of it), so caches filled then stay valid."""
 
     target: str
     cpu: str
     threads: int
     tvm_version: str
     template_version: str
+    timing: str = "warm"
 
     def to_key(self) -> str:
-        return canonical(asdict(self))
+        fields = asdict(self)
+        if fields["timing"] == "warm":
+            del fields["timing"]
+        return canonical(fields)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import tvm
 
-from cost_models.cache import Context, CostCache, CostRecord
+from cost_models.cache import TIMING_METHODS, Context, CostCache, CostRecord
 from cost_models.tasks import FREE, Task
 from cost_models.workers import Outcome, RunSettings, WorkerError, WorkerPool, resolve
 from search.templates import TEMPLATE_VERSION
@@ -82,9 +82,9 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def machine_context(target: tvm.target.Target | str, threads: int) -> Context:
-    """The cache context of timings taken here with ``target`` and ``threads``."""
-    return Context(str(tvm.target.Target(target)), cpu_model(), threads, tvm.__version__, TEMPLATE_VERSION)
+def machine_context(target: tvm.target.Target | str, threads: int, timing: str = "warm") -> Context:
+    """The cache context of timings taken here with ``target``, ``threads`` and timing method ``timing``."""
+    return Context(str(tvm.target.Target(target)), cpu_model(), threads, tvm.__version__, TEMPLATE_VERSION, timing)
 
 
 class MeasuredCosts(CostProvider):
@@ -106,6 +106,8 @@ class MeasuredCosts(CostProvider):
         Tasks built before the batch is timed.
     repeat, min_repeat_ms
         Timed repeats per task and the minimum length of each (see ``cost_models.timer.time_kernel``).
+    timing
+        The timing method, one of ``cost_models.timer.TIMING_METHODS`` (default ``warm``); part of the context.
     progress
         Called with a ``Progress`` after the cache lookup and after every measured task.
     f_build, f_run
@@ -132,6 +134,7 @@ class MeasuredCosts(CostProvider):
         batch_size: int = 16,
         repeat: int = 5,
         min_repeat_ms: int = 50,
+        timing: str = "warm",
         progress: Callable[[Progress], None] | None = None,
         f_build: str = DEFAULT_BUILD,
         f_run: str = DEFAULT_RUN,
@@ -141,14 +144,16 @@ class MeasuredCosts(CostProvider):
             raise MeasureError(f"threads must be between 1 and the {cores} usable cores, got {threads}")
         if min(builders, batch_size, repeat) < 1 or min(build_timeout, run_timeout) <= 0 or min_repeat_ms < 0:
             raise MeasureError("builders, batch_size and repeat must be >= 1, timeouts > 0 and min_repeat_ms >= 0")
+        if timing not in TIMING_METHODS:
+            raise MeasureError(f"unknown timing method {timing!r}; choose from {', '.join(TIMING_METHODS)}")
         try:
             resolve(f_build), resolve(f_run)  # fail here, not in every worker
         except WorkerError as exc:
             raise MeasureError(str(exc)) from exc
         self.cache, self.progress, self.batch_size = cache, progress, batch_size
-        self.context = machine_context(target, threads)
+        self.context = machine_context(target, threads, timing)
         self.target = self.context.target
-        self.settings = RunSettings(threads, repeat, min_repeat_ms)
+        self.settings = RunSettings(threads, repeat, min_repeat_ms, timing)
         self._workdir = tempfile.TemporaryDirectory(prefix="tessera-measure-")
         workdir = self._workdir.name
         self._builders = WorkerPool(

@@ -8,10 +8,11 @@ XGBoost; opening a source (or checking a hybrid one's parameters) does.
 
 Built in:
 
-- ``measured``: build and time every task the cost cache lacks (``cost_models.measure.MeasuredCosts``);
+- ``measured``: build and time every task the cost cache lacks (``cost_models.measure.MeasuredCosts``) with a timing
+  method (``timing``: ``warm`` by default, ``context`` or ``cold``; see ``cost_models.timer``);
 - ``xgboost``: a regression cost-model file predicts every task (``cost_models.learned.PredictedCosts``);
 - ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit
-  rounds and predict the rest (``cost_models.learned.HybridCosts``).
+  rounds and predict the rest (``cost_models.learned.HybridCosts``), measuring with a timing method as ``measured``.
 
 Examples
 --------
@@ -157,6 +158,18 @@ def _model(path: str | Path) -> XGBCostModel:
         raise CostSourceError(str(exc)) from exc
 
 
+def _timing() -> Any:
+    """The ``timing`` parameter of the sources that measure: a method of ``cost_models.cache.TIMING_METHODS``."""
+    return field(default="warm", metadata={"about": "a timing method (--timing)"})
+
+
+def _check_timing(timing: str) -> None:
+    from cost_models.cache import TIMING_METHODS
+
+    if timing not in TIMING_METHODS:
+        raise CostSourceError(f"unknown timing method {timing!r}; choose from {', '.join(TIMING_METHODS)}")
+
+
 def _measured(provider: MeasuredCosts) -> dict[str, Any]:
     """The cache file and measurement context of a ``MeasuredCosts``."""
     return {"cache": str(provider.cache.path), "context": dict(vars(provider.context))}
@@ -169,12 +182,16 @@ class MeasuredSource(CostSource):
 
     name = "measured"
     description = "measure every task"
+    timing: str = _timing()
+
+    def __post_init__(self) -> None:
+        _check_timing(self.timing)
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
              progress: Callable[[Progress], None] | None) -> MeasuredCosts:
         from cost_models.measure import MeasuredCosts
 
-        return MeasuredCosts(_cache(cache), target=target, threads=threads, progress=progress)
+        return MeasuredCosts(_cache(cache), target=target, threads=threads, timing=self.timing, progress=progress)
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
         return {**super().provenance(provider), **_measured(provider)}
@@ -210,11 +227,13 @@ class HybridSource(CostSource):
     model: str | Path = _model_file()
     fraction: float = field(default=0.2, metadata={"about": "a measured fraction (--measure-fraction)"})
     rounds: int = field(default=2, metadata={"about": "predict-measure-refit rounds (--hybrid-rounds)"})
+    timing: str = _timing()
 
     def __post_init__(self) -> None:
         from cost_models.learned import check_fraction, check_rounds
         from cost_models.xgb_model import ModelError
 
+        _check_timing(self.timing)
         try:
             check_fraction(self.fraction), check_rounds(self.rounds)
         except ModelError as exc:
@@ -225,7 +244,7 @@ class HybridSource(CostSource):
         from cost_models.learned import HybridCosts
 
         model = _model(self.model)
-        measured = MeasuredSource().open(cache, target, threads, progress)
+        measured = MeasuredSource(self.timing).open(cache, target, threads, progress)
         return HybridCosts(measured, model, fraction=self.fraction, rounds=self.rounds)
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:

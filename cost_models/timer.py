@@ -1,5 +1,17 @@
 """Time one kernel on the CPU: build it, fill every argument with random data, warm up, time repeats, summarise.
 
+Three timing methods (``TIMING_METHODS``), which differ in what the caches hold when a call starts:
+
+- ``warm``: repeats of back-to-back calls (each repeat the mean of ``number`` calls lasting ``min_repeat_ms``): every
+  argument stays in cache from the previous call, as when a kernel is timed alone;
+- ``context``: one call per repeat, every argument but the first (the input activation) flushed from the caches before
+  it (TVM's ``cache_flush_cpu_non_first_arg``, which AutoTVM used on x86): weights, bias, residual and output cold, as
+  inside a network whose producer has just written the input;
+- ``cold``: one call per repeat after evicting the whole last-level cache (twice its size flushed), input included.
+
+A single call per repeat needs many repeats for a stable median: as many as fit ``repeat * min_repeat_ms`` of kernel
+time, between ``repeat`` and ``MAX_COLD_REPEATS``.
+
 TVM's CPU thread pool is created once per process, with ``TVM_NUM_THREADS`` workers (1 on this machine when unset),
 and ``runtime.config_threadpool`` can only choose between 1 and that many afterwards. Importing this module therefore
 sets ``TVM_NUM_THREADS`` to the number of usable cores unless it is already set, and ``time_kernel`` asks the pool
@@ -9,17 +21,35 @@ pins the calling thread itself, and threads it starts later, PyTorch's for one, 
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import tvm
 
+from cost_models.cache import TIMING_METHODS
+
 os.environ.setdefault("TVM_NUM_THREADS", str(len(os.sched_getaffinity(0))))
 
 _BIG_CORES = 1  # threading::ThreadGroup::kBig, TVM's default affinity mode
+MAX_COLD_REPEATS = 200
+LLC_FALLBACK_BYTES = 64 << 20  # when sysfs does not say
+
+
+def last_level_cache_bytes() -> int:
+    """Size of the largest CPU cache the kernel reports for cpu0 (sysfs), else ``LLC_FALLBACK_BYTES``."""
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = entry.read_text().strip().upper()
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=LLC_FALLBACK_BYTES)
 
 
 class TimerError(RuntimeError):
@@ -103,8 +133,9 @@ def time_kernel(
     repeat: int = 5,
     min_repeat_ms: int = 50,
     seed: int = 0,
+    method: str = "warm",
 ) -> Timing:
-    """Median and spread of ``repeat`` timed repeats of ``kernel`` on random arguments.
+    """Median and spread of the timed repeats of ``kernel`` on random arguments.
 
     Parameters
     ----------
@@ -115,8 +146,13 @@ def time_kernel(
     threads
         TVM runtime threads to run with; recorded in the result.
     number, repeat, min_repeat_ms
-        As ``Module.time_evaluator``: each repeat averages ``number`` calls, raised until it lasts ``min_repeat_ms``.
+        As ``Module.time_evaluator``: each repeat averages ``number`` calls, raised until it lasts ``min_repeat_ms``
+        (``warm``); the other methods time one call per repeat, ``repeat`` to ``MAX_COLD_REPEATS`` of them.
+    method : str
+        One of ``TIMING_METHODS`` (see the module docstring).
     """
+    if method not in TIMING_METHODS:
+        raise TimerError(f"unknown timing method {method!r}; choose from {', '.join(TIMING_METHODS)}")
     if isinstance(kernel, tvm.tirx.PrimFunc):
         if target is None:
             raise TimerError("timing a PrimFunc needs a target to build it for")
@@ -129,7 +165,14 @@ def time_kernel(
     args = random_arguments(shapes, seed, device)
     # Warm-up for at least min_repeat_ms, not one call: page in code and data, and let a freshly started thread
     # pool settle (the first calls after it starts can run at one thread's speed).
-    kernel.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=max(min_repeat_ms, 20))(*args)
-    evaluator = kernel.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    warm_up = kernel.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=max(min_repeat_ms, 20))(*args)
+    if method == "warm":
+        evaluator = kernel.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+    else:
+        per_call_ms = max(warm_up.mean * 1e3, 1e-3)
+        repeats = min(MAX_COLD_REPEATS, max(repeat, math.ceil(repeat * min_repeat_ms / per_call_ms)))
+        flush = {"cache_flush_bytes": 2 * last_level_cache_bytes()} if method == "cold" else \
+            {"f_preproc": "cache_flush_cpu_non_first_arg"}
+        evaluator = kernel.time_evaluator("main", device, number=1, repeat=repeats, **flush)
     samples_ms = [seconds * 1e3 for seconds in evaluator(*args).results]
     return Timing.from_samples(samples_ms, actual)

@@ -48,6 +48,7 @@ class RunSettings:
     threads: int
     repeat: int = 5
     min_repeat_ms: int = 50
+    method: str = "warm"
 
 
 def build_artifact(task: Any, target: str, out_dir: str) -> Artifact:
@@ -73,9 +74,8 @@ def run_artifact(artifact: Artifact, settings: RunSettings) -> Any:
     from cost_models.timer import time_kernel
 
     module = tvm.runtime.load_module(artifact.path)
-    return time_kernel(
-        module, artifact.shapes, threads=settings.threads, repeat=settings.repeat, min_repeat_ms=settings.min_repeat_ms
-    )
+    return time_kernel(module, artifact.shapes, threads=settings.threads, repeat=settings.repeat,
+                       min_repeat_ms=settings.min_repeat_ms, method=settings.method)
 
 
 def resolve(path: str) -> Callable[..., Any]:

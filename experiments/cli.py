@@ -200,6 +200,7 @@ def _run_models(args: argparse.Namespace) -> int:
 def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache and the
     cost source (the sources of ``cost_models.sources.COST_SOURCES``)."""
+    from cost_models.cache import TIMING_METHODS
     from cost_models.sources import COST_SOURCES, DEFAULT
 
     p.add_argument("model", help="zoo model name or .onnx file")
@@ -219,6 +220,10 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measure-fraction", type=float, default=None,
                    help="hybrid: share of each node's candidates to measure (default: 0.2)")
     p.add_argument("--hybrid-rounds", type=int, default=None, help="hybrid: predict-measure-refit rounds (default: 2)")
+    p.add_argument("--timing", default=None, choices=TIMING_METHODS,
+                   help="measured, hybrid: warm (repeats back to back), context (weights and output flushed from the "
+                        "caches before each call, the input kept) or cold (the last-level cache evicted before each "
+                        "call); records of different methods never mix in the cache (default: warm)")
 
 
 def _measurement_kwargs(args: argparse.Namespace) -> dict:
@@ -226,7 +231,8 @@ def _measurement_kwargs(args: argparse.Namespace) -> dict:
     from cost_models.sources import cost_source
     from experiments.progress import ProgressBar
 
-    options = {"model": args.cost_model, "fraction": args.measure_fraction, "rounds": args.hybrid_rounds}
+    options = {"model": args.cost_model, "fraction": args.measure_fraction, "rounds": args.hybrid_rounds,
+               "timing": args.timing}
     source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
     return {"batch": args.batch, "image_size": args.image_size, "seed": args.seed, "threads": args.threads,
             "space_size": args.space_size, "layouts": args.layouts, "cache": args.cache or DEFAULT_CACHE,

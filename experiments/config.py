@@ -30,6 +30,7 @@ An experiment file looks like::
     costs = ["measured", "hybrid"] # cost source(s): measured (default), xgboost or hybrid
     cost_model = "model.json"      # the cost-model file xgboost and hybrid need
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
+    timing = ["warm", "context"]   # measured, hybrid: timing method(s) (default warm; see cost_models.timer)
 
     [[solvers]]
     name = "ilp"                   # any other key is a solver parameter; a list value is a grid axis
@@ -69,8 +70,8 @@ _TOP_KEYS = {"name", "description", "repeats", "time_limit", "trial_timeout", "n
              "problems", "solvers"}
 _GENERATOR_KEYS = {"generator", "seed", "candidates", "nodes"}
 _MODEL_KEYS = {"model", "batch", "image_size", "seed", "space_size", "layouts", "threads", "cache", "costs",
-               "cost_model", "measure_fraction"}
-_SOURCE_KEYS = {"cost_model": "model", "measure_fraction": "fraction"}
+               "cost_model", "measure_fraction", "timing"}
+_SOURCE_KEYS = {"cost_model": "model", "measure_fraction": "fraction", "timing": "timing"}
 """Model-problem keys (and ProblemSpec fields) -> the cost-source parameter each gives (``cost_models.sources``)."""
 _KINDS = ("generator", "file", "model")
 _NODES_GENERATORS = ("chain", "random")
@@ -105,6 +106,7 @@ class ProblemSpec:
     costs: str | None = None  # None: measured
     cost_model: str | None = None
     measure_fraction: float | None = None
+    timing: str | None = None  # None: warm
 
     @property
     def measured(self) -> bool:
@@ -119,6 +121,7 @@ class ProblemSpec:
         if self.model is not None:
             size = "" if self.image_size is None else f"-i{self.image_size}"
             costs = "" if self.costs is None else f"-{self.costs}{self.measure_fraction or ''}"
+            costs += "" if self.timing is None else f"-{self.timing}"
             return (f"{Path(self.model).stem}{size}-b{self.batch}-s{self.seed}-n{self.space_size}-t{self.threads}-"
                     + self.layouts.replace(",", "+") + costs)
         nodes = "" if self.nodes is None else f"-n{self.nodes}"
@@ -385,12 +388,18 @@ def _cost_sources(spec: Mapping[str, Any], where: str, base: Path) -> list[dict[
         model = str((base / Path(model).expanduser()).resolve())
         if not Path(model).is_file():
             raise ConfigError(f"{where}: no such cost-model file {model}")
-    axes = {"cost_model": [model], "measure_fraction": [float(f) for f in fractions]}
+    timings = spec.get("timing", [None])  # absent: left unset, as before timing methods existed (labels, hashes)
+    timings = timings if isinstance(timings, list) else [timings]
+    if not timings or not all(t is None or isinstance(t, str) for t in timings) or len(set(timings)) != len(timings):
+        raise ConfigError(f"{where}.timing must be a timing method or a list of distinct ones, got {timings!r}")
+    if "timing" in spec and not any("timing" in COST_SOURCES[c].parameters() for c in costs):
+        raise ConfigError(f"{where}: timing applies to the sources that measure, not to costs {costs}")
+    axes = {"cost_model": [model], "measure_fraction": [float(f) for f in fractions], "timing": timings}
     out: list[dict[str, Any]] = []
     for source in costs:
         taken = {key: axes[key] for key, param in _SOURCE_KEYS.items() if param in COST_SOURCES[source].parameters()}
         for values in itertools.product(*taken.values()):
-            fields = dict(zip(taken, values))
+            fields = {key: value for key, value in zip(taken, values) if value is not None}
             try:
                 cost_source(source, **{_SOURCE_KEYS[key]: value for key, value in fields.items()})
             except CostSourceError as exc:

@@ -26,6 +26,17 @@ def test_round_trip_and_context_separation(tmp_path):
     assert canonical({"b": 1, "a": 2}) == canonical({"a": 2, "b": 1})
 
 
+def test_timing_methods_are_part_of_the_context_and_warm_keeps_its_old_key(tmp_path):
+    cache = CostCache(tmp_path / "c.sqlite")
+    cache.put(CTX, "k", CostRecord(1.0, 0.0, 5))
+    assert "timing" not in CTX.to_key()  # the key warm records had before timing methods existed
+    for method in ("context", "cold"):
+        other = Context(**{**CTX.__dict__, "timing": method})
+        assert cache.get(other, "k") is None and method in other.to_key()
+        cache.put(other, "k", CostRecord(2.0, 0.0, 50))
+    assert cache.get(CTX, "k").median_ms == 1.0 and len(cache) == 3
+
+
 def test_failures_are_records(tmp_path):
     cache = CostCache(tmp_path / "c.sqlite")
     cache.put(CTX, "k", CostRecord.failed("LLVM ERROR: boom"))

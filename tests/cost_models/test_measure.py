@@ -80,6 +80,20 @@ def test_shared_workloads_are_measured_once_and_cached(tmp_path):
         assert [(e.total, e.hits, e.done) for e in events] == [(0, 2, 0)]
 
 
+def test_records_of_different_timing_methods_never_mix(tmp_path):
+    cache_path = tmp_path / "c.sqlite"
+    with provider(cache_path) as warm:
+        (first,) = warm.measure([conv_task()])
+    with provider(cache_path, timing="context") as context:
+        (second,) = context.measure([conv_task()])  # measured again, under its own context
+        assert context.context.timing == "context" and second.ok and second.repeats >= QUICK["repeat"]
+    assert len(CostCache(cache_path)) == 2
+    with provider(cache_path) as warm:
+        assert warm.measure([conv_task()]) == [first]
+    with pytest.raises(MeasureError, match="unknown timing method 'hot'"):
+        provider(cache_path, timing="hot")
+
+
 def test_crashes_and_hangs_are_recorded_and_the_search_goes_on(tmp_path):
     events = []
     good = [conv_task(), TransformTask((1, 8, 3, 3), "NCHW", "NCHW8c"), TransformTask((1, 8, 3, 13), "NCHW", "NHWC")]

@@ -9,6 +9,7 @@ import pytest
 import tvm
 
 from cost_models.timer import (
+    MAX_COLD_REPEATS,
     TimerError,
     Timing,
     argument_shapes,
@@ -37,6 +38,14 @@ def test_times_a_primfunc_with_the_requested_threads(kernel, threads):
     assert timing.repeats == 4
     assert 0 < timing.min_ms <= timing.median_ms <= timing.max_ms
     assert 0 <= timing.iqr_ms <= timing.max_ms - timing.min_ms
+
+
+@pytest.mark.parametrize("method", ["context", "cold"])
+def test_flushing_methods_time_one_call_per_repeat(kernel, method):
+    timing = time_kernel(kernel, target=TARGET, threads=1, repeat=3, min_repeat_ms=1, method=method)
+    assert 3 <= timing.repeats <= MAX_COLD_REPEATS and 0 < timing.min_ms <= timing.median_ms <= timing.max_ms
+    with pytest.raises(TimerError, match="unknown timing method 'hot'"):
+        time_kernel(kernel, target=TARGET, threads=1, method="hot")
 
 
 def test_times_a_built_module_given_shapes(kernel):

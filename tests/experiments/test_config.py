@@ -54,6 +54,11 @@ def test_model_instances_are_measured_trials_with_a_grid_of_inputs_and_spaces(tm
                                       for size in (32, 64) for space in ("NCHW+NHWC", "NCHW16c")]
     assert all(t.problem.measured and t.problem.cache == str(tmp_path / "c.sqlite") for t in trials)
     assert not expand(parse_config(BASE))[0].problem.measured
+    timed = parse_config({"name": "m", "lower_bound": False, "solvers": [{"name": "pbqp"}],
+                          "problems": [{"model": "resnet18", "space_size": 4, "timing": ["warm", "context"]}]},
+                         base=tmp_path)
+    assert [t.problem.timing for t in expand(timed)] == ["warm", "context"]
+    assert [t.id.split("/")[0].rsplit("-", 1)[1] for t in expand(timed)] == ["warm", "context"]
 
 
 FAULTS = [
@@ -87,6 +92,10 @@ FAULTS = [
      "problems[0].layouts: "),
     ('name = "x"\n[[problems]]\nmodel = "resnet18"\ngenerator = "chain"\n[[solvers]]\nname = "dp"\n',
      "problems[0]: give exactly one of 'generator', 'file', 'model'"),
+    ('name = "x"\n[[problems]]\nmodel = "resnet18"\ntiming = "hot"\n[[solvers]]\nname = "dp"\n',
+     "unknown timing method 'hot'"),
+    ('name = "x"\n[[problems]]\nmodel = "resnet18"\ncosts = "xgboost"\ncost_model = "bad.toml"\ntiming = "cold"\n'
+     '[[solvers]]\nname = "dp"\n', "timing applies to the sources that measure"),
 ]
 
 
