@@ -22,13 +22,29 @@ NOT_4D = "-"  # the "layout" of tensors that are not 4-D activations (never tran
 
 
 @dataclass(frozen=True)
+class Origin:
+    """What an emitted binding computes: graph op ``op``, or a layout transform of the value ``op`` (of logical
+    ``shape``) from layout ``src`` to ``dst``."""
+
+    op: str
+    src: str = ""
+    dst: str = ""
+    shape: tuple[int, ...] = ()
+
+    @property
+    def is_transform(self) -> bool:
+        return bool(self.dst)
+
+
+@dataclass(frozen=True)
 class Emitted:
-    """The emitted module, its template kernels by name (which must reach the binary unchanged) and the number of
-    layout transforms it contains."""
+    """The emitted module, its template kernels by name (which must reach the binary unchanged), the number of
+    layout transforms it contains and the origin of each binding, by name."""
 
     module: tvm.IRModule
     kernels: dict[str, tvm.tirx.PrimFunc]
     transforms: int
+    origins: dict[str, Origin]
 
 
 class _Emitter:
@@ -40,6 +56,8 @@ class _Emitter:
         self.kernel_vars: dict = {}
         self.kernels: dict[str, tvm.tirx.PrimFunc] = {}
         self.functions: dict[str, tvm.ir.GlobalVar] = {}  # the source module's functions that fixed ops call
+        self.origins: dict[str, Origin] = {}
+        self.shapes = dict(graph.inputs) | {op.name: op.shape for op in graph.ops}
 
     def read(self, value: str, wanted: str) -> relax.Expr:
         """``value`` in layout ``wanted``, emitting (once) a layout_transform if it is stored otherwise."""
@@ -49,7 +67,9 @@ class _Emitter:
         key = (value, wanted)
         if key not in self.converted:
             transform = relax.op.layout_transform(expr, index_map=layout(stored).index_map(layout(wanted)))
-            self.converted[key] = self.bb.emit(transform, name_hint=f"{value}_to_{wanted}")
+            name = f"{value}_to_{wanted}"
+            self.converted[key] = self.bb.emit(transform, name_hint=name)
+            self.origins[name] = Origin(value, stored, wanted, tuple(self.shapes[value]))
         return self.converted[key]
 
     def kernel(self, op: Op, kind: KernelKind) -> None:
@@ -116,8 +136,9 @@ class _Emitter:
             expr = substitute(expr)
         self.define(op, self.bb.emit(expr, name_hint=op.name.replace(".", "_")), "NCHW")
 
-    def define(self, op: Op, expr: relax.Expr, stored: str) -> None:
+    def define(self, op: Op, expr: relax.Var, stored: str) -> None:
         self.values[op.name] = (expr, stored if len(op.shape) == 4 else NOT_4D)
+        self.origins[expr.name] = Origin(op.name)
 
     def run(self) -> Emitted:
         params = [relax.Var(name, relax.TensorType(shape, "float32")) for name, shape in self.graph.inputs]
@@ -139,7 +160,7 @@ class _Emitter:
                 result = relax.Tuple(outputs) if self.graph.output_is_tuple else outputs[0]
                 out = self.bb.emit_output(result)
             self.bb.emit_func_output(out)
-        return Emitted(self.bb.get(), self.kernels, len(self.converted))
+        return Emitted(self.bb.get(), self.kernels, len(self.converted), self.origins)
 
 
 def emit_module(graph: OpGraph, chosen: dict[str, Candidate], target: tvm.target.Target) -> Emitted:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -129,7 +129,7 @@ def export(
     with sized_for(vector_unit):
         chosen = validate(plan, graph)
         emitted = emit_module(graph, chosen, target)
-        executable = lower_and_compile(emitted.module, emitted.kernels, target)
+        executable, calls = lower_and_compile(emitted.module, emitted.kernels, target)
     if reference is None:
         reference = reference_outputs(graph, target, seed)
     error = relative_error(run_vm(executable, random_inputs(graph, seed)), reference)
@@ -151,6 +151,8 @@ def export(
         "layout_transforms": emitted.transforms,
         "numerical_check": {"passed": True, "relative_error": error, "tolerance": TOLERANCE, "seed": seed},
         "library": LIBRARY,
+        "calls": [{"symbol": call.symbol, "computes": [asdict(emitted.origins[name]) for name in call.bindings
+                                                       if name in emitted.origins]} for call in calls],
     }
     return CompiledPlan(executable, plan, manifest)
 

@@ -7,10 +7,14 @@ fused here; the check compares every kernel body after the pipeline with the bod
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import tvm
 import tvm_ffi
 from tvm import relax
 
+from search.bindings import op_name
 from search.templates.common import unit
 
 SCHEDULED = "tir.is_scheduled"
@@ -70,16 +74,54 @@ def _contiguous_lanes(sch: tvm.s_tir.Schedule, block, loop, index: int) -> bool:
     return bool(reads) and all(r.region[-1].min.same_as(var) for r in reads)
 
 
-def schedule_legalised(mod: tvm.IRModule) -> tvm.IRModule:
-    """Legalise ``mod``, fuse chains of injective and elementwise operators (a concat with the BatchNorm and ReLU
-    after it, a pooling with the scale, shift and ReLU after it) into one function each, and schedule every
-    PrimFunc not already marked scheduled. The template kernels are marked opaque, so nothing fuses into them."""
+@dataclass(frozen=True)
+class Call:
+    """One PrimFunc call of the lowered ``main``, in execution order: the function's name (the symbol the VM runs)
+    and the names of the bindings of the emitted module it computes (several when they were fused)."""
+
+    symbol: str
+    bindings: tuple[str, ...]
+
+
+def _calls(fused: tvm.IRModule, merged: tvm.IRModule) -> list[Call]:
+    """The PrimFunc calls of ``merged["main"]`` (after FuseTIR), with the bindings of ``fused["main"]`` (after
+    FuseOps, whose fused functions keep their members' names) each one computes. FuseTIR turns each call of a fused
+    function into a call of a PrimFunc of the same name, so the two call sequences correspond one to one."""
+    before = []
+    for binding in (b for block in fused["main"].body.blocks for b in block.bindings):
+        value = binding.value
+        if op_name(value) == "relax.call_tir":
+            before.append((value.args[0].name_hint, (binding.var.name,)))
+        elif isinstance(value, relax.Call) and isinstance(fused.functions.get(value.op), relax.Function):
+            group = fused[value.op]  # a fused group; FuseOps renames its last member
+            members = tuple(b.var.name for block in group.body.blocks for b in block.bindings)
+            before.append((value.op.name_hint, members))
+    after = [b.value.args[0].name_hint for block in merged["main"].body.blocks for b in block.bindings
+             if op_name(b.value) == "relax.call_tir"]
+    if [symbol for symbol, _ in before] != after:
+        raise RuntimeError("FuseTIR changed the sequence of calls: cannot say what each call computes")
+    return [Call(symbol, members) for symbol, members in before]
+
+
+def _fuse(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule]:
+    """``mod`` legalised and fused: after FuseOps (relax functions per group) and after FuseTIR (PrimFuncs)."""
     mod = relax.transform.LegalizeOps()(mod)
     marked = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc) and func.attrs.get(SCHEDULED, False):
             marked[gvar] = func.with_attr("op_pattern", OPAQUE)
-    mod = relax.transform.FuseTIR()(relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(marked)))
+    fused = relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(marked))
+    return fused, relax.transform.FuseTIR()(fused)
+
+
+def schedule_legalised(mod: tvm.IRModule) -> tvm.IRModule:
+    """Legalise ``mod``, fuse chains of injective and elementwise operators (a concat with the BatchNorm and ReLU
+    after it, a pooling with the scale, shift and ReLU after it) into one function each, and schedule every
+    PrimFunc not already marked scheduled. The template kernels are marked opaque, so nothing fuses into them."""
+    return _scheduled(_fuse(mod)[1])
+
+
+def _scheduled(mod: tvm.IRModule) -> tvm.IRModule:
     updated = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc) and not func.attrs.get(SCHEDULED, False):
@@ -90,15 +132,19 @@ def schedule_legalised(mod: tvm.IRModule) -> tvm.IRModule:
     return updated
 
 
-def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], target: tvm.target.Target):
-    """Compile ``mod`` after checking each kernel in ``kernels`` (name -> built PrimFunc) is kept as built.
+def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], target: tvm.target.Target
+                      ) -> tuple[Any, list[Call]]:
+    """Compile ``mod`` after checking each kernel in ``kernels`` (name -> built PrimFunc) is kept as built; returns
+    the executable and its PrimFunc calls in execution order (which bindings of ``mod`` each computes).
 
     Raises
     ------
     RuntimeError
         If the pipeline dropped, fused or rewrote a template kernel (a bug, not a user error).
     """
-    scheduled = schedule_legalised(mod)
+    fused, merged = _fuse(mod)
+    calls = _calls(fused, merged)
+    scheduled = _scheduled(merged)
     with target:
         lowered = relax.get_pipeline("default")(scheduled)
     functions = {gvar.name_hint: func for gvar, func in lowered.functions.items()}
@@ -106,4 +152,4 @@ def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], 
         kept = functions.get(name)
         if kept is None or not tvm_ffi.structural_equal(kept.body, func.body):
             raise RuntimeError(f"the compile pipeline changed template kernel {name}")
-    return tvm.compile(lowered, target=target, relax_pipeline=None)
+    return tvm.compile(lowered, target=target, relax_pipeline=None), calls

@@ -1,0 +1,128 @@
+"""Where an exported network spends its time: every call of ``main`` timed inside the network.
+
+``profile_artifact(artifact, runs)`` runs the artifact's ``main`` with ``VirtualMachine.set_instrument`` timing every
+call, over ``runs`` runs after a warm-up. The artifact's manifest lists its PrimFunc calls in execution order with what
+each computes (``search.emit.Origin``: a graph op, or a layout transform of a value); the timed PrimFunc calls of a run
+are matched to that list in order. A listed call the VM did not run as a PrimFunc (a layout transform it turned into a
+free reshape, say) took no time. Everything else the VM calls (allocation, reshapes, shape checks: its builtins) is
+the run's overhead. Times are medians over the runs, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from search.emit import Origin
+from search.errors import SearchError
+
+if TYPE_CHECKING:
+    from search.artifact import Artifact
+
+
+@dataclass(frozen=True)
+class CallTime:
+    """One listed call: its PrimFunc, what it computes, its median time per run (ms), and whether it ran at all."""
+
+    symbol: str
+    computes: tuple[Origin, ...]
+    ms: float
+    ran: bool
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The listed calls' times, the VM's own calls (``overhead_ms`` per run, by builtin in ``builtins``), and the
+    median wall time of an instrumented run (``run_ms``, which includes the instrument's own cost)."""
+
+    calls: tuple[CallTime, ...]
+    overhead_ms: float
+    builtins: dict[str, float]
+    run_ms: float
+    runs: int
+
+    @property
+    def calls_ms(self) -> float:
+        """The listed calls' time per run."""
+        return sum(call.ms for call in self.calls)
+
+
+def _listed(manifest: dict) -> list[tuple[str, tuple[Origin, ...]]]:
+    if "calls" not in manifest:
+        raise SearchError("the artifact lists no calls (exported by an older tessera): export it again to profile it")
+    return [(call["symbol"], tuple(Origin(**{**origin, "shape": tuple(origin.get("shape", ()))})
+                                   for origin in call["computes"])) for call in manifest["calls"]]
+
+
+def _match(listed: list[str], trace: list[tuple[str, float]]) -> list[float | None]:
+    """Seconds of each listed call from one run's PrimFunc trace (calls in order; None: it did not run)."""
+    out: list[float | None] = []
+    position = 0
+    for symbol in listed:
+        if position < len(trace) and trace[position][0] == symbol:
+            out.append(trace[position][1])
+            position += 1
+        else:
+            out.append(None)
+    if position != len(trace):
+        raise SearchError(f"the artifact ran {trace[position][0]} where its manifest lists no such call")
+    return out
+
+
+def profile_artifact(artifact: Artifact, runs: int = 20, warmup: int = 3, seed: int = 0) -> Profile:
+    """Time every call of the artifact's ``main`` inside the network over ``runs`` runs (see the module docstring).
+
+    The runtime's thread count is the artifact's (``TVM_NUM_THREADS``, set if the pool has not started yet).
+    """
+    import os
+
+    import tvm
+
+    if runs < 1:
+        raise SearchError(f"runs must be >= 1, got {runs}")
+    listed = _listed(artifact.manifest)
+    symbols = {symbol for symbol, _ in listed}
+    os.environ.setdefault("TVM_NUM_THREADS", str(artifact.manifest.get("threads", 1)))
+    vm, device = artifact.virtual_machine(), tvm.cpu()
+    inputs = [tvm.runtime.tensor(array, device) for array in artifact.random_inputs(seed)]
+    for _ in range(warmup):
+        vm["main"](*inputs)
+    trace: list[tuple[str, float]] = []
+    started: list[float] = []
+
+    def instrument(func, symbol, before_run, ret_value, *args) -> int:
+        now = time.perf_counter()
+        if before_run:
+            started.append(now)
+        else:
+            trace.append((symbol, now - started.pop()))
+        return 0  # VMInstrumentReturnKind.NO_OP
+
+    vm.set_instrument(instrument)
+    per_call: list[list[float]] = [[] for _ in listed]
+    ran = [False] * len(listed)
+    builtins: dict[str, list[float]] = defaultdict(list)
+    overheads, walls = [], []
+    for _ in range(runs):
+        trace.clear()
+        start = time.perf_counter()
+        vm["main"](*inputs)
+        walls.append(time.perf_counter() - start)
+        run_builtins: dict[str, float] = defaultdict(float)
+        for symbol, seconds in trace:
+            if symbol not in symbols:
+                run_builtins[symbol] += seconds
+        for index, seconds in enumerate(_match([s for s, _ in listed], [t for t in trace if t[0] in symbols])):
+            per_call[index].append(0.0 if seconds is None else seconds)
+            ran[index] = ran[index] or seconds is not None
+        for symbol, seconds in run_builtins.items():
+            builtins[symbol].append(seconds)
+        overheads.append(sum(run_builtins.values()))
+    calls = tuple(CallTime(symbol, computes, statistics.median(times) * 1e3, did_run)
+                  for (symbol, computes), times, did_run in zip(listed, per_call, ran))
+    return Profile(calls, statistics.median(overheads) * 1e3,
+                   {symbol: sum(times) / runs * 1e3 for symbol, times in builtins.items()},
+                   statistics.median(walls) * 1e3, runs)
