@@ -11,6 +11,9 @@ Built in:
 - ``measured``: build and time every task the cost cache lacks (``cost_models.measure.MeasuredCosts``) with a timing
   method (``timing``: ``warm`` by default, ``context`` or ``cold``; see ``cost_models.timer``);
 - ``xgboost``: a regression cost-model file predicts every task (``cost_models.learned.PredictedCosts``);
+- ``calibrated``: measure as ``measured``, then price each task by its in-network time where profiles of exported
+  plans left one in the cache, else by its isolated time scaled by its kind's in-network ratio
+  (``cost_models.calibration.CalibratedCosts``);
 - ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit
   rounds and predict the rest (``cost_models.learned.HybridCosts``), measuring with a timing method as ``measured``.
 
@@ -21,7 +24,7 @@ XGBoostSource(model='model.json')
 >>> cost_source("simulated")
 Traceback (most recent call last):
 ...
-cost_models.sources.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid
+cost_models.sources.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated
 """
 
 from __future__ import annotations
@@ -250,3 +253,26 @@ class HybridSource(CostSource):
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
         return {**super().provenance(provider), **_measured(provider.measured), "model": str(self.model),
                 **provider.stats}
+
+
+@register
+@dataclass(frozen=True)
+class CalibratedSource(CostSource):
+    """Measure every task the cache lacks, then price it by its in-network time where a profile recorded one, else
+    by its isolated time scaled by its kind's in-network ratio (``cost_models.calibration``)."""
+
+    name = "calibrated"
+    description = "measure every task and calibrate on the in-network times of profiled plans"
+    timing: str = _timing()
+
+    def __post_init__(self) -> None:
+        _check_timing(self.timing)
+
+    def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
+             progress: Callable[[Progress], None] | None) -> CostProvider:
+        from cost_models.calibration import CalibratedCosts
+
+        return CalibratedCosts(MeasuredSource(self.timing).open(cache, target, threads, progress))
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        return {**super().provenance(provider), **_measured(provider.measured), "calibration": provider.stats}

@@ -29,7 +29,7 @@ from tests.cost_models.test_measure import TARGET, THREADS
 
 
 def test_the_builtin_sources_are_registered_and_the_examples_run():
-    assert list(COST_SOURCES) == ["measured", "xgboost", "hybrid"]
+    assert list(COST_SOURCES) == ["measured", "xgboost", "hybrid", "calibrated"]
     assert cost_source("hybrid", model="m.json", fraction=0.1) == HybridSource("m.json", 0.1, 2)
     source = XGBoostSource("m.json")
     assert cost_source(source) is source
@@ -39,12 +39,13 @@ def test_the_builtin_sources_are_registered_and_the_examples_run():
 @pytest.mark.parametrize(
     "name, params, message",
     [
-        ("simulated", {}, "unknown cost source 'simulated'; choose from measured, xgboost, hybrid"),
+        ("simulated", {}, "unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated"),
         ("xgboost", {}, "the xgboost and hybrid cost sources need a cost-model file (--cost-model), and measured "
-                        "costs take none"),
+                        "and calibrated costs take none"),
         ("measured", {"model": "m.json"}, "need a cost-model file"),
         ("xgboost", {"model": "m.json", "rounds": 3}, "the hybrid cost source takes predict-measure-refit rounds "
-                                                      "(--hybrid-rounds), and measured and xgboost costs take none"),
+                                                      "(--hybrid-rounds), and measured, xgboost and calibrated costs "
+                                                      "take none"),
         ("hybrid", {"model": "m.json", "fraction": 0}, "the measured fraction must be in (0, 1], got 0"),
         ("hybrid", {"model": "m.json", "rounds": 1.5}, "rounds must be a positive integer, got 1.5"),
     ],

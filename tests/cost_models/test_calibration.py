@@ -1,0 +1,74 @@
+"""Calibration on the network itself: profiled calls attributed to tasks, in-network records beside isolated ones,
+isolated times scaled by their kind's in-network ratio."""
+
+from __future__ import annotations
+
+import pytest
+
+from cost_models.cache import CostCache
+from cost_models.calibration import (
+    NETWORK,
+    CalibratedCosts,
+    network_context,
+    network_times,
+    priced_ms,
+    store_network_times,
+    unpriced_ms,
+)
+from cost_models.tasks import KernelTask, TransformTask
+from search.artifact import load_artifact
+from search.candidates import kernel_spec
+from search.export import export, make_target
+from search.graph import extract_graph
+from search.kinds import KernelKind, get_kind
+from search.plan import baseline_plan, validate
+from search.profile import profile_artifact
+from search.templates import Conv2DWorkload, Epilogue, KernelSpec
+from tests.cost_models.test_measure import provider
+from tests.search.tiny_nets import residual_concat_net
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    graph = extract_graph(residual_concat_net())
+    plan = baseline_plan(graph, "nchw16c")
+    directory = tmp_path_factory.mktemp("art")
+    export(graph, plan, target=make_target(1), threads=1).save(directory)
+    return graph, validate(plan, graph), profile_artifact(load_artifact(directory), runs=3)
+
+
+def test_every_kernel_of_the_plan_gets_its_in_network_time(profiled):
+    graph, chosen, profile = profiled
+    times = network_times(graph, chosen, profile)
+    kernels = {task.spec for task in times if isinstance(task, KernelTask)}
+    expected = {kernel_spec(op, chosen[op.name]) for op in graph.tunable if isinstance(get_kind(op.kind), KernelKind)}
+    assert kernels == expected  # conv2d_2 and conv2d_5 share one spec: one task
+    assert all(ms > 0 for task, ms in times.items() if isinstance(task, KernelTask))
+    transforms = [task for task in times if isinstance(task, TransformTask)]
+    assert transforms and all(task.src != task.dst for task in transforms)
+    assert 0 < priced_ms(graph, profile) <= profile.calls_ms
+    assert unpriced_ms(graph, profile) == pytest.approx(profile.calls_ms - priced_ms(graph, profile)
+                                                        + profile.overhead_ms)
+
+
+def conv(out_layout: str) -> KernelTask:
+    wl = Conv2DWorkload(1, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
+    return KernelTask(KernelSpec(wl, "NCHW8c", out_layout, (), Epilogue()))
+
+
+def test_in_network_times_where_known_else_isolated_times_scaled_by_their_kind(tmp_path):
+    a, b, c = conv("NCHW16c"), conv("NCHW8c"), conv("NCHW")
+    moved, free = TransformTask((1, 16, 8, 8), "NCHW", "NCHW16c"), TransformTask((1, 16, 8, 8), "NHWC", "NHWC")
+    with provider(tmp_path / "c.sqlite") as measured:
+        isolated = dict(zip([a, b, c, moved], measured.measure([a, b, c, moved])))
+        store_network_times(measured, {a: 2 * isolated[a].median_ms, b: 3 * isolated[b].median_ms, free: 1.0}, 3)
+        cache = CostCache(tmp_path / "c.sqlite")
+        assert len(cache.get_many(network_context(measured.context), [a.key, b.key, free.key])) == 2  # free: never
+        assert network_context(measured.context).timing == NETWORK
+        calibrated = CalibratedCosts(measured)
+        records = dict(zip([a, b, c, moved, free], calibrated.measure([a, b, c, moved, free])))
+    assert records[a].median_ms == pytest.approx(2 * isolated[a].median_ms)  # its own in-network time
+    assert records[c].median_ms == pytest.approx(2.5 * isolated[c].median_ms)  # conv2d's median ratio
+    assert records[moved].median_ms == pytest.approx(isolated[moved].median_ms)  # no transform profiled: as is
+    assert records[free].median_ms == 0
+    assert calibrated.stats == {"tasks": 4, "in_network": 2, "scaled": 2, "factors": {"conv2d": 2.5}}
