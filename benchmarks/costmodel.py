@@ -97,7 +97,8 @@ def main() -> None:
         plans, rows = {}, {}
         for source, (problem, counts) in problems.items():
             solution = solve(problem, "pbqp")
-            plans[source] = plan_from_assignment(solution.assignment, args.test, reference.args)
+            plans[source] = plan_from_assignment(solution.assignment, args.test, reference.args,
+                                                 auxiliary=reference.problem.meta.get("auxiliary", ()))
             rows[source] = (counts, solution.cost, reference.problem.evaluate(solution.assignment))
         for name in BASELINES:
             plans[name] = baseline_plan(reference.graph, name, args.test, reference.args)

@@ -63,7 +63,8 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     extracted = extract(model, image_size=args.image_size, threads=args.threads)
     solutions = {"pbqp": solve(extracted.problem, "pbqp"), "ilp": solve(extracted.problem, "ilp", time_limit=60.0)}
     solver = min(solutions, key=lambda name: solutions[name].cost)
-    plans = {"tessera": plan_from_assignment(solutions[solver].assignment, extracted.model, extracted.args)}
+    plans = {"tessera": plan_from_assignment(solutions[solver].assignment, extracted.model, extracted.args,
+                                             auxiliary=extracted.problem.meta.get("auxiliary", ()))}
     plans.update({name: Plan(baseline_plan(extracted.graph, name).choices, extracted.model, extracted.args)
                   for name in BASELINES})
     target = make_target(args.threads)

@@ -3,36 +3,38 @@ give.
 
 Costs are in milliseconds:
 
-- a **node** candidate costs its kernel's measured time (nodes of a kernel kind: conv2d, dense, ...), plus the
-  layout transforms of its boundary reads (a fixed NCHW tensor into the candidate's layout) and boundary writes (its
-  output back to NCHW); a failed measurement forbids the candidate;
-- an **edge** matrix entry is the transform of the edge's tensor from the producer candidate's output layout to the
-  layout the consumer candidate needs on that input (0 when they agree; a failed measurement forbids the pair);
-  several edges between the same two nodes reading the same tensor in the same layout pay for one transform, as the
-  exported module shares it;
+- a **node** candidate costs its kernel's measured time (nodes of a kernel kind: conv2d, dense, ...); a failed
+  measurement forbids the candidate;
+- a **layout transform** is priced as the exported module runs it: once per value and layout it is read in
+  (``OpGraph.layout_values``). A read's conversion (from the layout the producer candidate stores the value in into
+  the layout the reader candidate wants, 0 when they agree) goes on the edge between producer and reader, or on the
+  node when the other end is fixed NCHW (a model input or fixed op read by a node, a node's value read by a fixed op
+  or an output). Where two reads of a value may want the same layout, one *auxiliary* node for that value and layout
+  prices the conversion once instead: its candidates are ``absent`` and ``present``, the edge to the producer prices
+  ``present`` (the conversion, or nothing where the producer stores that layout), and the edge to each reader forbids
+  ``absent`` where the reader wants that layout. ``problem.meta["auxiliary"]`` lists these nodes; plans leave them out
+  and ``plan_cost`` completes them. ``shared=False`` prices every read on its own instead (pairwise, smaller; it
+  overcounts where a value is read several times in one layout);
 - nodes of a kind without a kernel (concat, add) and follower ops (pooling, relu, per-channel scale, ...) cost 0 in
   every layout: they are memory-bound, move the same bytes whatever the layout, and are not measured.
-
-The pairwise model charges every consumer for its own transform, where the exported module converts a tensor once
-per wanted layout, so predicted costs can exceed the module's when one tensor feeds several consumers.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from cost_models.cache import CostRecord
 from cost_models.tasks import KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.errors import SearchError
-from search.graph import OpGraph
+from search.graph import LayoutValue, OpGraph, Read
 from search.kinds import KernelKind, get_kind
 from search.templates.common import unit
 from solvers.problem import Problem
-
-Carried = list[tuple[str, tuple[int, ...], str]]  # (tensor, logical shape, side of the consumer) an edge group carries
 
 
 def _layout_on(candidate: Candidate, side: str) -> str:
@@ -46,43 +48,78 @@ def kernel_task(graph: OpGraph, node: str, candidate: Candidate) -> KernelTask |
     return KernelTask(kernel_spec(op, candidate)) if isinstance(get_kind(op.kind), KernelKind) else None
 
 
-class _Costing:
-    """Enumerates the tasks of a graph's space and, once their records are known, prices nodes and edges."""
+ABSENT, PRESENT = "absent", "present"
+Pairs = list[tuple[LayoutValue, Read]]  # the reads of values between two tunable nodes
 
-    def __init__(self, graph: OpGraph, space: Mapping[str, Sequence[Candidate]]) -> None:
+
+class _Costing:
+    """Enumerates the tasks of a graph's space and, once their records are known, prices nodes, edges and the
+    auxiliary nodes of values read several times."""
+
+    def __init__(self, graph: OpGraph, space: Mapping[str, Sequence[Candidate]], shared: bool = True) -> None:
         missing = [op.name for op in graph.tunable if not space.get(op.name)]
         if missing:
             raise SearchError(f"no candidates for node(s) {', '.join(missing)}")
         self.graph, self.space = graph, space
         self.records: dict[Task, CostRecord] = {}
+        values = graph.layout_values()
+        if not shared:  # every read on its own: a pairwise approximation that charges each reader
+            values = [replace(value, reads=(read,)) for value in values for read in value.reads]
+        self.from_fixed: dict[str, Pairs] = defaultdict(list)  # node -> its reads of fixed NCHW values
+        self.to_fixed: dict[str, Pairs] = defaultdict(list)  # node -> fixed reads of its values
+        self.between: dict[tuple[str, str], Pairs] = defaultdict(list)  # (producer, reader) -> reads
+        for value in values:
+            for read in value.reads:
+                if value.producer is None:
+                    self.from_fixed[read.node].append((value, read))
+                elif read.node is None:
+                    self.to_fixed[value.producer].append((value, read))
+                else:
+                    self.between[(value.producer, read.node)].append((value, read))
+        self.auxiliary = [(value, layout) for value in values if len(value.reads) > 1
+                          for layout in self.shared_layouts(value)]
+        self.aux_keys = {(value.name, layout) for value, layout in self.auxiliary}
 
     # ----------------------------------------------------------------------------------- what each cost is made of
     def kernel_task(self, node: str, candidate: Candidate) -> KernelTask | None:
         return kernel_task(self.graph, node, candidate)
 
-    def node_transforms(self, node: str, candidate: Candidate) -> list[TransformTask]:
-        reads = [TransformTask(tuple(r.shape), "NCHW", _layout_on(candidate, r.side))
-                 for r in self.graph.boundary_reads if r.node == node]
-        writes = [TransformTask(tuple(w.shape), candidate.out_layout, "NCHW")
-                  for w in self.graph.boundary_writes if w.node == node]
-        return [task for task in reads + writes if task.src != task.dst]
-
-    def edge_groups(self) -> dict[tuple[str, str], Carried]:
-        """(src, dst) -> the (tensor, shape, side) the edges between them carry, each tensor-side once."""
-        groups: dict[tuple[str, str], Carried] = {}
-        for edge in self.graph.edges:
-            value = self.graph.op(edge.dst).inputs[edge.dst_input]
-            entry = (value, tuple(edge.shape), edge.dst_side)
-            group = groups.setdefault((edge.src, edge.dst), [])
-            if entry not in group:
-                group.append(entry)
-        return groups
+    def stored(self, value: LayoutValue) -> list[str]:
+        """The layouts ``value`` may be stored in: its producer's output layouts, or NCHW."""
+        if value.producer is None:
+            return ["NCHW"]
+        return list(dict.fromkeys(c.out_layout for c in self.space[value.producer]))
 
     @staticmethod
-    def edge_transforms(carried: Carried, source_layout: str, consumer: Candidate) -> list[TransformTask]:
-        """Transforms for one candidate pair: one per distinct (tensor, wanted layout) that differs from the source."""
-        wanted = dict.fromkeys((value, shape, _layout_on(consumer, side)) for value, shape, side in carried)
-        return [TransformTask(shape, source_layout, layout) for _, shape, layout in wanted if layout != source_layout]
+    def wanted(read: Read, candidate: Candidate | None) -> str:
+        """The layout ``read`` wants when its node runs as ``candidate`` (NCHW for a fixed reader)."""
+        return "NCHW" if read.node is None else _layout_on(candidate, read.side)
+
+    def shared_layouts(self, value: LayoutValue) -> list[str]:
+        """The layouts two reads of ``value`` may want and its producer may not store it in: each gets an auxiliary
+        node (a layout only one read can want is priced on that read's edge or node)."""
+        wanting: dict[str, int] = defaultdict(int)
+        for read in value.reads:
+            candidates = self.space[read.node] if read.node is not None else [None]
+            for layout in dict.fromkeys(self.wanted(read, c) for c in candidates):
+                wanting[layout] += 1
+        return [layout for layout, count in wanting.items() if count > 1 and self.stored(value) != [layout]]
+
+    def read_transforms(self, pairs: Pairs, stored: str | None, candidate: Candidate | None) -> list[TransformTask]:
+        """The conversions ``pairs`` (value, read) need when the value is stored in ``stored`` (None: each value's
+        fixed NCHW) and the reading node runs as ``candidate`` (None: fixed readers); those an auxiliary node prices
+        are left out."""
+        tasks = []
+        for value, read in pairs:
+            layout, source = self.wanted(read, candidate), stored or "NCHW"
+            if layout != source and (value.name, layout) not in self.aux_keys:
+                tasks.append(TransformTask(value.shape, source, layout))
+        return list(dict.fromkeys(tasks))
+
+    def node_transforms(self, node: str, candidate: Candidate) -> list[TransformTask]:
+        """The conversions between ``node`` as ``candidate`` and fixed NCHW values and readers."""
+        return (self.read_transforms(self.from_fixed.get(node, []), None, candidate)
+                + self.read_transforms(self.to_fixed.get(node, []), candidate.out_layout, None))
 
     def tasks(self) -> list[Task]:
         """Every distinct measurement the problem needs, kernels first."""
@@ -91,10 +128,12 @@ class _Costing:
             for candidate in candidates:
                 kernels.append(self.kernel_task(node, candidate))
                 transforms += self.node_transforms(node, candidate)
-        for (src, dst), carried in self.edge_groups().items():
+        for (src, dst), pairs in self.between.items():
             for source_layout in dict.fromkeys(c.out_layout for c in self.space[src]):
                 for consumer in self.space[dst]:
-                    transforms += self.edge_transforms(carried, source_layout, consumer)
+                    transforms += self.read_transforms(pairs, source_layout, consumer)
+        for value, layout in self.auxiliary:
+            transforms += [TransformTask(value.shape, s, layout) for s in self.stored(value) if s != layout]
         return list(dict.fromkeys(task for task in kernels + transforms if task is not None))
 
     # ----------------------------------------------------------------------------------- prices
@@ -110,13 +149,33 @@ class _Costing:
             costs.append(kernel + sum(self.cost(t) for t in self.node_transforms(node, candidate)))
         return costs
 
-    def edge_matrix(self, src: str, dst: str, carried: Carried) -> list[list[float]]:
+    def edge_matrix(self, src: str, dst: str, pairs: Pairs) -> list[list[float]]:
         """Rows: ``src``'s candidates; a row depends only on the candidate's output layout."""
         rows: dict[str, list[float]] = {}
         for layout in dict.fromkeys(c.out_layout for c in self.space[src]):
-            rows[layout] = [sum(self.cost(t) for t in self.edge_transforms(carried, layout, consumer))
+            rows[layout] = [sum(self.cost(t) for t in self.read_transforms(pairs, layout, consumer))
                             for consumer in self.space[dst]]
         return [rows[producer.out_layout] for producer in self.space[src]]
+
+    def conversion(self, value: LayoutValue, source: str, layout: str) -> float:
+        return 0.0 if source == layout else self.cost(TransformTask(value.shape, source, layout))
+
+    def auxiliary_terms(self, value: LayoutValue, layout: str) -> tuple[list[float], list[tuple[str, list]]]:
+        """The auxiliary node of ``value`` in ``layout`` (candidates ``absent``, ``present``): its costs and its
+        edges, each (neighbour, matrix with the neighbour's candidates as rows). ``present`` pays the conversion
+        from what the producer stores (nothing if it stores ``layout``); ``absent`` is forbidden where a read wants
+        ``layout``."""
+        needed = any(read.node is None for read in value.reads) and layout == "NCHW"
+        present = self.conversion(value, "NCHW", layout) if value.producer is None else 0.0
+        edges = []
+        if value.producer is not None:
+            edges.append((value.producer, [[0.0, self.conversion(value, p.out_layout, layout)]
+                                           for p in self.space[value.producer]]))
+        for read in value.reads:
+            if read.node is not None:
+                edges.append((read.node, [[math.inf if _layout_on(c, read.side) == layout else 0.0, 0.0]
+                                          for c in self.space[read.node]]))
+        return [math.inf if needed else 0.0, present], edges
 
     def candidate_meta(self, node: str) -> dict[str, Any]:
         """candidate name -> layouts, knobs, and the kernel record behind its cost."""
@@ -135,9 +194,10 @@ class _Costing:
         return out
 
 
-def measurement_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]]) -> list[Task]:
+def measurement_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], *, shared: bool = True
+                      ) -> list[Task]:
     """Every distinct kernel and layout-transform measurement ``build_problem`` needs for ``space``."""
-    return _Costing(graph, space).tasks()
+    return _Costing(graph, space, shared).tasks()
 
 
 def build_problem(
@@ -146,6 +206,7 @@ def build_problem(
     measure: Callable[[list[Task]], Sequence[CostRecord]],
     *,
     meta: Mapping[str, Any] | None = None,
+    shared: bool = True,
 ) -> Problem:
     """The node/edge cost problem of ``graph`` over ``space`` (node -> candidates), priced by ``measure``.
 
@@ -160,13 +221,17 @@ def build_problem(
         called once, with every distinct task.
     meta : dict, optional
         Extra provenance (model, args, cost source) stored in ``problem.meta`` next to ``candidates``.
+    shared : bool
+        Price each conversion of a value once, as the module runs it, with auxiliary nodes (the default); False
+        charges every read on its own (pairwise, no auxiliary nodes: smaller problems, costs can exceed the module's
+        where a value is read several times in one layout).
 
     Raises
     ------
     SearchError
         If a node has no candidates or every candidate of a node failed to measure.
     """
-    costing = _Costing(graph, space)
+    costing = _Costing(graph, space, shared)
     tasks = costing.tasks()
     records = list(measure(tasks))
     if len(records) != len(tasks):
@@ -179,8 +244,35 @@ def build_problem(
             errors = {e for e in (m.get("error") for m in costing.candidate_meta(op.name).values()) if e}
             raise SearchError(f"every candidate of {op.name} ({op.kind}) failed to measure: {'; '.join(errors)}")
         nodes.append((op.name, [c.name for c in space[op.name]], costs))
-    edges = [(src, dst, costing.edge_matrix(src, dst, carried))
-             for (src, dst), carried in costing.edge_groups().items()]
+    edges = [(src, dst, costing.edge_matrix(src, dst, pairs)) for (src, dst), pairs in costing.between.items()]
+    auxiliary = []
+    for value, layout in costing.auxiliary:
+        name = f"{value.name}@{layout}"
+        costs, aux_edges = costing.auxiliary_terms(value, layout)
+        nodes.append((name, [ABSENT, PRESENT], costs))
+        auxiliary.append(name)
+        edges += [(other, name, matrix) for other, matrix in aux_edges]  # the auxiliary after its neighbours
     candidates = {op.name: costing.candidate_meta(op.name) for op in graph.tunable}
-    meta = {**dict(meta or {}), "unit": "ms", "vector_unit": unit().name, "candidates": candidates}
+    meta = {**dict(meta or {}), "unit": "ms", "vector_unit": unit().name, "candidates": candidates,
+            "auxiliary": auxiliary}
     return Problem.build(nodes, edges, meta)
+
+
+def plan_assignment(problem: Problem, choices: Mapping[str, str]) -> dict[str, str]:
+    """``choices`` (a plan: every tunable node) completed with the cheapest state of each auxiliary node given
+    them (auxiliary nodes only neighbour tunable nodes, so each is chosen on its own)."""
+    full = dict(choices)
+    neighbours = problem.neighbors()
+    for name in problem.meta.get("auxiliary", ()):
+        u = problem.index(name)
+        costs = problem.nodes[u].costs.copy()
+        for v in neighbours[u]:
+            matrix = problem.pairs[(u, v)] if u < v else problem.pairs[(v, u)].T
+            costs = costs + matrix[:, problem.nodes[v].candidates.index(full[problem.nodes[v].name])]
+        full[name] = problem.nodes[u].candidates[int(costs.argmin())]
+    return full
+
+
+def plan_cost(problem: Problem, choices: Mapping[str, str]) -> float:
+    """The problem's cost of a plan (``choices`` of the tunable nodes; auxiliary nodes completed)."""
+    return problem.evaluate(plan_assignment(problem, choices))

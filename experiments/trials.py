@@ -141,7 +141,8 @@ def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, Any]
     from experiments.tune import time_plans
     from search.plan import BASELINES, baseline_plan, plan_from_assignment
 
-    plans = {"plan": plan_from_assignment(assignment, extracted.model, extracted.args)}
+    plans = {"plan": plan_from_assignment(assignment, extracted.model, extracted.args,
+                                          auxiliary=extracted.problem.meta.get("auxiliary", ()))}
     plans.update({name: baseline_plan(extracted.graph, name, extracted.model, extracted.args) for name in BASELINES})
     results, _ = time_plans(extracted, plans, repeat=LATENCY_REPEAT)
     plan = results["plan"]

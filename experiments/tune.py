@@ -135,7 +135,7 @@ def extract(
     tally = _Tally(progress)
     start = time.perf_counter()
     with source.open(cache, make_target(threads), threads, tally) as provider:
-        problem = build_problem(graph, space, tally.wrap(provider.measure), meta=meta)
+        problem = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=False)
         problem.meta["costs"] = source.provenance(provider)
     return Extracted(graph, problem, label, args, tally.tasks, tally.new, tally.failed, time.perf_counter() - start)
 
@@ -280,8 +280,9 @@ def _save_plans(extracted: Extracted, solutions: dict[str, Any], best: str, dire
     """Every plan to export and time: ``solver:<name>`` per solver and the uniform baselines by name."""
     from search.plan import BASELINES, baseline_plan, plan_from_assignment
 
-    plans = {f"solver:{name}": plan_from_assignment(solution.assignment, extracted.model, extracted.args)
-             for name, solution in solutions.items()}
+    auxiliary = extracted.problem.meta.get("auxiliary", ())
+    plans = {f"solver:{name}": plan_from_assignment(solution.assignment, extracted.model, extracted.args,
+                                                    auxiliary=auxiliary) for name, solution in solutions.items()}
     plans[f"solver:{best}"].save(directory / "plan.json")
     if len(solutions) > 1:
         (directory / "plans").mkdir(exist_ok=True)
@@ -300,6 +301,7 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
     to a temporary one. Returns per label the predicted cost, the numerical check's error and the latency (labels
     with identical plans share one export and timing), and the 1-minute load average before and after timing.
     """
+    from cost_models.pricing import plan_cost
     from search.artifact import load_artifact
     from search.export import export, make_target, reference_outputs
 
@@ -322,7 +324,7 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
             compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference)
             compiled.save(where)
             artifacts[label] = load_artifact(where)
-            results[label] = {"predicted_ms": problem.evaluate(plan.choices),
+            results[label] = {"predicted_ms": plan_cost(problem, plan.choices),
                               "relative_error": compiled.manifest["numerical_check"]["relative_error"]}
         load = [os.getloadavg()[0]]
         for label, latency in interleaved_latency(artifacts, rounds=repeat, threads=threads).items():

@@ -102,11 +102,33 @@ class BoundaryRead:
 
 @dataclass(frozen=True)
 class BoundaryWrite:
-    """Tunable op ``node``'s output (through followers, logical ``shape``) reaches a fixed op or a model output."""
+    """Tunable op ``node``'s output (through followers, logical ``shape``), read as the value ``value``, reaches a
+    fixed op or a model output (``consumer``)."""
 
     node: str
     consumer: str
     shape: tuple[int, ...]
+    value: str
+
+
+@dataclass(frozen=True)
+class Read:
+    """One read of a layout-managed value: by tunable ``node``, arriving in its ``side`` (``in`` / ``out``) layout, or
+    by a fixed op or model output (``node`` None), which reads NCHW."""
+
+    node: str | None
+    side: str = ""
+
+
+@dataclass(frozen=True)
+class LayoutValue:
+    """A 4-D value whose layout a plan decides (the one its ``producer`` stores it in; None: a fixed NCHW value, a
+    model input or a fixed op's output) and every read of it by a node that may want another layout."""
+
+    name: str
+    producer: str | None
+    shape: tuple[int, ...]
+    reads: tuple[Read, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,6 +166,22 @@ class OpGraph:
         """The tunable op whose layout ``value`` is stored in (following followers up), or None for fixed NCHW."""
         return _source(self._by_name, value)
 
+    def layout_values(self) -> list[LayoutValue]:
+        """Every value a tunable node reads, or a tunable node's value a fixed op or output reads, with all its reads
+        (in order of first appearance). The exported module converts a value once per layout it is read in."""
+        found: dict[str, tuple[str | None, tuple[int, ...], list[Read]]] = {}
+
+        def add(value: str, producer: str | None, shape: tuple[int, ...], read: Read) -> None:
+            found.setdefault(value, (producer, tuple(shape), []))[2].append(read)
+
+        for edge in self.edges:
+            add(self.op(edge.dst).inputs[edge.dst_input], edge.src, edge.shape, Read(edge.dst, edge.dst_side))
+        for read in self.boundary_reads:
+            add(self.op(read.node).inputs[read.input], None, read.shape, Read(read.node, read.side))
+        for write in self.boundary_writes:
+            add(write.value, write.node, write.shape, Read(None))
+        return [LayoutValue(name, producer, shape, tuple(reads)) for name, (producer, shape, reads) in found.items()]
+
 
 def _source(by_name: dict[str, Op], value: str) -> str | None:
     while value in by_name and by_name[value].role == "follower":
@@ -162,7 +200,7 @@ def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[
             if len(shape) != 4 or op.role == "follower":
                 continue
             if op.role == "fixed":
-                writes.extend([BoundaryWrite(src, op.name, shape)] if src else [])
+                writes.extend([BoundaryWrite(src, op.name, shape, value)] if src else [])
             elif src is None:
                 reads.append(BoundaryRead(op.name, index, op.input_sides[index], shape))
             else:
@@ -170,7 +208,7 @@ def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[
     for value in outputs:
         src = _source(by_name, value)
         if src is not None and len(by_name[value].shape) == 4:
-            writes.append(BoundaryWrite(src, "output", by_name[value].shape))
+            writes.append(BoundaryWrite(src, "output", by_name[value].shape, value))
     return edges, reads, writes
 
 

@@ -13,7 +13,7 @@ knobs depend on the unit. Without it (older or hand-written files) the knobs are
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,11 @@ def baseline_plan(graph: OpGraph, name: str, model: str = "", args: dict[str, An
     return Plan(choices, model, dict(args or {}), unit().name)
 
 
-def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None) -> Plan:
-    """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices, their knobs
-    those of the templates as sized now (the host's unit)."""
-    return Plan(dict(assignment), model, dict(args or {}), unit().name)
+def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None, *,
+                         auxiliary: Iterable[str] = ()) -> Plan:
+    """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices (less the
+    problem's ``auxiliary`` nodes, ``problem.meta["auxiliary"]``), their knobs those of the templates as sized now (the
+    host's unit)."""
+    skip = set(auxiliary)
+    return Plan({node: name for node, name in assignment.items() if node not in skip}, model, dict(args or {}),
+                unit().name)

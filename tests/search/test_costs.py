@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
+from tvm import relax
 
 from cost_models.cache import CostCache, CostRecord
 from cost_models.measure import MeasuredCosts
-from cost_models.pricing import build_problem, measurement_tasks
+from cost_models.pricing import build_problem, measurement_tasks, plan_cost
 from cost_models.tasks import KernelTask, TransformTask
 from search.candidates import Candidate, kernel_spec
+from search.emit import emit_module
 from search.errors import SearchError
 from search.export import make_target
 from search.graph import extract_graph
 from search.isa import HOST
-from search.plan import BASELINES, baseline_plan, plan_from_assignment, validate
+from search.plan import BASELINES, Plan, baseline_plan, plan_from_assignment, validate
 from search.space import parse_layouts, tuning_space
 from solvers import solve
-from tests.search.tiny_nets import residual_concat_net
+from tests.search.tiny_nets import build, residual_concat_net
 
 THREADS = 1
 LAYOUTS = ("NCHW", "NCHW8c")
@@ -61,12 +64,16 @@ def test_space_keeps_the_layouts_asked_for_plus_the_baselines(graph, space):
         parse_layouts("NCHW,NCWH")
 
 
-def test_one_node_per_tunable_op_and_one_edge_per_connected_pair(graph, space, measured):
+def test_one_node_per_tunable_op_and_auxiliary_nodes_for_values_read_twice(graph, space, measured):
     problem, _, _ = measured
-    assert [node.name for node in problem.nodes] == [op.name for op in graph.tunable]
-    assert {(e.src, e.dst) for e in problem.edges} == {(e.src, e.dst) for e in graph.edges}
-    for node in problem.nodes:
-        assert list(node.candidates) == [c.name for c in space[node.name]]
+    tunable = [op.name for op in graph.tunable]
+    assert [node.name for node in problem.nodes] == tunable + problem.meta["auxiliary"]
+    # conv2d_0 is conv2d_1's data and residual; max_pool2d_0 feeds conv2d_2 and conv2d_3
+    assert {name.split("@")[0] for name in problem.meta["auxiliary"]} == {"conv2d_0", "max_pool2d_0"}
+    assert {(e.src, e.dst) for e in problem.edges if e.dst in tunable} == {(e.src, e.dst) for e in graph.edges}
+    assert all(e.dst in problem.meta["auxiliary"] and e.src in tunable for e in problem.edges if e.dst not in tunable)
+    for name in tunable:
+        assert list(problem.nodes[problem.index(name)].candidates) == [c.name for c in space[name]]
     tasks = measurement_tasks(graph, space)
     assert len(tasks) == len(set(tasks)) and any(isinstance(t, TransformTask) for t in tasks)
 
@@ -76,7 +83,7 @@ def test_node_costs_are_the_cached_kernel_times_plus_boundary_transforms(graph, 
     reads = {read.node: read for read in graph.boundary_reads}
     writes = {write.node: write for write in graph.boundary_writes}
     assert set(reads) == {"conv2d_0"} and set(writes) == {"conv2d_5"}
-    for node in problem.nodes:
+    for node in problem.nodes[: len(graph.tunable)]:
         op = graph.op(node.name)
         for candidate, cost in zip(space[node.name], node.costs):
             if op.kind in ("concat", "add"):
@@ -118,13 +125,43 @@ def test_edge_costs_are_zero_for_matching_layouts_and_the_transform_otherwise(gr
 def test_meta_maps_every_candidate_back_and_the_solution_is_a_valid_plan(graph, space, measured):
     problem, _, _ = measured
     assert problem.meta["model"] == "tiny" and problem.meta["unit"] == "ms" and problem.meta["vector_unit"] == HOST.name
-    for node in problem.nodes:
+    for node in problem.nodes[: len(graph.tunable)]:
         entries = problem.meta["candidates"][node.name]
         assert list(entries) == list(node.candidates)
         for name, entry in entries.items():
             assert Candidate(entry["in_layout"], entry["out_layout"], tuple(sorted(entry["knobs"].items()))) \
                 == Candidate.parse(name)
     solution = solve(problem, "dp")
-    plan = plan_from_assignment(solution.assignment, "tiny", {"batch": 1})
+    plan = plan_from_assignment(solution.assignment, "tiny", {"batch": 1}, auxiliary=problem.meta["auxiliary"])
     assert validate(plan, graph) and plan.choices["conv2d_2"] != space["conv2d_2"][0].name
     assert plan.vector_unit == HOST.name  # the knobs were chosen from the host's knob spaces
+
+
+def fanout_net():
+    """A value read by two nodes in the same and in other layouts, by itself twice (data and residual), and by an
+    output; a model input read by two nodes."""
+
+    def body(net, x):
+        a = net.conv(x, 16)
+        b = net.conv(a, 16, residual=a)
+        c = net.conv(a, 8, k=1)
+        d = net.conv(x, 8, k=1)
+        return relax.Tuple([net.bb.emit(relax.op.concat([b, c, d], axis=1)), a])
+
+    return build((1, 8, 6, 6), body)
+
+
+@pytest.mark.parametrize("net", [fanout_net, residual_concat_net])
+def test_each_conversion_is_priced_once_as_the_module_runs_it(net):
+    """Transforms priced 1 and kernels 0: a plan's cost is the number of transforms its exported module holds."""
+    graph = extract_graph(net())
+    space = tuning_space(graph, layouts=("NCHW", "NHWC", "NCHW8c"), space_size=6)
+    problem = build_problem(graph, space, lambda tasks: [CostRecord(1.0 if isinstance(t, TransformTask) and
+                                                                    not t.free else 0.0, 0.0, 1) for t in tasks])
+    rng = random.Random(0)
+    plans = [baseline_plan(graph, name).choices for name in BASELINES]
+    plans += [{op.name: rng.choice(space[op.name]).name for op in graph.tunable} for _ in range(8)]
+    plans.append(plan_from_assignment(solve(problem, "dp").assignment, auxiliary=problem.meta["auxiliary"]).choices)
+    for choices in plans:
+        emitted = emit_module(graph, validate(Plan(choices), graph), make_target(1))
+        assert plan_cost(problem, choices) == emitted.transforms, choices

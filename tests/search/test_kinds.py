@@ -93,7 +93,7 @@ def test_a_kind_registered_by_a_test_extracts_measures_solves_and_exports(toy_ki
     measured = problem.meta["candidates"]["tanh_0"]
     assert all(entry["kernel_ms"] > 0 for entry in measured.values())  # measured like any kernel, in a worker
     solution = solve(problem, "dp")
-    plan = plan_from_assignment(solution.assignment, "tanh-net")
+    plan = plan_from_assignment(solution.assignment, "tanh-net", auxiliary=problem.meta["auxiliary"])
     for candidate in (plan, baseline_plan(graph, "nchw16c")):
         compiled = export(graph, candidate, target=TARGET, threads=1)
         assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
