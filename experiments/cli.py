@@ -29,6 +29,14 @@ def _user_errors() -> tuple[type[BaseException], ...]:
             PermissionError)
 
 
+def _add_input_shape(p: argparse.ArgumentParser, default: str) -> None:
+    """``--input-shape`` for a command that loads a network; ``default`` says what it is without the option."""
+    p.add_argument("--input-shape", action="append", default=None, metavar="[NAME=]D0,D1,...",
+                   help="shape of the model's input: D0,D1,... for the only input or NAME=D0,D1,... per input, "
+                        "repeatable (binds an ONNX file's dynamic dimensions; a zoo model takes N,3,S,S); not with "
+                        f"--batch / --image-size (default: {default})")
+
+
 # ---------------------------------------------------------------------------------------------------- solve
 def _add_solve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="solve a problem JSON file and print the solution as JSON")
@@ -116,6 +124,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the plan file's, else 1)")
     p.add_argument("--image-size", type=int, default=None,
                    help="input height and width (default: the plan file's, else the model's own)")
+    _add_input_shape(p, "the plan file's, else the file's")
     p.add_argument("--threads", type=int, default=1, help="cores to compile for (default: 1)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the weights and of the check's input (default: the plan file's, else 0)")
@@ -123,24 +132,25 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
+    from experiments.tune import load_network
     from search.export import export
-    from search.graph import extract_graph
     from search.plan import BASELINES, Plan, baseline_plan
     from search.templates.common import unit
-    from search.zoo import load_model
 
     saved = None if args.plan in BASELINES else Plan.load(args.plan)
-    model_args = {"batch": 1, "image_size": None, "seed": 0}
-    for key in model_args:  # command line, else the plan file, else the default
-        value = getattr(args, key) if getattr(args, key) is not None else (saved.args if saved else {}).get(key)
-        model_args[key] = model_args[key] if value is None else value
-    graph = extract_graph(load_model(args.model, **model_args))
+    recorded = saved.args if saved else {}
+    shape = {key: getattr(args, key) for key in ("batch", "image_size", "input_shape")}
+    if all(value is None for value in shape.values()):  # the command line says nothing of the shape: the plan's
+        keys = ("input_shape",) if "input_shape" in recorded else ("batch", "image_size")
+        shape = {key: recorded.get(key) for key in keys}
+    seed = args.seed if args.seed is not None else recorded.get("seed", 0)
+    graph, _, model_args = load_network(args.model, **shape, seed=seed)
     chosen = saved or baseline_plan(graph, args.plan)
     plan = Plan(chosen.choices, args.model, model_args, chosen.vector_unit)
     if plan.vector_unit and plan.vector_unit != unit().name:
         print(f"note: the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
               f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)", file=sys.stderr)
-    compiled = export(graph, plan, threads=args.threads, seed=model_args["seed"])
+    compiled = export(graph, plan, threads=args.threads, seed=seed)
     compiled.save(args.out)
     m, check = compiled.manifest, compiled.manifest["numerical_check"]
     print(f"wrote {args.out}: {len(graph.tunable)} nodes, {m['kernels']} kernels, {m['layout_transforms']} layout "
@@ -175,6 +185,7 @@ def _run_run(args: argparse.Namespace) -> int:
 def _add_models(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list the model zoo: input size, conv2d and dense counts, GFLOPs")
     p.add_argument("models", nargs="*", metavar="MODEL", help="zoo names or .onnx files (default: the whole zoo)")
+    _add_input_shape(p, "batch 1 at the model's own size")
     p.set_defaults(run=_run_models)
 
 
@@ -184,16 +195,26 @@ def _run_models(args: argparse.Namespace) -> int:
     names = args.models or list(MODELS)
     rows = []
     for name in names:
-        size, stats = describe(name)
+        shapes, stats = describe(name, args.input_shape)
+        size = _input_size(list(shapes.values()))
         about = MODELS[name].description if name in MODELS else "ONNX file"
-        rows.append((name, f"{size}", f"{stats.conv2d}", f"{stats.dense}", f"{stats.gflops:.3g}", about))
+        rows.append((name, size, f"{stats.conv2d}", f"{stats.dense}", f"{stats.gflops:.3g}", about))
     header = ("model", "input", "conv2d", "dense", "GFLOPs", "description")
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
     for row in [header, *rows]:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:5], widths[1:])] + [row[5]]
         print("  ".join(cells))
-    print("GFLOPs: 2 x multiply-accumulates of conv2d and dense layers at batch 1 and the listed input size")
+    print("GFLOPs: 2 x multiply-accumulates of conv2d and dense layers at the listed input size (batch 1 unless "
+          "--input-shape says otherwise)")
     return 0
+
+
+def _input_size(shapes: list[tuple[int, ...]]) -> str:
+    """``224`` for one square image input, ``48x320`` for another image, else every input's full shape."""
+    if len(shapes) == 1 and len(shapes[0]) == 4:
+        height, width = shapes[0][2:]
+        return f"{height}" if height == width else f"{height}x{width}"
+    return " ".join("x".join(map(str, shape)) for shape in shapes)
 
 
 # ---------------------------------------------------------------------------------------------------- extract / tune
@@ -204,8 +225,9 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     from cost_models.sources import COST_SOURCES, DEFAULT
 
     p.add_argument("model", help="zoo model name or .onnx file")
-    p.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: 1)")
     p.add_argument("--image-size", type=int, default=None, help="input height and width (default: the model's own)")
+    _add_input_shape(p, "the file's; a dynamic batch is 1")
     p.add_argument("--seed", type=int, default=0, help="seed of the model's random weights (default: 0)")
     p.add_argument("--threads", type=int, default=None, help="runtime threads (default: every usable core)")
     p.add_argument("--space-size", type=int, default=None,
@@ -234,9 +256,9 @@ def _measurement_kwargs(args: argparse.Namespace) -> dict:
     options = {"model": args.cost_model, "fraction": args.measure_fraction, "rounds": args.hybrid_rounds,
                "timing": args.timing}
     source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
-    return {"batch": args.batch, "image_size": args.image_size, "seed": args.seed, "threads": args.threads,
-            "space_size": args.space_size, "layouts": args.layouts, "cache": args.cache or DEFAULT_CACHE,
-            "costs": source, "progress": ProgressBar()}
+    return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
+            "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
+            "cache": args.cache or DEFAULT_CACHE, "costs": source, "progress": ProgressBar()}
 
 
 def _add_extract(sub: argparse._SubParsersAction) -> None:
@@ -298,6 +320,7 @@ def _add_costmodel(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--threads", type=int, default=None, help="threads the timings were taken with")
         q.add_argument("--layouts", default=None, help="the layouts the spaces were measured with (default: extract's)")
         q.add_argument("--space-size", type=int, default=None, help="candidates per node (default: extract's)")
+        _add_input_shape(q, "each model's own")
         if name == "train":
             q.add_argument("--out", required=True, help="model file to write (JSON)")
             q.add_argument("--objective", default="regression", choices=("regression", "rank"),
@@ -314,7 +337,8 @@ def _run_costmodel(args: argparse.Namespace) -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     cache = args.cache or DEFAULT_CACHE
-    space = {"threads": args.threads, "layouts": args.layouts, "space_size": args.space_size}
+    space = {"threads": args.threads, "layouts": args.layouts, "space_size": args.space_size,
+             "input_shape": args.input_shape}
     if args.action == "train":
         model, data = train(cache, models, args.out, objective=args.objective, seed=args.seed, **space)
         for network in data:

@@ -23,6 +23,8 @@ An experiment file looks like::
     [[problems]]                   # a zoo model (or .onnx file) measured on this machine by experiments.tune.extract
     model = "resnet18"
     image_size = [32, 64]          # default: the model's own; batch (1) and seed (0) as well
+    # input_shape = "1,3,48,320"   # instead of batch and image_size: as --input-shape, inputs separated by ";"
+                                   # ("x=1,3,48,320; mask=1,1,48,320"); binds an ONNX file's dynamic dimensions
     space_size = 4                 # candidates per node (default: search.space.DEFAULT_SPACE_SIZE)
     layouts = ["NCHW,NCHW8c", "NCHW,NHWC,NCHW16c"]   # each string is one layout space
     threads = 1                    # runtime threads of the measurements (default 1)
@@ -69,8 +71,8 @@ to end) on model instances."""
 _TOP_KEYS = {"name", "description", "repeats", "time_limit", "trial_timeout", "num_cpus", "lower_bound", "metrics",
              "problems", "solvers"}
 _GENERATOR_KEYS = {"generator", "seed", "candidates", "nodes"}
-_MODEL_KEYS = {"model", "batch", "image_size", "seed", "space_size", "layouts", "threads", "cache", "costs",
-               "cost_model", "measure_fraction", "timing"}
+_MODEL_KEYS = {"model", "batch", "image_size", "input_shape", "seed", "space_size", "layouts", "threads", "cache",
+               "costs", "cost_model", "measure_fraction", "timing"}
 _SOURCE_KEYS = {"cost_model": "model", "measure_fraction": "fraction", "timing": "timing"}
 """Model-problem keys (and ProblemSpec fields) -> the cost-source parameter each gives (``cost_models.sources``)."""
 _KINDS = ("generator", "file", "model")
@@ -99,6 +101,7 @@ class ProblemSpec:
     model: str | None = None
     batch: int | None = None
     image_size: int | None = None
+    input_shape: str | None = None  # as --input-shape, several inputs separated by ";"
     space_size: int | None = None
     layouts: str | None = None
     threads: int | None = None
@@ -115,14 +118,18 @@ class ProblemSpec:
 
     @property
     def label(self) -> str:
-        """Readable instance name: ``chain-n200-k8-s0``, the file's stem, ``resnet18-i32-b1-s0-n4-t1-NCHW+NHWC``."""
+        """Readable instance name: ``chain-n200-k8-s0``, the file's stem, ``resnet18-i32-b1-s0-n4-t1-NCHW+NHWC``
+        (``det-1x3x64x64-s0-...`` with an input shape)."""
         if self.file is not None:
             return Path(self.file).stem
         if self.model is not None:
             size = "" if self.image_size is None else f"-i{self.image_size}"
+            batch = "" if self.batch is None else f"-b{self.batch}"
+            shape = "" if self.input_shape is None else "-" + "+".join(
+                text.strip().replace(",", "x") for text in self.input_shape.split(";"))
             costs = "" if self.costs is None else f"-{self.costs}{self.measure_fraction or ''}"
             costs += "" if self.timing is None else f"-{self.timing}"
-            return (f"{Path(self.model).stem}{size}-b{self.batch}-s{self.seed}-n{self.space_size}-t{self.threads}-"
+            return (f"{Path(self.model).stem}{size}{batch}{shape}-s{self.seed}-n{self.space_size}-t{self.threads}-"
                     + self.layouts.replace(",", "+") + costs)
         nodes = "" if self.nodes is None else f"-n{self.nodes}"
         return f"{self.generator}{nodes}-k{self.candidates}-s{self.seed}"
@@ -138,9 +145,10 @@ class ProblemSpec:
 
         params = {param: getattr(self, key) for key, param in _SOURCE_KEYS.items() if getattr(self, key) is not None}
         source = cost_source(self.costs or DEFAULT, **params)
-        return extract(self.model, batch=self.batch, image_size=self.image_size, seed=self.seed, threads=self.threads,
-                       space_size=self.space_size, layouts=self.layouts, cache=self.cache, costs=source,
-                       progress=progress)
+        shape = None if self.input_shape is None else self.input_shape.split(";")
+        return extract(self.model, batch=self.batch, image_size=self.image_size, input_shape=shape, seed=self.seed,
+                       threads=self.threads, space_size=self.space_size, layouts=self.layouts, cache=self.cache,
+                       costs=source, progress=progress)
 
     def load(self) -> Problem:
         """Generate, read or measure the problem."""
@@ -354,9 +362,7 @@ def _models(spec: Mapping[str, Any], where: str, base: Path) -> list[ProblemSpec
     except SearchError as exc:
         raise ConfigError(f"{where}.layouts: {exc}") from exc
     axes = {
-        "batch": _int_axis(spec.get("batch", 1), f"{where}.batch", minimum=1),
-        "image_size": [None] if "image_size" not in spec else _int_axis(spec["image_size"], f"{where}.image_size",
-                                                                         minimum=1),
+        **_shape_axes(spec, where),
         "seed": _int_axis(spec.get("seed", 0), f"{where}.seed", minimum=0),
         "space_size": _int_axis(spec.get("space_size", DEFAULT_SPACE_SIZE), f"{where}.space_size", minimum=1),
         "layouts": spaces,
@@ -366,6 +372,27 @@ def _models(spec: Mapping[str, Any], where: str, base: Path) -> list[ProblemSpec
     sources = _cost_sources(spec, where, base)
     return [ProblemSpec(model=model, cache=cache, **dict(zip(axes, values)), **source)
             for values in itertools.product(*axes.values()) for source in sources]
+
+
+def _shape_axes(spec: Mapping[str, Any], where: str) -> dict[str, list[Any]]:
+    """The ``batch``, ``image_size`` and ``input_shape`` axes of a model problem (input_shape excludes the others)."""
+    from search.errors import SearchError
+    from search.zoo.shapes import input_shapes
+
+    if "input_shape" not in spec:
+        return {"batch": _int_axis(spec.get("batch", 1), f"{where}.batch", minimum=1),
+                "image_size": [None] if "image_size" not in spec else _int_axis(spec["image_size"],
+                                                                                f"{where}.image_size", minimum=1)}
+    if "batch" in spec or "image_size" in spec:
+        raise ConfigError(f"{where}: input_shape replaces batch and image_size; give one or the others")
+    texts = spec["input_shape"] if isinstance(spec["input_shape"], list) else [spec["input_shape"]]
+    if not texts or not all(isinstance(text, str) for text in texts):
+        raise ConfigError(f"{where}.input_shape must be a string such as \"1,3,640,640\" or a list of them")
+    try:
+        shapes = ["; ".join(str(s) for s in input_shapes(text.split(";"))) for text in texts]
+    except SearchError as exc:
+        raise ConfigError(f"{where}.input_shape: {exc}") from exc
+    return {"batch": [None], "image_size": [None], "input_shape": shapes}
 
 
 def _cost_sources(spec: Mapping[str, Any], where: str, base: Path) -> list[dict[str, Any]]:

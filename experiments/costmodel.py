@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from search.errors import SearchError
+
+if TYPE_CHECKING:
+    from search.zoo.shapes import ShapesLike
 
 
 @dataclass(frozen=True)
@@ -27,9 +30,9 @@ class NetworkData:
     missing: int  # tasks of the space the cache has no successful record of
 
 
-def network_data(model: Any, cache: str | Path, *, threads: int | None = None, batch: int = 1,
-                 image_size: int | None = None, layouts: Sequence[str] | str | None = None,
-                 space_size: int | None = None) -> NetworkData:
+def network_data(model: Any, cache: str | Path, *, threads: int | None = None, batch: int | None = None,
+                 image_size: int | None = None, input_shape: ShapesLike = None,
+                 layouts: Sequence[str] | str | None = None, space_size: int | None = None) -> NetworkData:
     """What ``cache`` holds of ``model``'s candidate space: ``model`` is a zoo name, an .onnx path or a Relax module
     (see ``experiments.tune.extract`` for the options)."""
     from cost_models.cache import CostCache
@@ -40,7 +43,7 @@ def network_data(model: Any, cache: str | Path, *, threads: int | None = None, b
     from search.export import make_target
 
     threads = use_threads(threads)
-    graph, label, _ = load_network(model, None, batch, image_size, 0)
+    graph, label, _ = load_network(model, batch=batch, image_size=image_size, input_shape=input_shape)
     layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
     space = spaces.tuning_space(graph, layouts=layouts, space_size=spaces.check_space_size(
         spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size))

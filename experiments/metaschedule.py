@@ -117,7 +117,7 @@ def tune_metaschedule(
     if not budget_seconds > 0:
         raise SearchError(f"budget must be positive seconds, got {budget_seconds!r}")
     os.environ["TVM_NUM_THREADS"] = str(threads)
-    graph, label, args = load_network(model, None, batch, image_size, seed)
+    graph, label, args = load_network(model, batch=batch, image_size=image_size, seed=seed)
     mod = graph.module
     target = make_target(threads)
     start = time.monotonic()

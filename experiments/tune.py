@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from cost_models.sources import CostSource
     from search.artifact import Artifact
     from search.graph import OpGraph
+    from search.zoo.shapes import ShapesLike
     from solvers.problem import Problem
 
 TUNED_ARTIFACT = "artifact"
@@ -65,27 +66,33 @@ class Extracted:
     seconds: float
 
 
-def load_network(model: str | tvm.IRModule, name: str | None, batch: int, image_size: int | None, seed: int):
-    """(graph, name, args) of a zoo name / .onnx path, or of a Relax module (labelled ``name``)."""
+def load_network(model: str | tvm.IRModule, name: str | None = None, *, batch: int | None = None,
+                 image_size: int | None = None, seed: int = 0, input_shape: ShapesLike = None):
+    """(graph, name, args) of a zoo name / .onnx path (see ``search.zoo.load_model`` for the shape arguments), or of
+    a Relax module (labelled ``name``). ``args`` are what reloads the same network: ``batch``, ``image_size`` (of
+    the first input) and ``seed``, and ``input_shape`` (as text) when it was given."""
     from search.graph import extract_graph
-    from search.zoo import load_model
+    from search.zoo import input_shapes, load_model
 
+    shapes = input_shapes(input_shape)
     if isinstance(model, str):
-        mod = load_model(model, batch=batch, image_size=image_size, seed=seed)
+        mod = load_model(model, batch=batch, image_size=image_size, seed=seed, input_shape=shapes)
         label = name or model
     else:
         mod, label = model, name or "model"
     graph = extract_graph(mod)
     shape = graph.inputs[0][1]
-    return graph, label, {"batch": int(shape[0]), "image_size": int(shape[-1]), "seed": seed}
+    given = {"input_shape": [str(s) for s in shapes]} if shapes else {}
+    return graph, label, {"batch": int(shape[0]), "image_size": int(shape[-1]), "seed": seed, **given}
 
 
 def extract(
     model: str | tvm.IRModule,
     *,
     name: str | None = None,
-    batch: int = 1,
+    batch: int | None = None,
     image_size: int | None = None,
+    input_shape: ShapesLike = None,
     seed: int = 0,
     threads: int | None = None,
     space_size: int | None = None,
@@ -99,8 +106,8 @@ def extract(
     Parameters
     ----------
     model : str or tvm.IRModule
-        A zoo name or .onnx path (loaded with ``batch``, ``image_size``, ``seed``), or a Relax module in the zoo's
-        vocabulary, labelled ``name``.
+        A zoo name or .onnx path (loaded with ``batch``, ``image_size`` or ``input_shape``, and ``seed``; see
+        ``search.zoo.load_model``), or a Relax module in the zoo's vocabulary, labelled ``name``.
     threads : int, optional
         Runtime threads kernels are timed with (default: every usable core); set before TVM starts its thread pool.
     space_size, layouts
@@ -129,7 +136,8 @@ def extract(
     threads = use_threads(threads)
     layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
     space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
-    graph, label, args = load_network(model, name, batch, image_size, seed)
+    graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
+                                      input_shape=input_shape)
     space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size)
     meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size}
     tally = _Tally(progress)
@@ -190,8 +198,8 @@ def tune(
     Parameters
     ----------
     model : str or tvm.IRModule
-        As ``extract`` (which also takes every other keyword: name, batch, image_size, seed, threads, space_size,
-        layouts, cache, progress).
+        As ``extract`` (which also takes every other keyword: name, batch, image_size, input_shape, seed, threads,
+        space_size, layouts, cache, costs, progress).
     out : path
         Directory for ``problem.json``, ``plan.json``, ``summary.json`` and the exported ``artifact/``.
     solver : str or sequence of str
@@ -375,6 +383,7 @@ def _summary(extracted: Extracted, solution, tuned, baselines, target, directory
     return {
         "model": extracted.model,
         "args": extracted.args,
+        "input_shapes": {name: list(shape) for name, shape in extracted.graph.inputs},
         "threads": problem.meta["threads"],
         "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
                    "num-cores": int(target.attrs.get("num-cores", 0))},
@@ -392,6 +401,10 @@ def _summary(extracted: Extracted, solution, tuned, baselines, target, directory
         "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
                   "artifact": str(directory / TUNED_ARTIFACT)},
     }
+
+
+def _shapes(shapes: dict[str, list[int]]) -> str:
+    return ", ".join(f"{name} {'x'.join(map(str, shape))}" for name, shape in shapes.items())
 
 
 def _ms(value: float | None) -> str:
@@ -421,8 +434,8 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     """The printed lines of a ``tune`` summary."""
     s, p, m = summary, summary["problem"], summary["measurements"]
     lines = [
-        f"{s['model']} (batch {s['args']['batch']}, {s['args']['image_size']}x{s['args']['image_size']}, "
-        f"{s['threads']} threads): {p['nodes']} nodes, {p['edges']} edges, {p['candidates']} candidates",
+        f"{s['model']} (input {_shapes(s['input_shapes'])}, {s['threads']} threads): {p['nodes']} nodes, "
+        f"{p['edges']} edges, {p['candidates']} candidates",
         f"measurements: {m['tasks']} needed, {m['new']} new, {m['cached']} from the cache, {m['failed']} failed "
         f"({m['seconds']:.1f} s; cache {m.get('cache', '-')})" + _predicted_note(m),
         *(_solver_line(solver) for solver in s.get("solvers", {s["solver"]["solver"]: s["solver"]}).values()),

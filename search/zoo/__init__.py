@@ -1,8 +1,9 @@
 """The model zoo: real CNNs built directly in TVM Relax with seeded random weights, plus ONNX files.
 
-``load_model(name_or_path, batch=1, image_size=None, seed=0)`` returns a ``tvm.IRModule`` whose ``main(data)`` takes
-one float32 input of shape (batch, 3, H, W); ``MODELS`` lists the zoo; ``model_stats(mod)`` counts convolutions and
-dense layers and their FLOPs.
+``load_model(name_or_path, batch=None, image_size=None, seed=0, input_shape=None)`` returns a ``tvm.IRModule`` whose
+``main(data)`` takes one float32 input of shape (batch, 3, H, W) (an ONNX file's ``main`` takes its inputs, see below);
+``MODELS`` lists the zoo; ``model_stats(mod)`` counts convolutions and dense layers and their FLOPs; ``input_shapes``
+parses the ``--input-shape`` form (``shapes``).
 
 Networks (torchvision definitions for the classifiers, so conv2d counts match):
 
@@ -70,12 +71,15 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
 
 8. The output: one tensor, or ``R.Tuple`` of two tensors for ``ssd_resnet50_512``.
 
-ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` and are then rewritten into the same vocabulary (see
-``onnx/``): BatchNorm and constant scales fold into convolutions, every conv and dense gets its bias add,
-the input is renamed ``data``, other variables are named ``conv0``, ``conv0_bias``, ``relu3``, ... Differences from
-zoo modules: a conv may carry a dilation other than 1 if the file has one, and any op may be followed by the
-per-channel ``R.multiply`` / ``R.add`` of item 2 (a BatchNorm or Mul/Add by a per-channel constant that could not be
-folded into a preceding conv).
+ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` on the input shapes the user binds and are then rewritten
+into the same vocabulary where it has a form (see ``onnx/``): BatchNorm and constant scales fold into convolutions,
+every conv and dense gets its bias add, a single input is renamed ``data`` (several keep their names), other variables
+are named ``conv0``, ``conv0_bias``, ``relu3``, ... Differences from zoo modules: a conv may carry a dilation other
+than 1 if the file has one, any op may be followed by the per-channel ``R.multiply`` / ``R.add`` of item 2 (a
+BatchNorm or Mul/Add by a per-channel constant that could not be folded into a preceding conv), and every operator
+the vocabulary has no form for (sigmoid, softmax, resize, conv2d_transpose, ``call_tir`` of the PrimFuncs the
+frontend lowered something to, which are copied into the module, ...) stays as the frontend emitted it; graph
+extraction makes those fixed ops.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ from tvm import relax
 from search.errors import SearchError
 from search.relax_exprs import static_shape
 from search.zoo import densenet, inception, mobilenet, resnet, ssd, vgg
+from search.zoo.shapes import InputShape, ShapesLike, input_shapes
 
 
 @dataclass(frozen=True)
@@ -139,35 +144,58 @@ def _check_sizes(name: str, spec: ModelSpec, batch: int, image_size: int) -> Non
         raise SearchError(f"{name}: image_size must be an integer >= {spec.min_image_size}, got {image_size!r}")
 
 
-def load_model(name_or_path: str, *, batch: int = 1, image_size: int | None = None, seed: int = 0) -> tvm.IRModule:
+def load_model(name_or_path: str, *, batch: int | None = None, image_size: int | None = None, seed: int = 0,
+               input_shape: ShapesLike = None) -> tvm.IRModule:
     """A zoo network by name, or an ONNX file by path.
 
     Parameters
     ----------
     name_or_path : str
         A key of ``MODELS``, or a path ending in ``.onnx``.
-    batch, image_size : int
-        Input shape (batch, 3, image_size, image_size); ``image_size=None`` means the model's default. For an ONNX
-        file the shape comes from the file: a static batch or spatial size must equal ``batch`` / ``image_size``
-        (``image_size=None`` accepts any), and a symbolic batch dimension is bound to ``batch``; a symbolic spatial
-        dimension is bound to ``image_size`` if given and is an error otherwise.
+    batch, image_size : int, optional
+        Input shape (batch, 3, image_size, image_size); default batch 1 and the model's own size. For an ONNX file
+        they are shorthand for its one (N, C, H, W) input: a static N, H or W must equal them, a dynamic one is
+        bound to them (see ``search.zoo.onnx.inputs``).
     seed : int
         Seed of the random weights (ignored for ONNX files, which carry their own).
+    input_shape : str, InputShape or a sequence of them, optional
+        The input shapes, as ``--input-shape`` takes them: ``"1,3,640,640"`` for the only input or
+        ``"NAME=1,3,640,640"`` per input. A zoo model takes one shape ``N,3,S,S`` (batch N, image size S); an ONNX
+        file's static dimensions must agree with it and its dynamic ones are bound to it. Not together with
+        ``batch`` / ``image_size``.
 
     Raises
     ------
     SearchError
-        Unknown name, size out of range, or an ONNX file with an unsupported operator or a dynamic shape.
+        Unknown name, size out of range, a shape the model cannot take, an ONNX dimension left dynamic, or an ONNX
+        file that cannot be converted.
     """
     name = str(name_or_path)
+    shapes = input_shapes(input_shape)
+    if shapes and (batch is not None or image_size is not None):
+        raise SearchError(f"{name}: input_shape (--input-shape) and batch / image_size (--batch / --image-size) "
+                          "both given; give one of them")
     if name.lower().endswith(".onnx"):
         from search.zoo.onnx import load_onnx
 
-        return load_onnx(name, batch=batch, image_size=image_size)
+        return load_onnx(name, batch=batch, image_size=image_size, input_shape=shapes)
     spec = _spec(name)
+    if shapes:
+        batch, image_size = _zoo_shape(name, shapes)
     size = spec.image_size if image_size is None else image_size
+    batch = 1 if batch is None else batch
     _check_sizes(name, spec, batch, size)
     return spec.builder(batch=int(batch), image_size=int(size), seed=int(seed))
+
+
+def _zoo_shape(name: str, shapes: tuple[InputShape, ...]) -> tuple[int, int]:
+    """(batch, image size) of a zoo model's one input shape N,3,S,S."""
+    shape = shapes[0] if len(shapes) == 1 else None
+    dims = shape.dims if shape is not None and shape.name in (None, "data") else ()
+    if len(dims) != 4 or dims[1] != 3 or dims[2] != dims[3]:
+        given = " ".join(str(s) for s in shapes)
+        raise SearchError(f"{name}: a zoo model takes one input shape N,3,S,S (batch N, S x S images), got {given}")
+    return dims[0], dims[2]
 
 
 def reference_outputs(name: str, data: np.ndarray, *, seed: int = 0) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -237,11 +265,12 @@ def _conv2d_flops(call, out_var) -> float:
     return 2.0 * out["N"] * out["C"] * out["H"] * out["W"] * kernel["I"] * kernel["H"] * kernel["W"]
 
 
-def describe(name_or_path: str) -> tuple[int, ModelStats]:
-    """(input image size, stats) of a zoo model at batch 1 and its default size, or of an ONNX file."""
-    mod = load_model(name_or_path)
-    shape = static_shape(mod["main"].params[0])
-    return shape[2], model_stats(mod)
+def describe(name_or_path: str, input_shape: ShapesLike = None) -> tuple[dict[str, tuple[int, ...]], ModelStats]:
+    """(input name -> shape, stats) of a zoo model at batch 1 and its default size, or of an ONNX file, or of
+    either at ``input_shape``."""
+    mod = load_model(name_or_path, input_shape=input_shape)
+    return {p.name: static_shape(p) for p in mod["main"].params}, model_stats(mod)
 
 
-__all__ = ["MODELS", "ModelSpec", "ModelStats", "describe", "load_model", "model_stats", "reference_outputs"]
+__all__ = ["MODELS", "InputShape", "ModelSpec", "ModelStats", "describe", "input_shapes", "load_model", "model_stats",
+           "reference_outputs"]

@@ -61,7 +61,21 @@ def test_model_instances_are_measured_trials_with_a_grid_of_inputs_and_spaces(tm
     assert [t.id.split("/")[0].rsplit("-", 1)[1] for t in expand(timed)] == ["warm", "context"]
 
 
+def test_input_shape_is_a_grid_axis_in_place_of_batch_and_image_size(tmp_path):
+    config = parse_config({"name": "m", "lower_bound": False, "solvers": [{"name": "pbqp"}],
+                           "problems": [{"model": "resnet18", "input_shape": ["1,3,32,32", "data=2,3,64,64"],
+                                         "space_size": 4, "layouts": "NCHW"}]}, base=tmp_path)
+    problems = [t.problem for t in expand(config)]
+    assert [(p.input_shape, p.batch, p.image_size) for p in problems] == [("1,3,32,32", None, None),
+                                                                          ("data=2,3,64,64", None, None)]
+    assert [p.label for p in problems] == ["resnet18-1x3x32x32-s0-n4-t1-NCHW", "resnet18-data=2x3x64x64-s0-n4-t1-NCHW"]
+
+
 FAULTS = [
+    ('name = "x"\n[[problems]]\nmodel = "resnet18"\ninput_shape = "1,3,32,32"\nbatch = 2\n[[solvers]]\nname = "dp"\n',
+     "problems[0]: input_shape replaces batch and image_size"),
+    ('name = "x"\n[[problems]]\nmodel = "resnet18"\ninput_shape = "1,3,x"\n[[solvers]]\nname = "dp"\n',
+     "problems[0].input_shape: input shape '1,3,x' is not a list of dimensions"),
     ('name = "x"\nseeds = 1\n', "unknown key 'seeds'"),
     ('name = "x"\n[[problems]]\ngenerator = "resnet"\nseed = 0\n[[solvers]]\nname = "dp"\n',
      "problems[0]: unknown generator 'resnet'"),

@@ -1,17 +1,22 @@
-"""Reading an ONNX model and converting it: checks, ``from_onnx`` on the bound input shape, rewriting."""
+"""Reading an ONNX model and converting it: input shapes bound, shape arithmetic folded, ``from_onnx``, rewriting."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
 import warnings
 from pathlib import Path
 
 import tvm
 
+from search.artifact import quiet_tvm_log
 from search.errors import SearchError
-from search.zoo.layers import vocabulary_violations
-from search.zoo.onnx.checks import check_operators, input_shape
+from search.zoo.onnx.fold import fold_shapes
+from search.zoo.onnx.inputs import bind_inputs
 from search.zoo.onnx.rewrite import rewrite
 from search.zoo.onnx.values import Unsupported
+from search.zoo.shapes import ShapesLike, input_shapes
 
 
 def _require_onnx():
@@ -23,38 +28,65 @@ def _require_onnx():
     return onnx
 
 
-def load_onnx(path: str | Path, *, batch: int = 1, image_size: int | None = None) -> tvm.IRModule:
-    """Read an ``.onnx`` file and return it in the zoo's vocabulary (see ``search.zoo.load_model`` for the shapes)."""
+def read_onnx(path: str | Path):
+    """The ``onnx.ModelProto`` in ``path``; ``FileNotFoundError`` or ``SearchError`` if there is none."""
     onnx = _require_onnx()
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(2, "No such file or directory", str(path))
     try:
-        model = onnx.load(str(path))
+        return onnx.load(str(path))
     except Exception as exc:  # protobuf raises DecodeError and friends
         raise SearchError(f"{path}: not a readable ONNX file ({exc})") from exc
-    return import_onnx_model(model, batch=batch, image_size=image_size, source=str(path))
 
 
-def import_onnx_model(model, *, batch: int = 1, image_size: int | None = None, source: str = "ONNX model"):
+def load_onnx(path: str | Path, *, batch: int | None = None, image_size: int | None = None,
+              input_shape: ShapesLike = None) -> tvm.IRModule:
+    """Read an ``.onnx`` file and return it rewritten (see ``search.zoo.load_model`` for the shapes)."""
+    return import_onnx_model(read_onnx(path), batch=batch, image_size=image_size, input_shape=input_shape,
+                             source=str(path))
+
+
+def bound_model(model, *, batch: int | None = None, image_size: int | None = None,
+                input_shape: ShapesLike = None, source: str = "ONNX model"):
+    """``(model, shapes)``: ``model`` with its inputs bound to static shapes and its shape arithmetic folded
+    (``fold.fold_shapes``), and input name -> shape; what ``from_onnx`` is given."""
+    onnx = _require_onnx()
+    shapes = bind_inputs(model.graph, input_shapes(input_shape), batch, image_size, source)
+    try:
+        return fold_shapes(model, shapes), shapes
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        raise SearchError(f"{source}: ONNX shape inference failed: {exc}") from exc
+
+
+def import_onnx_model(model, *, batch: int | None = None, image_size: int | None = None,
+                      input_shape: ShapesLike = None, source: str = "ONNX model") -> tvm.IRModule:
     """Convert an in-memory ``onnx.ModelProto``; see ``load_onnx``."""
-    _require_onnx()
-    from tvm.relax.frontend.onnx import from_onnx
-
-    graph = model.graph
-    check_operators(graph, source)
-    input_name, shape = input_shape(graph, batch, image_size, source)
+    folded, shapes = bound_model(model, batch=batch, image_size=image_size, input_shape=input_shape, source=source)
+    mod = _from_onnx(folded, shapes, source)
     try:
-        with warnings.catch_warnings():  # renamed inputs, checker remarks: tessera's own checks follow
-            warnings.simplefilter("ignore")
-            mod = from_onnx(model, shape_dict={input_name: list(shape)}, keep_params_in_input=False)
-    except Exception as exc:
-        raise SearchError(f"{source}: the TVM ONNX frontend failed: {type(exc).__name__}: {exc}") from exc
-    try:
-        result = rewrite(mod["main"])
+        return rewrite(mod)
     except Unsupported as exc:
         raise SearchError(f"{source}: {exc}") from None
-    problems = vocabulary_violations(result)
-    if problems:
-        raise SearchError(f"{source}: after import, {problems[0]}")
-    return result
+
+
+def _from_onnx(model, shapes: dict[str, tuple[int, ...]], source: str) -> tvm.IRModule:
+    """``from_onnx`` on the bound model; its failure as one ``SearchError`` line naming the operator.
+
+    The frontend prints the failing operator with all its inputs, and its half-built BlockBuilder logs a warning
+    when the exception lets go of it: both are kept off the terminal, the operator's name goes into the message.
+    """
+    from tvm.relax.frontend.onnx import from_onnx
+
+    printed, failure = io.StringIO(), None
+    with quiet_tvm_log(), contextlib.redirect_stdout(printed), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # renamed inputs, checker remarks
+        try:
+            return from_onnx(model, shape_dict={name: list(shape) for name, shape in shapes.items()},
+                             keep_params_in_input=False)
+        except Exception as exc:  # the frontend raises anything from ValueError to TVMError
+            failure = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
+    operator = re.search(r"Error converting operator (\w+)", printed.getvalue())
+    at = ", ".join(f"{name}={','.join(map(str, shape))}" for name, shape in shapes.items())
+    where = f" on operator {operator.group(1)}" if operator else ""
+    raise SearchError(f"{source}: the TVM ONNX frontend failed{where} at input shape {at}: {failure}")

@@ -1,8 +1,10 @@
-"""One rewriting rule per Relax operator the ONNX frontend emits for ``SUPPORTED_OPERATORS``.
+"""One rewriting rule per Relax operator the ONNX frontend emits that the zoo's op vocabulary has a form for.
 
 A rule ``rule(rw, var, call)`` returns the rewritten value of the binding ``var = call`` (see ``rewrite``): it
 evaluates constant-only calls in numpy, keeps layers and clips pending so that what follows can fold into them, and
-emits everything else through ``rw``. ``OPERATORS`` maps operator names to rules.
+emits everything else through ``rw``; it raises ``OutsideVocabulary`` for a call the vocabulary has no form for
+(a multiply of two activations, a mean over other axes, ...), which the rewriter then re-emits unchanged, as it
+does every operator without a rule. ``OPERATORS`` maps operator names to rules.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from tvm import relax
 
 from search.zoo.onnx.values import (
     Items,
+    OutsideVocabulary,
     PendingClip,
     PendingConv,
     PendingDense,
     PendingLayer,
-    Unsupported,
     per_channel,
     shape_of,
 )
@@ -43,11 +45,10 @@ _CLIP_KERNELS = re.compile(r"(maximum|minimum)\d*")
 # ------------------------------------------------------------------------------------------------ layers
 def conv2d(rw: Rewriter, var, call):
     a = call.attrs
-    if (str(a.data_layout), str(a.kernel_layout)) != ("NCHW", "OIHW") or str(a.out_layout) not in ("", "NCHW"):
-        raise Unsupported(f"binding {var.name!r}: conv2d layouts {a.data_layout}/{a.kernel_layout}")
     weight = rw.value(call.args[1])
-    if not isinstance(weight, np.ndarray):
-        raise Unsupported(f"binding {var.name!r}: conv2d weight is not a constant")
+    if (str(a.data_layout), str(a.kernel_layout)) != ("NCHW", "OIHW") or str(a.out_layout) not in ("", "NCHW") \
+            or not isinstance(weight, np.ndarray):
+        raise OutsideVocabulary
     weight = weight.astype(np.float64)
     return PendingConv(rw.tensor(call.args[0]), weight, np.zeros(weight.shape[0]), a)
 
@@ -55,27 +56,23 @@ def conv2d(rw: Rewriter, var, call):
 def matmul(rw: Rewriter, var, call):
     weight = rw.value(call.args[1])
     if not isinstance(weight, np.ndarray) or weight.ndim != 2:
-        raise Unsupported(f"binding {var.name!r}: matmul without a 2-D constant weight")
+        raise OutsideVocabulary
     x = rw.tensor(call.args[0])
     if len(shape_of(x)) != 2:
-        raise Unsupported(f"binding {var.name!r}: matmul of a {len(shape_of(x))}-D activation (only 2-D)")
+        raise OutsideVocabulary
     return PendingDense(x, weight.astype(np.float64), np.zeros(weight.shape[1]))
 
 
 def batch_norm(rw: Rewriter, var, call):
     a = call.attrs
-    if bool(a.training):
-        raise Unsupported(f"binding {var.name!r}: BatchNormalization in training mode")
     params = rw.constants(call.args[1:])
-    if params is None:
-        raise Unsupported(f"binding {var.name!r}: BatchNormalization parameters are not constants")
+    if bool(a.training) or params is None or int(a.axis) != 1:
+        raise OutsideVocabulary
     gamma, beta, mean, variance = (p.astype(np.float64) for p in params)
     if not bool(a.scale):
         gamma = np.ones_like(gamma)
     if not bool(a.center):
         beta = np.zeros_like(beta)
-    if int(a.axis) != 1:
-        raise Unsupported(f"binding {var.name!r}: BatchNormalization on axis {a.axis}")
     scale = gamma / np.sqrt(variance + float(a.epsilon))
     shift = beta - mean * scale
     data = call.args[0]
@@ -85,7 +82,7 @@ def batch_norm(rw: Rewriter, var, call):
     else:
         x = rw.tensor(data)
         if len(shape_of(x)) != 4:
-            raise Unsupported(f"binding {var.name!r}: BatchNormalization of a non-4-D tensor")
+            raise OutsideVocabulary
         out = rw.emit_scale_shift(x, scale, shift)
     return Items({0: out}, "BatchNormalization")
 
@@ -102,25 +99,24 @@ def binary(rw: Rewriter, var, call):
     lv, rv = rw.value(lhs), rw.value(rhs)
     if isinstance(lv, np.ndarray) or isinstance(rv, np.ndarray):
         if isinstance(lv, np.ndarray):
-            if name in ("relax.subtract", "relax.divide"):
-                raise Unsupported(f"binding {var.name!r}: constant {name.split('.')[-1]} tensor")
+            if name in ("relax.subtract", "relax.divide"):  # constant - x, constant / x
+                raise OutsideVocabulary
             lhs, rhs, lv, rv = rhs, lhs, rv, lv
         const = rv.astype(np.float64)
         if name == "relax.subtract":
             name, const = "relax.add", -const
         elif name == "relax.divide":
             name, const = "relax.multiply", 1.0 / const
-        return _with_constant(rw, var, lhs, lv, const, add=name == "relax.add")
-    if name != "relax.add":
-        raise Unsupported(f"binding {var.name!r}: {name.split('.')[-1]} of two activations")
+        return _with_constant(rw, lhs, lv, const, add=name == "relax.add")
     a, b = rw.tensor(lhs), rw.tensor(rhs)
-    if shape_of(a) != shape_of(b):
-        raise Unsupported(f"binding {var.name!r}: broadcasting add of {shape_of(a)} and {shape_of(b)}")
+    if name != "relax.add" or shape_of(a) != shape_of(b):  # only a residual add of two activations
+        raise OutsideVocabulary
     return rw.emit(relax.op.add(a, b), "add")
 
 
-def _with_constant(rw: Rewriter, var, expr, value, const: np.ndarray, *, add: bool):
-    """``expr + const`` (``add``) or ``expr * const``: folded into a pending layer if possible, else per-channel."""
+def _with_constant(rw: Rewriter, expr, value, const: np.ndarray, *, add: bool):
+    """``expr + const`` (``add``) or ``expr * const``: folded into a pending layer if possible, else per-channel
+    on a 4-D float32 activation."""
     step = "shift" if add else "scale"
     if isinstance(value, PendingLayer) and rw.sole_use(expr):
         vec = per_channel(const, value.channels, value.rank)
@@ -128,12 +124,9 @@ def _with_constant(rw: Rewriter, var, expr, value, const: np.ndarray, *, add: bo
             return value.folded(**{step: vec})
     x = rw.tensor(expr)
     shape = shape_of(x)
-    vec = per_channel(const, shape[1], 4) if len(shape) == 4 else None
+    vec = per_channel(const, shape[1], 4) if len(shape) == 4 and x.ty.dtype == "float32" else None
     if vec is None:
-        raise Unsupported(
-            f"binding {var.name!r}: {'add' if add else 'multiply'} of a {shape} activation and a {const.shape} "
-            "constant (only per-channel constants on 4-D activations)"
-        )
+        raise OutsideVocabulary
     return rw.emit_scale_shift(x, **{step: vec})
 
 
@@ -143,21 +136,24 @@ def relu(rw: Rewriter, var, call):
 
 
 def clip(rw: Rewriter, var, call):
-    low, high = (float(rw.value(a)) for a in call.args[1:])
-    return PendingClip(rw.tensor(call.args[0]), low, high)
+    bounds = rw.constants(call.args[1:])
+    if bounds is None or any(b.size != 1 for b in bounds):
+        raise OutsideVocabulary
+    return PendingClip(rw.tensor(call.args[0]), *(float(b.reshape(())) for b in bounds))
 
 
 def clip_kernel(rw: Rewriter, var, call):
-    """The frontend lowers Clip to ``call_tir`` of TIR ``maximum`` / ``minimum`` kernels with a scalar bound."""
+    """The frontend lowers Clip to ``call_tir`` of TIR ``maximum`` / ``minimum`` kernels with a scalar bound; other
+    ``call_tir`` calls are re-emitted."""
     kernel = call.args[0]
     name = getattr(kernel, "name_hint", "")
     args = call.args[1].fields if isinstance(call.args[1], relax.Tuple) else []
     match = _CLIP_KERNELS.fullmatch(name)
     if not match or len(args) != 2:
-        raise Unsupported(f"binding {var.name!r}: call_tir of {name!r} is outside tessera's op vocabulary")
+        raise OutsideVocabulary
     bound = rw.value(args[1])
     if not isinstance(bound, np.ndarray) or bound.size != 1:
-        raise Unsupported(f"binding {var.name!r}: {match.group(1)} with a non-scalar bound")
+        raise OutsideVocabulary
     bound = float(bound.reshape(()))
     data = args[0]
     value = rw.value(data)
@@ -174,11 +170,9 @@ def dropout(rw: Rewriter, var, call):
 # ------------------------------------------------------------------------------------------------ pooling
 def pool2d(rw: Rewriter, var, call):
     """max_pool2d, avg_pool2d and global adaptive_avg_pool2d in NCHW, re-emitted unchanged."""
-    if str(call.attrs.layout) != "NCHW":
-        raise Unsupported(f"binding {var.name!r}: pooling layout {call.attrs.layout}")
     op = call.op.name
-    if op == "relax.nn.adaptive_avg_pool2d" and shape_of(var)[2:] != (1, 1):
-        raise Unsupported(f"binding {var.name!r}: adaptive_avg_pool2d to {shape_of(var)[2:]}, only global")
+    if str(call.attrs.layout) != "NCHW" or (op == "relax.nn.adaptive_avg_pool2d" and shape_of(var)[2:] != (1, 1)):
+        raise OutsideVocabulary
     kind = "maxpool" if op == "relax.nn.max_pool2d" else "avgpool"
     return rw.emit(relax.Call(call.op, [rw.tensor(a) for a in call.args], call.attrs, call.ty_args), kind)
 
@@ -187,8 +181,8 @@ def mean(rw: Rewriter, var, call):
     x = rw.tensor(call.args[0])
     shape = shape_of(x)
     axes = sorted(int(a) % len(shape) for a in call.attrs.axis) if call.attrs.axis is not None else []
-    if len(shape) != 4 or axes != [2, 3]:
-        raise Unsupported(f"binding {var.name!r}: mean over axes {axes} (only global average pooling)")
+    if len(shape) != 4 or axes != [2, 3]:  # only global average pooling
+        raise OutsideVocabulary
     out = rw.emit(relax.op.nn.adaptive_avg_pool2d(x, output_size=(1, 1)), "avgpool")
     if not bool(call.attrs.keepdims):
         out = rw.emit(relax.op.reshape(out, shape[:2]), "flatten")
@@ -199,14 +193,13 @@ def mean(rw: Rewriter, var, call):
 def concat(rw: Rewriter, var, call):
     tensors = call.args[0]
     if not isinstance(tensors, relax.Tuple):
-        raise Unsupported(f"binding {var.name!r}: concat of a tuple variable")
+        raise OutsideVocabulary
     consts = rw.constants(tensors.fields)
     if consts is not None:
         return np.concatenate(consts, axis=int(call.attrs.axis))
     parts = [rw.tensor(f) for f in tensors.fields]
-    axis = int(call.attrs.axis) % len(shape_of(parts[0]))
-    if axis != 1:
-        raise Unsupported(f"binding {var.name!r}: concat on axis {axis}, only 1")
+    if int(call.attrs.axis) % len(shape_of(parts[0])) != 1:
+        raise OutsideVocabulary
     return rw.emit(relax.op.concat(parts, axis=1), "concat")
 
 
@@ -229,12 +222,13 @@ def permute_dims(rw: Rewriter, var, call):
 
 
 def _constant_only(fold: Callable[..., Any]) -> Rule:
-    """A rule for an operator the frontend applies to constants only (Clip bounds, casts): ``fold(var, call, *x)``."""
+    """A rule evaluating an operator on constants (Clip bounds, casts): ``fold(var, call, *x)``; on activations the
+    call is re-emitted."""
 
     def rule(rw: Rewriter, var, call):
         consts = rw.constants(call.args)
         if consts is None:
-            raise Unsupported(f"operator {call.op.name} (binding {var.name!r}) on activations is not supported")
+            raise OutsideVocabulary
         return np.asarray(fold(var, call, *consts))
 
     return rule

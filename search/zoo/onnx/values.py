@@ -2,7 +2,8 @@
 
 Layers and clips stay *pending* (not emitted yet) while a following bias, BatchNorm, per-channel scale or second
 bound can still fold into them; ``Items`` stands for a tuple-valued binding, ``Unusable`` for an item that may not
-be read. Anything the vocabulary cannot express raises ``Unsupported``, which the loader turns into ``SearchError``.
+be read. A rule raises ``OutsideVocabulary`` for a call it cannot put into the vocabulary, which is then re-emitted
+as it is; what cannot be re-emitted at all raises ``Unsupported``, which the loader turns into ``SearchError``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from search.relax_exprs import static_shape
 
 
 class Unsupported(Exception):
-    """The frontend's output holds something the zoo's op vocabulary cannot express."""
+    """The frontend's output holds something the rewriter cannot re-emit."""
+
+
+class OutsideVocabulary(Exception):  # noqa: N818 (a signal to the rewriter, not an error)
+    """A rule's call is outside the zoo's op vocabulary: the rewriter re-emits it unchanged."""
 
 
 @dataclass(frozen=True)
@@ -110,10 +115,10 @@ class Unusable:
 
 
 def shape_of(var: relax.Var) -> tuple[int, ...]:
-    """The static shape of a tensor variable; ``Unsupported`` if it has none."""
+    """The static shape of a tensor variable; ``OutsideVocabulary`` if it has none."""
     shape = static_shape(var)
     if shape is None:
-        raise Unsupported(f"binding {var.name!r} has no static tensor shape ({var.ty})")
+        raise OutsideVocabulary
     return shape
 
 
