@@ -242,6 +242,9 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measure-fraction", type=float, default=None,
                    help="hybrid: share of each node's candidates to measure (default: 0.2)")
     p.add_argument("--hybrid-rounds", type=int, default=None, help="hybrid: predict-measure-refit rounds (default: 2)")
+    p.add_argument("--transforms", default="pairwise", choices=("pairwise", "shared"),
+                   help="price layout transforms per read (pairwise: small problems) or each conversion once, as the "
+                        "exported module runs it (shared: auxiliary nodes, for exact solvers) (default: pairwise)")
     p.add_argument("--timing", default=None, choices=TIMING_METHODS,
                    help="measured, hybrid: warm (repeats back to back), context (weights and output flushed from the "
                         "caches before each call, the input kept) or cold (the last-level cache evicted before each "
@@ -258,7 +261,8 @@ def _measurement_kwargs(args: argparse.Namespace) -> dict:
     source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
     return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
             "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
-            "cache": args.cache or DEFAULT_CACHE, "costs": source, "progress": ProgressBar()}
+            "cache": args.cache or DEFAULT_CACHE, "costs": source, "transforms": args.transforms,
+            "progress": ProgressBar()}
 
 
 def _add_extract(sub: argparse._SubParsersAction) -> None:

@@ -33,6 +33,7 @@ An experiment file looks like::
     cost_model = "model.json"      # the cost-model file xgboost and hybrid need
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
     timing = ["warm", "context"]   # measured, hybrid: timing method(s) (default warm; see cost_models.timer)
+    transforms = ["pairwise", "shared"]  # layout transforms priced per read (default) or once per conversion
 
     [[solvers]]
     name = "ilp"                   # any other key is a solver parameter; a list value is a grid axis
@@ -72,7 +73,7 @@ _TOP_KEYS = {"name", "description", "repeats", "time_limit", "trial_timeout", "n
              "problems", "solvers"}
 _GENERATOR_KEYS = {"generator", "seed", "candidates", "nodes"}
 _MODEL_KEYS = {"model", "batch", "image_size", "input_shape", "seed", "space_size", "layouts", "threads", "cache",
-               "costs", "cost_model", "measure_fraction", "timing"}
+               "costs", "cost_model", "measure_fraction", "timing", "transforms"}
 _SOURCE_KEYS = {"cost_model": "model", "measure_fraction": "fraction", "timing": "timing"}
 """Model-problem keys (and ProblemSpec fields) -> the cost-source parameter each gives (``cost_models.sources``)."""
 _KINDS = ("generator", "file", "model")
@@ -110,6 +111,7 @@ class ProblemSpec:
     cost_model: str | None = None
     measure_fraction: float | None = None
     timing: str | None = None  # None: warm
+    transforms: str | None = None  # None: pairwise
 
     @property
     def measured(self) -> bool:
@@ -129,6 +131,7 @@ class ProblemSpec:
                 text.strip().replace(",", "x") for text in self.input_shape.split(";"))
             costs = "" if self.costs is None else f"-{self.costs}{self.measure_fraction or ''}"
             costs += "" if self.timing is None else f"-{self.timing}"
+            costs += "" if self.transforms is None else f"-{self.transforms}"
             return (f"{Path(self.model).stem}{size}{batch}{shape}-s{self.seed}-n{self.space_size}-t{self.threads}-"
                     + self.layouts.replace(",", "+") + costs)
         nodes = "" if self.nodes is None else f"-n{self.nodes}"
@@ -148,7 +151,7 @@ class ProblemSpec:
         shape = None if self.input_shape is None else self.input_shape.split(";")
         return extract(self.model, batch=self.batch, image_size=self.image_size, input_shape=shape, seed=self.seed,
                        threads=self.threads, space_size=self.space_size, layouts=self.layouts, cache=self.cache,
-                       costs=source, progress=progress)
+                       costs=source, transforms=self.transforms or "pairwise", progress=progress)
 
     def load(self) -> Problem:
         """Generate, read or measure the problem."""
@@ -367,11 +370,24 @@ def _models(spec: Mapping[str, Any], where: str, base: Path) -> list[ProblemSpec
         "space_size": _int_axis(spec.get("space_size", DEFAULT_SPACE_SIZE), f"{where}.space_size", minimum=1),
         "layouts": spaces,
         "threads": _int_axis(spec.get("threads", 1), f"{where}.threads", minimum=1),
+        "transforms": _transforms_axis(spec.get("transforms"), f"{where}.transforms"),
     }
     cache = str((base / Path(cache).expanduser()).resolve())
     sources = _cost_sources(spec, where, base)
     return [ProblemSpec(model=model, cache=cache, **dict(zip(axes, values)), **source)
             for values in itertools.product(*axes.values()) for source in sources]
+
+
+def _transforms_axis(value: Any, where: str) -> list[str | None]:
+    """The ``transforms`` axis; absent: left unset (pairwise), as before the key existed (labels, hashes)."""
+    from experiments.tune import TRANSFORMS
+
+    if value is None:
+        return [None]
+    values = value if isinstance(value, list) else [value]
+    if not values or not all(v in TRANSFORMS for v in values) or len(set(values)) != len(values):
+        raise ConfigError(f"{where} must be one or a list of distinct {', '.join(TRANSFORMS)}, got {value!r}")
+    return values
 
 
 def _shape_axes(spec: Mapping[str, Any], where: str) -> dict[str, list[Any]]:

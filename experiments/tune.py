@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from solvers.problem import Problem
 
 TUNED_ARTIFACT = "artifact"
+TRANSFORMS = ("pairwise", "shared")
 
 
 def usable_cores() -> int:
@@ -99,6 +100,7 @@ def extract(
     layouts: Sequence[str] | str | None = None,
     cache: str | Path = DEFAULT_CACHE,
     costs: CostSource | str = "measured",
+    transforms: str = "pairwise",
     progress: Callable[[Any], None] | None = None,
 ) -> Extracted:
     """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
@@ -117,6 +119,11 @@ def extract(
     costs : CostSource or str
         Where costs come from (``cost_models.sources``): a source's name, ``"measured"`` by default, or a source
         with its parameters, such as ``XGBoostSource("model.json")``.
+    transforms : {"pairwise", "shared"}
+        How layout transforms are priced (``cost_models.pricing``): every read on its own (the default: pairwise,
+        small problems every solver handles well; it overcounts a value read several times in one layout), or each
+        conversion once, as the module runs it (auxiliary nodes with hard constraints, which exact solvers handle and
+        the pbqp and greedy heuristics less well).
     progress : callable, optional
         Receives the cost provider's progress events (see ``experiments.progress.ProgressBar``).
 
@@ -133,17 +140,20 @@ def extract(
     from search.export import make_target
 
     source = cost_source(costs)
+    if transforms not in TRANSFORMS:
+        raise SearchError(f"transforms must be one of {', '.join(TRANSFORMS)}, got {transforms!r}")
     threads = use_threads(threads)
     layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
     space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
     graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
                                       input_shape=input_shape)
     space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size)
-    meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size}
+    meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size,
+            "transforms": transforms}
     tally = _Tally(progress)
     start = time.perf_counter()
     with source.open(cache, make_target(threads), threads, tally) as provider:
-        problem = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=False)
+        problem = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=transforms == "shared")
         problem.meta["costs"] = source.provenance(provider)
     return Extracted(graph, problem, label, args, tally.tasks, tally.new, tally.failed, time.perf_counter() - start)
 
