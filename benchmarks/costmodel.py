@@ -102,7 +102,7 @@ def main() -> None:
             rows[source] = (counts, solution.cost, reference.problem.evaluate(solution.assignment))
         for name in BASELINES:
             plans[name] = baseline_plan(reference.graph, name, args.test, reference.args)
-        results, load = time_plans(reference, plans, repeat=args.rounds)
+        results, load, _ = time_plans(reference, plans, repeat=args.rounds)
     best = results["measured"]["latency"]["median_ms"]
     print(f"\n{args.test}, {threads} threads, {args.rounds} interleaved rounds (1-min load {load[0]:.2f} -> "
           f"{load[1]:.2f}):\n")

@@ -296,6 +296,10 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit", type=float, default=None, help="seconds each solver may spend")
     p.add_argument("--repeat", type=int, default=10,
                    help="interleaved timing rounds of the plan and each baseline (default: 10)")
+    p.add_argument("--calibrate", type=int, default=0, metavar="N",
+                   help="up to N calibration rounds: profile the exported plans inside the network, price the "
+                        "problem with those in-network times and solve again until the plan stops changing "
+                        "(default: 0)")
     p.add_argument("--out", required=True, help="directory for plan.json, problem.json, summary.json, artifact/")
     p.set_defaults(run=_run_tune)
 
@@ -306,6 +310,7 @@ def _run_tune(args: argparse.Namespace) -> int:
     kwargs = _measurement_kwargs(args)
     try:
         tune(args.model, args.out, solver=args.solver, time_limit=args.time_limit, repeat=args.repeat,
+             calibrate=args.calibrate,
              echo=lambda line: print(line, flush=True), **kwargs)
     finally:
         kwargs["progress"].close()

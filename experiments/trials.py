@@ -144,7 +144,7 @@ def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, Any]
     plans = {"plan": plan_from_assignment(assignment, extracted.model, extracted.args,
                                           auxiliary=extracted.problem.meta.get("auxiliary", ()))}
     plans.update({name: baseline_plan(extracted.graph, name, extracted.model, extracted.args) for name in BASELINES})
-    results, _ = time_plans(extracted, plans, repeat=LATENCY_REPEAT)
+    results, _, _ = time_plans(extracted, plans, repeat=LATENCY_REPEAT)
     plan = results["plan"]
     return {"latency_ms": plan["latency"]["median_ms"], "latency_spread_ms": plan["latency"]["spread_ms"],
             "numerical_error": plan["relative_error"],

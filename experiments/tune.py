@@ -10,14 +10,16 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cost_models.cache import DEFAULT_CACHE
+from experiments.calibrate import PROFILE_RUNS, Round, keep_network_times, predict
 from search.errors import SearchError
 
 if TYPE_CHECKING:
@@ -200,10 +202,12 @@ def tune(
     solver: str | Sequence[str] = "pbqp",
     time_limit: float | None = None,
     repeat: int = 10,
+    calibrate: int = 0,
     echo: Callable[[str], None] = print,
     **extract_args: Any,
 ) -> dict[str, Any]:
-    """Measure, solve, export, check and time ``model``'s plans and the uniform baselines.
+    """Measure, solve, export, check and time ``model``'s plans and the uniform baselines; with ``calibrate``,
+    profile them inside the network and re-solve on calibrated costs (``experiments.calibrate``).
 
     Parameters
     ----------
@@ -221,6 +225,10 @@ def tune(
         Seconds each solver may spend (default: the solver's own).
     repeat : int
         Rounds of the interleaved end-to-end latency measurement (see ``interleaved_latency``).
+    calibrate : int
+        Calibration rounds at most (0: none); they stop when the solvers' plan no longer changes. Every plan's
+        predicted latency is then its calibrated problem cost plus the unpriced time of the other plans, and
+        ``summary["calibration"]`` lists each round's predictions and measurements.
     echo : callable
         Receives each printed line of the summary.
 
@@ -239,6 +247,8 @@ def tune(
 
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise SearchError(f"repeat must be a positive integer, got {repeat!r}")
+    if not isinstance(calibrate, int) or isinstance(calibrate, bool) or calibrate < 0:
+        raise SearchError(f"calibrate must be a non-negative integer (rounds), got {calibrate!r}")
     chosen = [make_solver(name, **({} if time_limit is None else {"time_limit": time_limit}))
               for name in solver_names(solver)]
     extracted = extract(model, **extract_args)
@@ -248,8 +258,29 @@ def tune(
     solutions, errors = _solve_all(extracted.problem, chosen)
     best = min(solutions, key=lambda name: solutions[name].cost)
     plans = _save_plans(extracted, solutions, best, directory)
-    results, load = time_plans(extracted, plans, repeat=repeat,
-                               keep={f"solver:{best}": directory / TUNED_ARTIFACT})
+    keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
+    results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep,
+                                         profile_runs=PROFILE_RUNS if calibrate else 0)
+    rounds, measured_first = [], extracted
+    for index in range(1, calibrate + 1):
+        extracted, solutions, round_ = _calibration_round(index, model, extracted, plans, results, profiles, chosen,
+                                                          extract_args)
+        rounds.append(round_)
+        if not round_.plan_changed:
+            break
+        best = min(solutions, key=lambda name: solutions[name].cost)
+        plans = _save_plans(extracted, solutions, best, directory)
+        keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
+        results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep,
+                                             profile_runs=PROFILE_RUNS if index < calibrate else 0)
+        extracted.problem.save(directory / "problem.json")
+    if rounds:
+        extracted = replace(extracted, tasks=measured_first.tasks, new=measured_first.new,
+                            failed=measured_first.failed, seconds=measured_first.seconds)
+        predicted, _ = predict(extracted.problem, plans, {label: r["latency"]["median_ms"]
+                                                         for label, r in results.items()})
+        for label, result in results.items():
+            result["predicted_ms"] = predicted[label]
     baselines = {name: results.pop(name) for name in list(results) if not name.startswith("solver:")}
     per_solver = {name: {**_solution_dict(solution), **results[f"solver:{name}"]} for name, solution in
                   solutions.items()}
@@ -262,6 +293,8 @@ def tune(
     summary = _summary(extracted, solutions[best], tuned, baselines, make_target(extracted.problem.meta["threads"]),
                        directory)
     summary["load_average_1min"] = {"before_latency": load[0], "after_latency": load[1]}
+    if rounds:
+        summary["calibration"] = {"rounds": [r.to_dict() for r in rounds], "converged": not rounds[-1].plan_changed}
     if len(chosen) > 1:
         summary["solvers"] = {**per_solver, **{name: {"solver": name, "error": error} for name, error in
                                                errors.items()}}
@@ -269,6 +302,31 @@ def tune(
     for line in format_summary(summary):
         echo(line)
     return summary
+
+
+def _calibration_round(index: int, model: Any, extracted: Extracted, plans: dict[str, Any],
+                       results: dict[str, dict[str, Any]], profiles: dict[str, Any], chosen: list,
+                       extract_args: dict[str, Any]) -> tuple[Extracted, dict[str, Any], Round]:
+    """Keep the profiles' in-network times, price the problem again with the calibrated source, predict the
+    measured plans and solve again: the calibrated extraction, the solutions, and the round (whether the best plan
+    changed; see ``experiments.calibrate``)."""
+    from cost_models.sources import CalibratedSource, MeasuredSource, cost_source
+    from search.plan import plan_from_assignment
+
+    timing = getattr(cost_source(extract_args.get("costs", "measured")), "timing", "warm")
+    cache = extract_args.get("cache", DEFAULT_CACHE)
+    keep_network_times(extracted, plans, profiles, MeasuredSource(timing), cache)
+    calibrated = extract(model, **{**extract_args, "costs": CalibratedSource(timing)})
+    measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
+    predicted, offsets = predict(calibrated.problem, plans, measured)
+    solutions, _ = _solve_all(calibrated.problem, chosen)
+    best = min(solutions, key=lambda name: solutions[name].cost)
+    chosen_plan = plan_from_assignment(solutions[best].assignment, auxiliary=calibrated.problem.meta["auxiliary"])
+    current = plans[f"solver:{best}"] if f"solver:{best}" in plans else next(
+        plan for label, plan in plans.items() if label.startswith("solver:"))
+    stats = calibrated.problem.meta["costs"].get("calibration", {})
+    round_ = Round(index, predicted, measured, offsets, stats, chosen_plan.choices != current.choices)
+    return calibrated, solutions, round_
 
 
 def _solve_all(problem: Problem, chosen: list) -> tuple[dict[str, Any], dict[str, str]]:
@@ -311,17 +369,19 @@ def _save_plans(extracted: Extracted, solutions: dict[str, Any], best: str, dire
     return plans
 
 
-def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
-               keep: dict[str, Path] | None = None) -> tuple[dict[str, dict[str, Any]], list[float]]:
+def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: dict[str, Path] | None = None,
+               profile_runs: int = 0) -> tuple[dict[str, dict[str, Any]], list[float], dict[str, Any]]:
     """Export and check each distinct plan once, then time them all in interleaved rounds.
 
     ``plans`` maps labels to ``Plan``s; the artifact of a label in ``keep`` is saved to its directory, the others
     to a temporary one. Returns per label the predicted cost, the numerical check's error and the latency (labels
-    with identical plans share one export and timing), and the 1-minute load average before and after timing.
+    with identical plans share one export and timing), the 1-minute load average before and after timing, and with
+    ``profile_runs`` each distinct plan's profile inside the network (``search.profile``) by label.
     """
     from cost_models.pricing import plan_cost
     from search.artifact import load_artifact
     from search.export import export, make_target, reference_outputs
+    from search.profile import profile_artifact
 
     graph, problem, threads = extracted.graph, extracted.problem, extracted.problem.meta["threads"]
     target = make_target(threads)
@@ -338,9 +398,12 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
                 results[label] = results[distinct[key]]
                 continue
             distinct[key] = label
-            where = keep.get(label, Path(scratch) / f"plan{index}")
+            # always loaded from a fresh path: a process that loaded a library keeps using it for that path
+            where = Path(scratch) / f"plan{index}"
             compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference)
             compiled.save(where)
+            if label in keep:
+                shutil.copytree(where, keep[label], dirs_exist_ok=True)
             artifacts[label] = load_artifact(where)
             results[label] = {"predicted_ms": plan_cost(problem, plan.choices),
                               "relative_error": compiled.manifest["numerical_check"]["relative_error"]}
@@ -348,7 +411,9 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int,
         for label, latency in interleaved_latency(artifacts, rounds=repeat, threads=threads).items():
             results[label]["latency"] = latency
         load.append(os.getloadavg()[0])
-    return {label: dict(result) for label, result in results.items()}, load
+        profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=seed)
+                    for label, artifact in artifacts.items()} if profile_runs else {}
+    return {label: dict(result) for label, result in results.items()}, load, profiles
 
 
 def _solution_dict(solution) -> dict[str, Any]:
@@ -440,6 +505,15 @@ def _predicted_note(m: dict[str, Any]) -> str:
     return f"; {m['source']} costs from {m['model']}: {m['predicted']} of {m['tasks']} tasks predicted"
 
 
+def _round_line(entry: dict[str, Any], solver: str) -> str:
+    """One calibration round: each measured plan's prediction error, the calibration factors, the plan's fate."""
+    errors = ", ".join(f"{label.removeprefix('solver:')} {100 * (entry['predicted_ms'][label] / ms - 1):+.1f}%"
+                       for label, ms in entry["measured_ms"].items())
+    factors = ", ".join(f"{kind} x{factor:.2f}" for kind, factor in entry["calibration"].get("factors", {}).items())
+    fate = f"{solver} chose another plan" if entry["plan_changed"] else "the plan stays"
+    return f"calibration round {entry['index']}: predicted vs measured {errors}; factors {factors or '-'}; {fate}"
+
+
 def format_summary(summary: dict[str, Any]) -> list[str]:
     """The printed lines of a ``tune`` summary."""
     s, p, m = summary, summary["problem"], summary["measurements"]
@@ -463,6 +537,8 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
         f" (TVM's thread pool ran {latency['runtime_threads']} threads: it was started before threads were set)"
     lines.append(f"end-to-end latency: {latency['rounds']} interleaved rounds per plan; 1-min load average "
                  f"{load['before_latency']:.2f} -> {load['after_latency']:.2f} on {usable_cores()} cores{pool}")
+    for entry in s.get("calibration", {}).get("rounds", []):
+        lines.append(_round_line(entry, s["solver"]["solver"]))
     extra = ", plans/" if "solvers" in s else ""
     lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}; wrote "
                  f"{Path(s['files']['plan']).parent}: plan.json, problem.json, summary.json, {TUNED_ARTIFACT}/{extra}")

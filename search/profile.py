@@ -22,6 +22,8 @@ from search.errors import SearchError
 if TYPE_CHECKING:
     from search.artifact import Artifact
 
+IDLE = "vm.builtin.null_value"
+
 
 @dataclass(frozen=True)
 class CallTime:
@@ -35,14 +37,17 @@ class CallTime:
 
 @dataclass(frozen=True)
 class Profile:
-    """The listed calls' times, the VM's own calls (``overhead_ms`` per run, by builtin in ``builtins``), and the
-    median wall time of an instrumented run (``run_ms``, which includes the instrument's own cost)."""
+    """The listed calls' times, the VM's own calls (``overhead_ms`` per run, by builtin in ``builtins``), the median
+    wall time of an instrumented run (``run_ms``, which includes the instrument's own cost) and that cost per call
+    (``instrument_ms``: the time the instrument reads for ``vm.builtin.null_value``, which does nothing; it is taken
+    off every listed call's time)."""
 
     calls: tuple[CallTime, ...]
     overhead_ms: float
     builtins: dict[str, float]
     run_ms: float
     runs: int
+    instrument_ms: float = 0.0
 
     @property
     def calls_ms(self) -> float:
@@ -105,7 +110,7 @@ def profile_artifact(artifact: Artifact, runs: int = 20, warmup: int = 3, seed: 
     per_call: list[list[float]] = [[] for _ in listed]
     ran = [False] * len(listed)
     builtins: dict[str, list[float]] = defaultdict(list)
-    overheads, walls = [], []
+    overheads, walls, idles = [], [], []
     for _ in range(runs):
         trace.clear()
         start = time.perf_counter()
@@ -115,14 +120,17 @@ def profile_artifact(artifact: Artifact, runs: int = 20, warmup: int = 3, seed: 
         for symbol, seconds in trace:
             if symbol not in symbols:
                 run_builtins[symbol] += seconds
+            if symbol == IDLE:
+                idles.append(seconds)
         for index, seconds in enumerate(_match([s for s, _ in listed], [t for t in trace if t[0] in symbols])):
             per_call[index].append(0.0 if seconds is None else seconds)
             ran[index] = ran[index] or seconds is not None
         for symbol, seconds in run_builtins.items():
             builtins[symbol].append(seconds)
         overheads.append(sum(run_builtins.values()))
-    calls = tuple(CallTime(symbol, computes, statistics.median(times) * 1e3, did_run)
-                  for (symbol, computes), times, did_run in zip(listed, per_call, ran))
+    idle = statistics.median(idles) if idles else 0.0  # the instrument's own cost per call
+    calls = tuple(CallTime(symbol, computes, max(0.0, statistics.median(times) - idle) * 1e3 if did_run else 0.0,
+                           did_run) for (symbol, computes), times, did_run in zip(listed, per_call, ran))
     return Profile(calls, statistics.median(overheads) * 1e3,
                    {symbol: sum(times) / runs * 1e3 for symbol, times in builtins.items()},
-                   statistics.median(walls) * 1e3, runs)
+                   statistics.median(walls) * 1e3, runs, idle * 1e3)

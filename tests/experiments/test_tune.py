@@ -139,3 +139,25 @@ def test_progress_bar_draws_in_place_on_a_terminal_and_prints_lines_otherwise():
     drawn = terminal.getvalue()
     assert drawn.count("\r") == 3 and drawn.endswith("\n") and drawn.count("\n") == 1
     assert "[###############...............] 1/2" in drawn
+
+
+def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path):
+    from cost_models.cache import CostCache
+    from cost_models.calibration import NETWORK
+
+    lines: list[str] = []
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=tmp_path / "costs.sqlite", echo=lines.append,
+                   calibrate=3, **{**SETTINGS, "repeat": 2})
+    rounds = summary["calibration"]["rounds"]
+    assert 1 <= len(rounds) <= 3 and summary["calibration"]["converged"] == (not rounds[-1]["plan_changed"])
+    assert all(not r["plan_changed"] for r in rounds[-1:]) or len(rounds) == 3
+    first = rounds[0]
+    assert set(first["measured_ms"]) == {"solver:pbqp", *BASELINES} == set(first["predicted_ms"])
+    assert first["calibration"]["in_network"] > 0 and "conv2d" in first["calibration"]["factors"]
+    assert all(value > 0 for value in first["measured_ms"].values())
+    cache = CostCache(tmp_path / "costs.sqlite")
+    rows = cache._connect().execute("SELECT COUNT(*) FROM costs WHERE context LIKE ?", [f'%"{NETWORK}"%'])
+    assert rows.fetchone()[0] > 0  # in-network records, under their own context
+    plan = summary["plan"]
+    assert plan["predicted_ms"] > 0 and plan["predicted_ms"] != pytest.approx(summary["solver"]["cost"])  # + offset
+    assert any(line.startswith("calibration round 1: predicted vs measured") for line in lines)
