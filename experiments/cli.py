@@ -119,7 +119,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="compile a model under a plan, check it against stock TVM and save it")
     p.add_argument("model", help="zoo model name or .onnx file")
-    p.add_argument("--plan", required=True, help="plan JSON file, or a baseline: nchw, nhwc, nchw16c")
+    p.add_argument("--plan", required=True, help="plan JSON file, or a baseline: nchw, nhwc, nchw8c, nchw16c")
     p.add_argument("--out", required=True, help="artifact directory to write (library, plan.json, manifest.json)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the plan file's, else 1)")
     p.add_argument("--image-size", type=int, default=None,
@@ -134,10 +134,10 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 def _run_export(args: argparse.Namespace) -> int:
     from experiments.tune import load_network
     from search.export import export
-    from search.plan import BASELINES, Plan, baseline_plan
+    from search.plan import UNIFORM, Plan, baseline_plan
     from search.templates.common import unit
 
-    saved = None if args.plan in BASELINES else Plan.load(args.plan)
+    saved = None if args.plan in UNIFORM else Plan.load(args.plan)
     recorded = saved.args if saved else {}
     shape = {key: getattr(args, key) for key in ("batch", "image_size", "input_shape")}
     if all(value is None for value in shape.values()):  # the command line says nothing of the shape: the plan's

@@ -26,7 +26,10 @@ from search.kinds import get_kind
 from search.templates.common import unit
 from solvers.problem import write_json_atomic
 
+UNIFORM = {"nchw": "NCHW", "nhwc": "NHWC", "nchw8c": "NCHW8c", "nchw16c": "NCHW16c"}
+"""The uniform plans ``baseline_plan`` makes, by name, and their layout."""
 BASELINES = ("nchw", "nhwc", "nchw16c")
+"""The uniform plans ``tune`` times beside its own."""
 
 
 @dataclass(frozen=True)
@@ -104,16 +107,16 @@ def _uniform_candidate(op: Op, layout: str) -> Candidate:
 
 
 def baseline_plan(graph: OpGraph, name: str, model: str = "", args: dict[str, Any] | None = None) -> Plan:
-    """A uniform plan: ``nchw``, ``nhwc`` or ``nchw16c``, every kernel with its default knobs.
+    """A uniform plan (``UNIFORM``: ``nchw``, ``nhwc``, ``nchw8c`` or ``nchw16c``), every kernel with its default knobs.
+    ``tune`` times the ``BASELINES`` beside its plans.
 
     Each kind picks its layouts (``OperatorKind.baseline``): where 16 does not divide a tensor's channels, ``nchw16c``
     uses the largest smaller block that does (8, then 4), else NCHW; each side of a conv is chosen on its own channel
     count (a depthwise conv keeps in == out), a concat/add uses the largest block dividing every input, dense runs NC.
     """
-    layouts = {"nchw": "NCHW", "nhwc": "NHWC", "nchw16c": "NCHW16c"}
-    if name not in layouts:
-        raise SearchError(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES)}")
-    choices = {op.name: _uniform_candidate(op, layouts[name]).name for op in graph.tunable}
+    if name not in UNIFORM:
+        raise SearchError(f"unknown baseline {name!r}; expected one of {', '.join(UNIFORM)}")
+    choices = {op.name: _uniform_candidate(op, UNIFORM[name]).name for op in graph.tunable}
     return Plan(choices, model, dict(args or {}), unit().name)
 
 

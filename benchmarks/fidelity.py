@@ -1,0 +1,199 @@
+"""How well the cost problem predicts the exported network: per kernel, per timing method, and end to end.
+
+For each network: the problem is extracted with warm timings (``--cache``), and six plans are exported, numerically
+checked and timed end to end in interleaved rounds (``experiments.tune.time_plans``, the in-process harness of
+``tessera tune``): the pbqp and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c baselines. Each is then
+profiled inside the network (``search.profile``).
+
+1. Timing methods. Every kernel the six plans run is also timed alone with the ``context`` and ``cold`` methods (the
+   same cache); each method's isolated times are compared with the kernels' in-network times: median absolute
+   relative error, the total over the kernels, and Spearman's rank correlation.
+2. End to end. Each plan's prediction against its measured median: the problem's cost of the plan (warm, isolated
+   timings), the same priced with each other method, and calibrated leave-one-out: the other five plans' in-network
+   times and kind ratios (``cost_models.calibration``) price it, plus the median time the problem does not price in
+   the other five. The rank correlation of predicted and measured order, and whether the solver's plan is faster than
+   the best baseline.
+3. Where the time goes: each plan's profile grouped by what its calls compute (kernels by kind, transforms, layout
+   nodes with what is fused into them, followers, fixed operators, the VM's own calls) beside the problem's terms.
+
+Prints markdown. Measuring fills the cache: run with nothing else on the machine and record its CPU and vector unit.
+
+    .venv/bin/python benchmarks/fidelity.py --models resnet50 inception_v3 --threads 2 --cache costs.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cost_models.cache import CostCache, CostRecord  # noqa: E402
+from cost_models.calibration import network_times, task_kind  # noqa: E402
+from cost_models.measure import MeasuredCosts, cpu_model  # noqa: E402
+from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
+from cost_models.tasks import KernelTask  # noqa: E402
+from experiments.tune import extract, time_plans, use_threads  # noqa: E402
+from search.export import make_target  # noqa: E402
+from search.isa import HOST  # noqa: E402
+from search.kinds import KernelKind, get_kind  # noqa: E402
+from search.plan import baseline_plan, plan_from_assignment, validate  # noqa: E402
+from search.space import tuning_space  # noqa: E402
+from solvers import solve  # noqa: E402
+
+UNIFORM = ("nchw", "nhwc", "nchw8c", "nchw16c")
+METHODS = ("warm", "context", "cold")
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation (average ranks for ties)."""
+    def ranks(values: list[float]) -> list[float]:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    norm = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return cov / norm if norm else float("nan")
+
+
+def group(graph, call) -> str:
+    """What a profiled call computes, as a residual category (``CATEGORIES``)."""
+    ops = [graph.op(origin.op) for origin in call.computes if not origin.is_transform]
+    if not ops:
+        return "layout transforms" if call.computes else "other"
+    tunable = [op for op in ops if op.role == "tunable"]
+    if tunable:
+        kind = tunable[0].kind
+        return f"{kind} kernels" if isinstance(get_kind(kind), KernelKind) else f"{kind} (with fused followers)"
+    return "followers" if all(op.role == "follower" for op in ops) else "fixed operators"
+
+
+def isolated(tasks: list, cache: str, threads: int, method: str) -> dict:
+    """``tasks``' isolated median times (ms) with timing ``method`` (measured where the cache lacks them)."""
+    with MeasuredCosts(CostCache(cache), target=make_target(threads), threads=threads, timing=method) as measured:
+        return {task: record.median_ms for task, record in zip(tasks, measured.measure(tasks)) if record.ok}
+
+
+def run(model: str, args) -> list[str]:
+    extracted = extract(model, threads=args.threads, cache=args.cache)
+    graph, problem = extracted.graph, extracted.problem
+    auxiliary = problem.meta["auxiliary"]
+    plans = {name: plan_from_assignment(solve(problem, name).assignment, model, extracted.args, auxiliary=auxiliary)
+             for name in ("pbqp", "greedy")}
+    plans.update({name: baseline_plan(graph, name, model, extracted.args) for name in UNIFORM})
+    results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+    measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
+    chosen = {label: validate(plan, graph) for label, plan in plans.items()}
+    source = {label: profiles.get(label) or next(p for other, p in profiles.items()
+                                                 if plans[other].choices == plans[label].choices) for label in plans}
+    in_network = {label: network_times(graph, chosen[label], source[label]) for label in plans}
+    lines = [f"### {model}", "",
+             f"{len(plans)} plans, {args.rounds} interleaved rounds; 1-min load average {load[0]:.2f} -> {load[1]:.2f}",
+             ""]
+
+    # 1. timing methods against in-network kernel times
+    kernels = {task: ms for times in in_network.values() for task, ms in times.items() if isinstance(task, KernelTask)}
+    per_method = {method: isolated(list(kernels), args.cache, args.threads, method) for method in METHODS}
+    lines += ["| timing method | median abs error | total isolated / in network | rank correlation |",
+              "| --- | ---: | ---: | ---: |"]
+    for method, times in per_method.items():
+        common = [task for task in kernels if task in times]
+        errors = [abs(times[t] / kernels[t] - 1) for t in common]
+        total = sum(times[t] for t in common) / sum(kernels[t] for t in common)
+        lines.append(f"| {method} | {100 * statistics.median(errors):.1f}% | {total:.3f} | "
+                     f"{spearman([times[t] for t in common], [kernels[t] for t in common]):.3f} |")
+
+    # 2. end to end
+    space = tuning_space(graph)
+    tasks = [task for task in measurement_tasks(graph, space, shared=False) if not task.free]
+    warm = isolated(tasks, args.cache, args.threads, "warm")
+    used = list({task for times in in_network.values() for task in times})
+    priced = {method: price(graph, space, {**warm, **isolated(used, args.cache, args.threads, method)})
+              for method in METHODS}
+    calibrated = {label: leave_one_out(label, graph, space, warm, in_network, plans, measured) for label in plans}
+    predictions = {method: {label: plan_cost(priced[method], plan.choices) for label, plan in plans.items()}
+                   for method in METHODS}
+    predictions["calibrated"] = calibrated
+    lines += ["", "| plan | measured ms (IQR) | " + " | ".join(f"predicted {m}" for m in predictions) + " |",
+              "| --- | ---: |" + " ---: |" * len(predictions)]
+    for label in plans:
+        latency = results[label]["latency"]
+        cells = [f"{values[label]:.2f} ({100 * (values[label] / measured[label] - 1):+.1f}%)"
+                 for values in predictions.values()]
+        lines.append(f"| {label} | {latency['median_ms']:.2f} ({latency['spread_ms']:.2f}) | " + " | ".join(cells)
+                     + " |")
+    lines.append("")
+    for name, values in predictions.items():
+        correlation = spearman([values[p] for p in plans], [measured[p] for p in plans])
+        lines.append(f"- rank correlation of predicted and measured plans, {name}: {correlation:.3f}")
+    best = min(UNIFORM, key=measured.__getitem__)
+    lines.append(f"- pbqp plan / best baseline ({best}): {measured['pbqp'] / measured[best]:.3f}")
+
+    # 3. where the time goes
+    lines += ["", "| plan | " + " | ".join(CATEGORIES) + " | VM | problem prices |", "| --- |" + " ---: |" *
+              (len(CATEGORIES) + 2)]
+    for label in plans:
+        totals: dict[str, float] = defaultdict(float)
+        for call in source[label].calls:
+            totals[group(graph, call)] += call.ms
+        lines.append(f"| {label} | " + " | ".join(f"{totals.get(c, 0.0):.2f}" for c in CATEGORIES)
+                     + f" | {source[label].overhead_ms:.2f} | {predictions['warm'][label]:.2f} |")
+    return lines + [""]
+
+
+CATEGORIES = ("conv2d kernels", "depthwise_conv2d kernels", "dense kernels", "layout transforms",
+              "concat (with fused followers)", "add (with fused followers)", "followers", "fixed operators")
+
+
+def price(graph, space, times: dict):
+    """The pairwise problem of ``space`` priced by ``times`` (task -> ms; free tasks 0, missing ones forbidden)."""
+    def measure(asked: list) -> list[CostRecord]:
+        return [CostRecord(0.0 if t.free else times.get(t, float("inf")), 0.0, 1) for t in asked]
+    return build_problem(graph, space, measure, shared=False)
+
+
+def leave_one_out(label, graph, space, warm: dict, in_network: dict, plans: dict, measured: dict) -> float:
+    """``label``'s prediction calibrated on the other plans only: their in-network times, their kinds' median ratios
+    to the warm times, and their median time the problem does not price."""
+    others = [other for other in plans if plans[other].choices != plans[label].choices]
+    known = {task: ms for other in others for task, ms in in_network[other].items()}
+    ratios = defaultdict(list)
+    for task, ms in known.items():
+        if warm.get(task):
+            ratios[task_kind(task)].append(ms / warm[task])
+    factors = {kind: statistics.median(values) for kind, values in ratios.items()}
+    times = {task: ms * factors.get(task_kind(task), 1.0) for task, ms in warm.items()} | known
+    problem = price(graph, space, times)
+    unpriced = [measured[other] - plan_cost(problem, plans[other].choices) for other in others]
+    return plan_cost(problem, plans[label].choices) + (statistics.median(unpriced) if unpriced else 0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["resnet50", "inception_v3", "densenet201", "ssd_resnet50_512"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved end-to-end timing rounds")
+    parser.add_argument("--profile-runs", type=int, default=20, help="runs of each profile")
+    parser.add_argument("--cache", default=str(Path("~/.cache/tessera/costs.sqlite").expanduser()))
+    args = parser.parse_args()
+    use_threads(args.threads)
+    print(f"CPU {cpu_model()}, vector unit {HOST.name}, {args.threads} threads")
+    for model in args.models:
+        print("\n".join(run(model, args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
