@@ -1,8 +1,9 @@
 """Costs calibrated on the network itself: in-network times of tasks, read off profiles of exported plans.
 
 A profile (``search.profile``) times every call of an exported network. ``network_times`` attributes the calls that
-compute exactly one task, a node's kernel or the layout transform of an edge, to that task; a transform the VM turned
-into a reshape took 0 ms. ``store_network_times`` keeps them in the cost cache under the measurement context with timing
+compute a task of the problem to it: a node's kernel, a layout transform (one the VM turned into a reshape took 0 ms),
+or a node's chain (its calls that compute only a layout node's own op or the followers after a node, summed).
+``store_network_times`` keeps them in the cost cache under the measurement context with timing
 ``network`` (``NETWORK``), beside the isolated timings and never mixed with them.
 
 ``CalibratedCosts`` then prices a task by its in-network time where one is known, and otherwise by its isolated time
@@ -21,6 +22,7 @@ from typing import Any
 
 from cost_models.cache import Context, CostRecord
 from cost_models.measure import CostProvider, MeasuredCosts
+from cost_models.pricing import chain_task
 from cost_models.tasks import FREE, KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.graph import OpGraph
@@ -32,38 +34,60 @@ NETWORK = "network"
 
 
 def task_kind(task: Task) -> str:
-    """The kind a task's calibration factor is shared by: its kernel kind's name, or ``layout_transform``."""
-    return task.spec.workload.kind if isinstance(task, KernelTask) else "layout_transform"
+    """The kind a task's calibration factor is shared by: its kernel kind's name, ``layout_transform`` or
+    ``chain``."""
+    if isinstance(task, KernelTask):
+        return task.spec.workload.kind
+    return "layout_transform" if isinstance(task, TransformTask) else "chain"
+
+
+def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile
+                ) -> tuple[dict[Task, list[float]], float]:
+    """The profiled calls that compute a task of the problem, by task, and their total time: a node's kernel, a
+    transform, or (several calls summed) a node's chain: a layout node's own op and the followers after a node."""
+    owner = {}  # op -> the node whose chain it belongs to
+    for op in graph.tunable:
+        if not isinstance(get_kind(op.kind), KernelKind):
+            owner[op.name] = op.name
+        owner.update({follower.name: op.name for follower in graph.followers_of(op.name)})
+    times: dict[Task, list[float]] = defaultdict(list)
+    chains: dict[str, float] = defaultdict(float)
+    attributed = 0.0
+    for call in profile.calls:
+        ops = [origin.op for origin in call.computes if not origin.is_transform]
+        if len(call.computes) == 1 and call.computes[0].is_transform:
+            origin = call.computes[0]
+            times[TransformTask(origin.shape, origin.src, origin.dst)].append(call.ms)
+        elif len(ops) == 1 and ops[0] in choices and isinstance(get_kind(graph.op(ops[0]).kind), KernelKind):
+            times[KernelTask(kernel_spec(graph.op(ops[0]), choices[ops[0]]))].append(call.ms)
+        elif ops and len(ops) == len(call.computes) and len({owner.get(op) for op in ops}) == 1 \
+                and owner.get(ops[0]) in choices:
+            chains[owner[ops[0]]] += call.ms
+        else:
+            continue
+        attributed += call.ms
+    for node, ms in chains.items():
+        task = chain_task(graph, node, choices[node])
+        if task is not None:
+            times[task].append(ms)
+    return times, attributed
 
 
 def network_times(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile) -> dict[Task, float]:
-    """In-network milliseconds of the tasks a profiled plan (``choices``: node -> candidate) ran alone in a call:
-    node kernels and transforms (the mean where one task ran in several calls)."""
-    times: dict[Task, list[float]] = defaultdict(list)
-    for call in profile.calls:
-        if len(call.computes) != 1:
-            continue
-        (origin,) = call.computes
-        if origin.is_transform:
-            task: Task = TransformTask(origin.shape, origin.src, origin.dst)
-        elif origin.op in choices and isinstance(get_kind(graph.op(origin.op).kind), KernelKind):
-            task = KernelTask(kernel_spec(graph.op(origin.op), choices[origin.op]))
-        else:
-            continue
-        times[task].append(call.ms)
+    """In-network milliseconds of the problem's tasks a profiled plan (``choices``: node -> candidate) ran: node
+    kernels, transforms and chains (the mean where one task ran for several nodes)."""
+    times, _ = _attributed(graph, choices, profile)
     return {task: sum(values) / len(values) for task, values in times.items()}
 
 
-def priced_ms(graph: OpGraph, profile: Profile) -> float:
-    """The profiled time of the calls the problem prices (one kernel of a node or one transform each)."""
-    tunable = {op.name for op in graph.tunable if isinstance(get_kind(op.kind), KernelKind)}
-    return sum(call.ms for call in profile.calls if len(call.computes) == 1
-               and (call.computes[0].is_transform or call.computes[0].op in tunable))
+def priced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile) -> float:
+    """The profiled time of the calls the problem prices (kernels, transforms, chains)."""
+    return _attributed(graph, choices, profile)[1]
 
 
-def unpriced_ms(graph: OpGraph, profile: Profile) -> float:
+def unpriced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile) -> float:
     """What a profiled run spent outside the problem's terms: the other calls and the VM's overhead."""
-    return profile.calls_ms - priced_ms(graph, profile) + profile.overhead_ms
+    return profile.calls_ms - priced_ms(graph, choices, profile) + profile.overhead_ms
 
 
 def network_context(context: Context) -> Context:

@@ -12,6 +12,7 @@ on other features is refused.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,6 +74,19 @@ def _transform(key: Mapping[str, Any], row: dict[str, float]) -> None:
     row.update(layout_features("out", key["dst"], c, w))
 
 
+def _chain(key: Mapping[str, Any], row: dict[str, float]) -> None:
+    """A chain as the memory pass it is: its output tensor's extents, the bytes its inputs and output move, its
+    layout on both sides (no ``is_`` flag of its own)."""
+    shapes = [tuple(shape) for shape in key["inputs"]]
+    n, _, h, w = shapes[0]
+    c = sum(shape[1] for shape in shapes) if key["head"] == "concat" else shapes[0][1]
+    moved = BYTES * (sum(math.prod(shape) for shape in shapes) + n * c * h * w)
+    row.update(batch=n, in_channels=c, height=h, width=w, out_channels=c, out_height=h, out_width=w,
+               log_bytes=log_size(moved), parallel_balance=1.0)
+    row.update(layout_features("in", key["layout"], c, w))
+    row.update(layout_features("out", key["layout"], c, w))
+
+
 def _kernel(key: Mapping[str, Any], row: dict[str, float]) -> None:
     spec = kernel_spec_of(key)
     try:
@@ -93,7 +107,7 @@ def parse_key(key: str | Mapping[str, Any]) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise FeatureError(f"not a task key: {key[:80]!r}") from exc
     kind = key.get("kind") if isinstance(key, Mapping) else None
-    if kind != "layout_transform" and not isinstance(KINDS.get(kind), KernelKind):
+    if kind not in ("layout_transform", "chain") and not isinstance(KINDS.get(kind), KernelKind):
         raise FeatureError(f"not a kernel or layout-transform key: {str(key)[:80]!r}")
     return dict(key)
 
@@ -105,7 +119,7 @@ def feature_row(key: str | Mapping[str, Any]) -> np.ndarray:
     if f"is_{key['kind']}" in INDEX:
         row[f"is_{key['kind']}"] = 1.0
     try:
-        (_transform if key["kind"] == "layout_transform" else _kernel)(key, row)
+        {"layout_transform": _transform, "chain": _chain}.get(key["kind"], _kernel)(key, row)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         if isinstance(exc, FeatureError):
             raise
@@ -126,4 +140,6 @@ def group_key(key: str | Mapping[str, Any]) -> str:
     key = parse_key(key)
     if key["kind"] == "layout_transform":
         return canonical({"kind": key["kind"], "shape": key["shape"]})
+    if key["kind"] == "chain":
+        return canonical({name: value for name, value in key.items() if name != "layout"})
     return canonical({"kind": key["kind"], "workload": key["workload"], "epilogue": key.get("epilogue", {})})

@@ -15,8 +15,10 @@ Costs are in milliseconds:
   ``absent`` where the reader wants that layout. ``problem.meta["auxiliary"]`` lists these nodes; plans leave them out
   and ``plan_cost`` completes them. ``shared=False`` prices every read on its own instead (pairwise, smaller; it
   overcounts where a value is read several times in one layout);
-- nodes of a kind without a kernel (concat, add) and follower ops (pooling, relu, per-channel scale, ...) cost 0 in
-  every layout: they are memory-bound, move the same bytes whatever the layout, and are not measured.
+- a node's **chain**, what it runs besides its kernel in its output layout, is measured too (``ChainTask``): a concat
+  or add node's own op and the followers after a node (pooling, BatchNorm's scale and shift, relu, ...), compiled as
+  export fuses them and timed through the Relax VM. Followers of fixed NCHW values cost the same in every plan and
+  are not priced.
 """
 
 from __future__ import annotations
@@ -28,10 +30,10 @@ from dataclasses import replace
 from typing import Any
 
 from cost_models.cache import CostRecord
-from cost_models.tasks import KernelTask, Task, TransformTask
+from cost_models.tasks import ChainTask, KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.errors import SearchError
-from search.graph import LayoutValue, OpGraph, Read
+from search.graph import LayoutValue, Op, OpGraph, Read
 from search.kinds import KernelKind, get_kind
 from search.templates.common import unit
 from solvers.problem import Problem
@@ -52,11 +54,27 @@ ABSENT, PRESENT = "absent", "present"
 Pairs = list[tuple[LayoutValue, Read]]  # the reads of values between two tunable nodes
 
 
+def chain_task(graph: OpGraph, node: str, candidate: Candidate, followers: Sequence[Op] | None = None
+               ) -> ChainTask | None:
+    """What ``node`` runs besides its kernel in ``candidate``'s output layout: a layout kind's own op and the
+    followers after the node (``followers``, default ``graph.followers_of(node)``); None for a kernel without
+    followers or with a non-4-D output."""
+    op = graph.op(node)
+    followers = graph.followers_of(node) if followers is None else followers
+    described = tuple((f.kind, tuple(sorted(f.attrs.items()))) for f in followers)
+    if isinstance(get_kind(op.kind), KernelKind):
+        if not followers or len(op.shape) != 4:
+            return None
+        return ChainTask("output", (op.shape,), described, candidate.out_layout)
+    return ChainTask(op.kind, op.input_shapes, described, candidate.out_layout)
+
+
 class _Costing:
     """Enumerates the tasks of a graph's space and, once their records are known, prices nodes, edges and the
     auxiliary nodes of values read several times."""
 
-    def __init__(self, graph: OpGraph, space: Mapping[str, Sequence[Candidate]], shared: bool = True) -> None:
+    def __init__(self, graph: OpGraph, space: Mapping[str, Sequence[Candidate]], shared: bool = True,
+                 chains: bool = True) -> None:
         missing = [op.name for op in graph.tunable if not space.get(op.name)]
         if missing:
             raise SearchError(f"no candidates for node(s) {', '.join(missing)}")
@@ -76,6 +94,8 @@ class _Costing:
                     self.to_fixed[value.producer].append((value, read))
                 else:
                     self.between[(value.producer, read.node)].append((value, read))
+        self.followers: dict[str, tuple] = {}  # node -> its followers' (kind, attributes), once looked up
+        self.chains = chains
         self.auxiliary = [(value, layout) for value in values if len(value.reads) > 1
                           for layout in self.shared_layouts(value)]
         self.aux_keys = {(value.name, layout) for value, layout in self.auxiliary}
@@ -83,6 +103,11 @@ class _Costing:
     # ----------------------------------------------------------------------------------- what each cost is made of
     def kernel_task(self, node: str, candidate: Candidate) -> KernelTask | None:
         return kernel_task(self.graph, node, candidate)
+
+    def chain_task(self, node: str, candidate: Candidate) -> ChainTask | None:
+        if node not in self.followers:
+            self.followers[node] = self.graph.followers_of(node)
+        return chain_task(self.graph, node, candidate, self.followers[node])
 
     def stored(self, value: LayoutValue) -> list[str]:
         """The layouts ``value`` may be stored in: its producer's output layouts, or NCHW."""
@@ -127,6 +152,7 @@ class _Costing:
         for node, candidates in self.space.items():
             for candidate in candidates:
                 kernels.append(self.kernel_task(node, candidate))
+                kernels.append(self.chain_task(node, candidate) if self.chains else None)
                 transforms += self.node_transforms(node, candidate)
         for (src, dst), pairs in self.between.items():
             for source_layout in dict.fromkeys(c.out_layout for c in self.space[src]):
@@ -144,9 +170,8 @@ class _Costing:
     def node_costs(self, node: str) -> list[float]:
         costs = []
         for candidate in self.space[node]:
-            task = self.kernel_task(node, candidate)
-            kernel = self.cost(task) if task is not None else 0.0
-            costs.append(kernel + sum(self.cost(t) for t in self.node_transforms(node, candidate)))
+            own = [self.kernel_task(node, candidate), self.chain_task(node, candidate) if self.chains else None]
+            costs.append(sum(self.cost(t) for t in own + self.node_transforms(node, candidate) if t is not None))
         return costs
 
     def edge_matrix(self, src: str, dst: str, pairs: Pairs) -> list[list[float]]:
@@ -194,10 +219,10 @@ class _Costing:
         return out
 
 
-def measurement_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], *, shared: bool = True
-                      ) -> list[Task]:
-    """Every distinct kernel and layout-transform measurement ``build_problem`` needs for ``space``."""
-    return _Costing(graph, space, shared).tasks()
+def measurement_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], *, shared: bool = True,
+                      chains: bool = True) -> list[Task]:
+    """Every distinct kernel, chain and layout-transform measurement ``build_problem`` needs for ``space``."""
+    return _Costing(graph, space, shared, chains).tasks()
 
 
 def build_problem(
@@ -207,6 +232,7 @@ def build_problem(
     *,
     meta: Mapping[str, Any] | None = None,
     shared: bool = True,
+    chains: bool = True,
 ) -> Problem:
     """The node/edge cost problem of ``graph`` over ``space`` (node -> candidates), priced by ``measure``.
 
@@ -225,13 +251,16 @@ def build_problem(
         Price each conversion of a value once, as the module runs it, with auxiliary nodes (the default); False
         charges every read on its own (pairwise, no auxiliary nodes: smaller problems, costs can exceed the module's
         where a value is read several times in one layout).
+    chains : bool
+        Price what a node runs besides its kernel in its output layout (``ChainTask``: a concat's or add's own op,
+        the followers after a node, as export fuses and runs them); False prices only kernels and transforms.
 
     Raises
     ------
     SearchError
         If a node has no candidates or every candidate of a node failed to measure.
     """
-    costing = _Costing(graph, space, shared)
+    costing = _Costing(graph, space, shared, chains)
     tasks = costing.tasks()
     records = list(measure(tasks))
     if len(records) != len(tasks):

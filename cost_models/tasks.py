@@ -8,7 +8,9 @@ from, so the same workload on two nodes or in two models is measured once.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
+import numpy as np
 import tvm
 from tvm import relax
 
@@ -94,4 +96,58 @@ class TransformTask:
         return func
 
 
-Task = KernelTask | TransformTask
+@dataclass(frozen=True)
+class ChainTask:
+    """Time what a node runs around its kernel, in one layout, as export compiles and runs it: a layout node's own op
+    (``head`` ``concat`` or ``add`` of activations of logical shapes ``inputs``) or a kernel's output (``head``
+    ``output``, its one input), and the followers export runs right after it (``followers``: (kind, attributes as
+    sorted pairs)), legalised, fused and scheduled by ``search.lower`` and timed through the Relax VM, whose own calls
+    are part of the time (as in the network). Inputs and output are stored in ``layout``.
+    """
+
+    head: str
+    inputs: tuple[tuple[int, ...], ...]
+    followers: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
+    layout: str
+
+    def __post_init__(self) -> None:
+        if self.head not in ("concat", "add", "output") or not self.inputs:
+            raise SearchError(f"a chain starts with concat, add or a kernel's output, got {self.head!r}")
+        for shape in self.inputs:
+            layout(self.layout).check(shape)
+
+    @property
+    def free(self) -> bool:
+        return False
+
+    @property
+    def key(self) -> str:
+        return canonical({"kind": "chain", "head": self.head, "inputs": [list(s) for s in self.inputs],
+                          "followers": [[kind, dict(attrs)] for kind, attrs in self.followers],
+                          "layout": self.layout, "dtype": TRANSFORM_DTYPE})
+
+    def module(self) -> tvm.IRModule:
+        """``main(inputs...)``: the head, then the followers, every tensor in ``layout``."""
+        from search.emit import follower_expr
+        from search.graph import Op
+        from search.kinds import get_kind
+
+        stored = layout(self.layout)
+        params = [relax.Var(f"x{i}", relax.TensorType(stored.physical_shape(shape), TRANSFORM_DTYPE))
+                  for i, shape in enumerate(self.inputs)]
+        rng = np.random.default_rng(0)
+        bb = relax.BlockBuilder()
+        with bb.function("main", params):
+            with bb.dataflow():
+                x = params[0] if self.head == "output" else bb.emit(get_kind(self.head).emit(params, stored))
+                channels = sum(s[1] for s in self.inputs) if self.head == "concat" else self.inputs[0][1]
+                for index, (kind, attrs) in enumerate(self.followers):
+                    values = {"value": rng.uniform(0.5, 1.5, channels).astype(TRANSFORM_DTYPE)}
+                    op = Op(f"f{index}", kind, "follower", (), (), (), dict(attrs), values)
+                    x = bb.emit(follower_expr(op, x, self.layout))
+                out = bb.emit_output(x)
+            bb.emit_func_output(out)
+        return bb.get()
+
+
+Task = KernelTask | TransformTask | ChainTask

@@ -140,7 +140,8 @@ def time_kernel(
     Parameters
     ----------
     kernel
-        A PrimFunc (built here for ``target``) or an already built module with a "main" function.
+        A PrimFunc (built here for ``target``), an already built module with a "main" function, or a Relax
+        ``VirtualMachine`` (its "main" is timed with the VM's own calls; ``shapes`` are its inputs').
     shapes
         (shape, dtype) per argument; read from the PrimFunc's parameters when omitted.
     threads
@@ -168,11 +169,28 @@ def time_kernel(
     warm_up = kernel.time_evaluator("main", device, number=1, repeat=1, min_repeat_ms=max(min_repeat_ms, 20))(*args)
     if method == "warm":
         evaluator = kernel.time_evaluator("main", device, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
-    else:
-        per_call_ms = max(warm_up.mean * 1e3, 1e-3)
-        repeats = min(MAX_COLD_REPEATS, max(repeat, math.ceil(repeat * min_repeat_ms / per_call_ms)))
-        flush = {"cache_flush_bytes": 2 * last_level_cache_bytes()} if method == "cold" else \
-            {"f_preproc": "cache_flush_cpu_non_first_arg"}
-        evaluator = kernel.time_evaluator("main", device, number=1, repeat=repeats, **flush)
-    samples_ms = [seconds * 1e3 for seconds in evaluator(*args).results]
+        samples_ms = [seconds * 1e3 for seconds in evaluator(*args).results]
+        return Timing.from_samples(samples_ms, actual)
+    per_call_ms = max(warm_up.mean * 1e3, 1e-3)
+    repeats = min(MAX_COLD_REPEATS, max(repeat, math.ceil(repeat * min_repeat_ms / per_call_ms)))
+    if method == "context":
+        evaluator = kernel.time_evaluator("main", device, number=1, repeat=repeats,
+                                          f_preproc="cache_flush_cpu_non_first_arg")
+        samples_ms = [seconds * 1e3 for seconds in evaluator(*args).results]
+    else:  # cold: evict the last-level cache before each call (untimed)
+        once, flush = kernel.time_evaluator("main", device, number=1, repeat=1), _Evictor()
+        samples_ms = []
+        for _ in range(repeats):
+            flush()
+            samples_ms.append(float(once(*args).mean) * 1e3)
     return Timing.from_samples(samples_ms, actual)
+
+
+class _Evictor:
+    """Writes a buffer twice the last-level cache's size, so that nothing a kernel touched stays in any cache."""
+
+    def __init__(self) -> None:
+        self.buffer = np.zeros(2 * last_level_cache_bytes() // 8)
+
+    def __call__(self) -> None:
+        self.buffer += 1.0

@@ -35,10 +35,12 @@ class WorkerError(RuntimeError):
 
 @dataclass(frozen=True)
 class Artifact:
-    """A built kernel: a shared library exporting "main" and the (shape, dtype) of each of its arguments."""
+    """A built task: a shared library exporting "main" and the (shape, dtype) of each of its arguments; ``vm``: the
+    library is a Relax VM executable whose "main" takes the inputs (else a PrimFunc, its output an argument too)."""
 
     path: str
     shapes: tuple[tuple[tuple[int, ...], str], ...]
+    vm: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,18 +54,26 @@ class RunSettings:
 
 
 def build_artifact(task: Any, target: str, out_dir: str) -> Artifact:
-    """Default builder: ``task.primfunc`` compiled for ``target`` (a Target's JSON string) into a library in
-    ``out_dir``."""
+    """Default builder: ``task.primfunc`` (or ``task.module``, a Relax module lowered as export lowers it) compiled
+    for ``target`` (a Target's JSON string) into a library in ``out_dir``."""
     import tvm
 
     from cost_models.timer import argument_shapes, build_executable
 
     target = tvm.target.Target(target)
-    func = task.primfunc(target)
-    executable = build_executable(func, target)
     handle, path = tempfile.mkstemp(suffix=".so", dir=out_dir)
     os.close(handle)
-    executable.export_library(path)
+    if hasattr(task, "module"):
+        from search.lower import lower_and_compile
+
+        module = task.module()
+        executable, _ = lower_and_compile(module, {}, target)
+        executable.export_library(path)
+        params = module["main"].params
+        return Artifact(path, tuple((tuple(int(d) for d in p.ty.shape.values), str(p.ty.dtype)) for p in params),
+                        vm=True)
+    func = task.primfunc(target)
+    build_executable(func, target).export_library(path)
     return Artifact(path, tuple(argument_shapes(func)))
 
 
@@ -74,6 +84,10 @@ def run_artifact(artifact: Artifact, settings: RunSettings) -> Any:
     from cost_models.timer import time_kernel
 
     module = tvm.runtime.load_module(artifact.path)
+    if artifact.vm:
+        from tvm import relax
+
+        module = relax.VirtualMachine(module, tvm.cpu())
     return time_kernel(module, artifact.shapes, threads=settings.threads, repeat=settings.repeat,
                        min_repeat_ms=settings.min_repeat_ms, method=settings.method)
 

@@ -35,10 +35,10 @@ class ModelError(ValueError):
 
 
 def log_work(features: np.ndarray) -> np.ndarray:
-    """Natural log of each task's work: FLOPs for a kernel, bytes moved for a transform. The regression learns log
-    time per unit of work, which trees can carry to sizes they were not trained on, where log time itself would
-    stay inside the training range."""
-    log2 = np.where(features[:, INDEX["is_layout_transform"]] == 1, features[:, INDEX["log_bytes"]],
+    """Natural log of each task's work: FLOPs for a kernel, bytes moved for a task without FLOPs (a transform, a
+    chain). The regression learns log time per unit of work, which trees can carry to sizes they were not trained on,
+    where log time itself would stay inside the training range."""
+    log2 = np.where(features[:, INDEX["log_flops"]] == 0, features[:, INDEX["log_bytes"]],
                     features[:, INDEX["log_flops"]])
     return log2 * np.log(2.0)
 

@@ -94,22 +94,7 @@ class _Emitter:
 
     def follower(self, op: Op) -> None:
         stored = self.values[op.inputs[0]][1]
-        x = self.read(op.inputs[0], stored)
-        a = op.attrs
-        if op.kind in ("relu", "sigmoid"):
-            expr = relax.op.nn.relu(x) if op.kind == "relu" else relax.op.sigmoid(x)
-        elif op.kind in ("channel_scale", "channel_shift"):
-            value = relax.const(layout(stored).from_logical(op.params["value"].reshape(1, -1, 1, 1)))
-            expr = relax.op.multiply(x, value) if op.kind == "channel_scale" else relax.op.add(x, value)
-        elif op.kind == "clip":
-            expr = relax.op.clip(x, a["min"], a["max"])
-        elif op.kind == "adaptive_avg_pool2d":
-            expr = relax.op.nn.adaptive_avg_pool2d(x, a["output_size"], layout=stored, out_layout=stored)
-        else:
-            pool = relax.op.nn.max_pool2d if op.kind == "max_pool2d" else relax.op.nn.avg_pool2d
-            extra = {"count_include_pad": a["count_include_pad"]} if op.kind == "avg_pool2d" else {}
-            expr = pool(x, a["pool_size"], a["strides"], a["padding"], a["dilation"], a["ceil_mode"],
-                        layout=stored, out_layout=stored, **extra)
+        expr = follower_expr(op, self.read(op.inputs[0], stored), stored)
         self.define(op, self.bb.emit(expr, name_hint=op.name), stored)
 
     def fixed(self, op: Op) -> None:
@@ -161,6 +146,24 @@ class _Emitter:
                 out = self.bb.emit_output(result)
             self.bb.emit_func_output(out)
         return Emitted(self.bb.get(), self.kernels, len(self.converted), self.origins)
+
+
+def follower_expr(op: Op, x: relax.Expr, stored: str) -> relax.Expr:
+    """Follower ``op`` applied to ``x``, which is stored in layout ``stored`` (and so is the result)."""
+    a = op.attrs
+    if op.kind in ("relu", "sigmoid"):
+        return relax.op.nn.relu(x) if op.kind == "relu" else relax.op.sigmoid(x)
+    if op.kind in ("channel_scale", "channel_shift"):
+        value = relax.const(layout(stored).from_logical(op.params["value"].reshape(1, -1, 1, 1)))
+        return relax.op.multiply(x, value) if op.kind == "channel_scale" else relax.op.add(x, value)
+    if op.kind == "clip":
+        return relax.op.clip(x, a["min"], a["max"])
+    if op.kind == "adaptive_avg_pool2d":
+        return relax.op.nn.adaptive_avg_pool2d(x, a["output_size"], layout=stored, out_layout=stored)
+    pool = relax.op.nn.max_pool2d if op.kind == "max_pool2d" else relax.op.nn.avg_pool2d
+    extra = {"count_include_pad": a["count_include_pad"]} if op.kind == "avg_pool2d" else {}
+    return pool(x, a["pool_size"], a["strides"], a["padding"], a["dilation"], a["ceil_mode"], layout=stored,
+                out_layout=stored, **extra)
 
 
 def emit_module(graph: OpGraph, chosen: dict[str, Candidate], target: tvm.target.Target) -> Emitted:

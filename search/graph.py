@@ -166,6 +166,20 @@ class OpGraph:
         """The tunable op whose layout ``value`` is stored in (following followers up), or None for fixed NCHW."""
         return _source(self._by_name, value)
 
+    def followers_of(self, name: str) -> tuple[Op, ...]:
+        """The followers that run right after op ``name`` in its layout, each the only reader of the value before
+        it (as FuseOps fuses them with it); stops at a value read twice or by a model output."""
+        readers: dict[str, list[Op]] = {}
+        for op in self.ops:
+            for value in dict.fromkeys(op.inputs):
+                readers.setdefault(value, []).append(op)
+        chain, value = [], name
+        while value not in self.outputs and len(readers.get(value, [])) == 1 and readers[value][0].role == "follower" \
+                and readers[value][0].inputs.count(value) == 1:
+            chain.append(readers[value][0])
+            value = chain[-1].name
+        return tuple(chain)
+
     def layout_values(self) -> list[LayoutValue]:
         """Every value a tunable node reads, or a tunable node's value a fixed op or output reads, with all its reads
         (in order of first appearance). The exported module converts a value once per layout it is read in."""

@@ -15,7 +15,7 @@ from cost_models.calibration import (
     store_network_times,
     unpriced_ms,
 )
-from cost_models.tasks import KernelTask, TransformTask
+from cost_models.tasks import ChainTask, KernelTask, TransformTask
 from search.artifact import load_artifact
 from search.candidates import kernel_spec
 from search.export import export, make_target
@@ -46,8 +46,10 @@ def test_every_kernel_of_the_plan_gets_its_in_network_time(profiled):
     assert all(ms > 0 for task, ms in times.items() if isinstance(task, KernelTask))
     transforms = [task for task in times if isinstance(task, TransformTask)]
     assert transforms and all(task.src != task.dst for task in transforms)
-    assert 0 < priced_ms(graph, profile) <= profile.calls_ms
-    assert unpriced_ms(graph, profile) == pytest.approx(profile.calls_ms - priced_ms(graph, profile)
+    chains = [task for task in times if isinstance(task, ChainTask)]
+    assert {task.head for task in chains} == {"concat", "output"}  # the concat; the pools after conv2d_1, conv2d_5
+    assert 0 < priced_ms(graph, chosen, profile) <= profile.calls_ms
+    assert unpriced_ms(graph, chosen, profile) == pytest.approx(profile.calls_ms - priced_ms(graph, chosen, profile)
                                                         + profile.overhead_ms)
 
 

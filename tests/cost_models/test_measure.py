@@ -161,3 +161,22 @@ def test_resume_after_sigkill_remeasures_nothing_cached(tmp_path):
         records = costs.measure(tasks)
     assert (events[0].hits, events[0].total) == (cached, len(tasks) - cached)
     assert all(record.ok for record in records) and len(CostCache(path)) == len(tasks)
+
+
+def test_chains_are_measured_through_the_vm_and_cached_like_kernels(tmp_path):
+    from cost_models.tasks import ChainTask
+
+    bn = (("channel_scale", ()), ("channel_shift", ()), ("relu", ()))
+    concat = ChainTask("concat", ((1, 16, 8, 8), (1, 32, 8, 8)), bn, "NCHW8c")
+    pooled = ChainTask("output", ((1, 16, 8, 8),), (("max_pool2d", (("ceil_mode", False), ("dilation", (1, 1)),
+                                                                      ("padding", (0, 0, 0, 0)), ("pool_size", (2, 2)),
+                                                                      ("strides", (2, 2)))),), "NHWC")
+    assert len({concat.key, pooled.key, ChainTask("concat", concat.inputs, bn, "NCHW16c").key}) == 3
+    with pytest.raises(SearchError, match="divisible by 32"):
+        ChainTask("concat", concat.inputs, bn, "NCHW32c")
+    events = []
+    with provider(tmp_path / "c.sqlite", events) as costs:
+        first = costs.measure([concat, pooled])
+        assert all(record.ok and record.median_ms > 0 for record in first)
+        events.clear()
+        assert costs.measure([pooled, concat]) == first[::-1] and events[-1].total == 0  # from the cache

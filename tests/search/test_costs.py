@@ -11,7 +11,7 @@ from tvm import relax
 from cost_models.cache import CostCache, CostRecord
 from cost_models.measure import MeasuredCosts
 from cost_models.pricing import build_problem, measurement_tasks, plan_cost
-from cost_models.tasks import KernelTask, TransformTask
+from cost_models.tasks import ChainTask, KernelTask, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.emit import emit_module
 from search.errors import SearchError
@@ -78,19 +78,26 @@ def test_one_node_per_tunable_op_and_auxiliary_nodes_for_values_read_twice(graph
     assert len(tasks) == len(set(tasks)) and any(isinstance(t, TransformTask) for t in tasks)
 
 
-def test_node_costs_are_the_cached_kernel_times_plus_boundary_transforms(graph, space, measured):
+def test_node_costs_are_kernel_and_chain_times_plus_boundary_transforms(graph, space, measured):
     problem, cache, provider = measured
     reads = {read.node: read for read in graph.boundary_reads}
     writes = {write.node: write for write in graph.boundary_writes}
     assert set(reads) == {"conv2d_0"} and set(writes) == {"conv2d_5"}
+    # conv2d_1's max pool and conv2d_5's global pool follow them; the concat runs its own op
+    assert [f.kind for f in graph.followers_of("conv2d_1")] == ["max_pool2d"] and not graph.followers_of("concat_0")
     for node in problem.nodes[: len(graph.tunable)]:
         op = graph.op(node.name)
+        followers = tuple((f.kind, tuple(sorted(f.attrs.items()))) for f in graph.followers_of(node.name))
         for candidate, cost in zip(space[node.name], node.costs):
             if op.kind in ("concat", "add"):
-                assert cost == 0.0
+                chain = ChainTask(op.kind, op.input_shapes, followers, candidate.out_layout)
+                assert cost == pytest.approx(_record(cache, provider, chain).median_ms) and cost > 0
                 continue
             record = _record(cache, provider, KernelTask(kernel_spec(op, candidate)))
             expected = record.median_ms if record.ok else math.inf
+            if followers:
+                chain = ChainTask("output", (op.shape,), followers, candidate.out_layout)
+                expected += _record(cache, provider, chain).median_ms
             if node.name in reads and candidate.in_layout != "NCHW":
                 transform = TransformTask(tuple(reads[node.name].shape), "NCHW", candidate.in_layout)
                 expected += _record(cache, provider, transform).median_ms
