@@ -39,7 +39,7 @@ def test_run_prints_latency(artifact, capsys):
     "argv, message",
     [
         (["export", "nosuchnet", "--plan", "nchw"], "unknown model 'nosuchnet'"),
-        (["export", "resnet18", "--plan", "nchw8c", "--image-size", "32"], "nchw8c: No such file"),
+        (["export", "resnet18", "--plan", "nchw4c", "--image-size", "32"], "nchw4c: No such file"),
     ],
 )
 def test_export_user_errors(argv, message, capsys, tmp_path):
