@@ -1,23 +1,28 @@
 """Tessera's solvers next to two peers on the same problems: toulbar2 and CP-SAT out of the box.
 
-Contenders: tessera's dp, pbqp, ilp and greedy, each with the time limit; toulbar2 (``pytoulbar2``, skipped with a
-message when missing) on the problem as a cost function network, one variable per node with unary and binary cost
-functions; and a plain CP-SAT model (a boolean per candidate with exactly-one, a boolean per allowed edge pair tied to
-its endpoints by row and column sums) with default parameters bar the time limit and one worker per usable core. The
-peers get costs scaled to integers (the smallest power of ten up to 1e6 that keeps them exact, else 1e6), bounds
-corrected for the rounding and costs re-evaluated from the returned assignment.
+Contenders: tessera's auto, dp, pbqp, ilp and greedy, each with the time limit; toulbar2 through tessera's registered
+``toulbar2`` solver as a user would run toulbar2 itself (the whole problem, no reductions, no VAC: ``presolve=False,
+vac=False``; costs scaled to integers with the rounding bound applied to its proven bound, its search stopped on the
+wall clock); and a plain CP-SAT model (a boolean per candidate with exactly-one, a boolean per allowed edge pair tied
+to its endpoints by row and column sums) with default parameters bar the time limit and one worker per usable core, on
+the same integer costs (``solvers/scaling.py``).
 
-Instances: a 1000-node chain, the SSD-like and DenseNet-201-like problems and a random 200-node DAG (each node reads 1
-to 3 earlier ones), with 5 and 10 candidates (seed 0; the generators of ``solvers/generators.py``), plus
-any ``--problems`` files. Each instance gets ``--repeats`` rounds; in a round the contenders run in turn, in reversed
-order on every other round (and instance) so that drift of the machine spreads evenly. A markdown table per instance
-gives the worst cost and weakest proven lower bound over the rounds, the gap to the best lower bound of the instance
-(proven bounds and optima), the status (with counts when rounds differ), the median seconds with min..max, and for the
-peers their median seconds over those of tessera's fastest solver that proved optimality in every round (> 1: tessera
-is faster; ">" marks a peer that did not prove optimality in every round).
+Instances: a 1000-node chain, the SSD-like and DenseNet-201-like problems, a random 200-node DAG (each node reads 1 to
+3 earlier ones) and the DenseNet-BC-like problem of the second generator (``solvers/dense_blocks.py``), with 5 and 10
+candidates (seed 0), plus ``--problems``: files in any format ``solvers.formats`` reads (``.json``, ``.wcsp``, ``.cfn``,
+``.uai``, optionally compressed) or folders of them, and with ``--public`` a few pairwise instances of toulbar2's
+repository (``PUBLIC``: radio-link frequency assignment, CELAR; warehouse location; protein design; a random
+weighted CSP; graph colouring), downloaded once into ``--work`` (never committed). Each instance gets ``--repeats``
+rounds; in a round the contenders run in turn, in reversed order on every other round (and instance) so that drift of
+the machine spreads evenly. A markdown table per instance gives the worst cost and weakest proven lower bound over the
+rounds, the gap to the best lower bound of the instance (proven bounds and optima), the status (with counts when
+rounds differ), the median seconds with min..max, and for the peers their median seconds over those of tessera's
+fastest solver that proved optimality in every round (> 1: tessera is faster; ">" marks a peer that did not prove
+optimality in every round).
 
-    python benchmarks/peer_solvers.py [--quick] [--instances chain,ssd,densenet,random] [--candidates 5,10]
-                                      [--problems a.json ...] [--time-limit 60] [--repeats 5] [--out FILE]
+    python benchmarks/peer_solvers.py [--quick] [--instances chain,ssd,densenet,random,blocks] [--candidates 5,10]
+                                      [--problems FILE_OR_FOLDER ...] [--public] [--work DIR] [--time-limit 60]
+                                      [--repeats 5] [--out FILE]
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from collections.abc import Callable, Sequence  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from functools import partial  # noqa: E402
 from importlib.metadata import version  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import ortools  # noqa: E402
@@ -47,20 +53,31 @@ from ortools.sat.python import cp_model  # noqa: E402
 
 from solvers import Problem, ProblemError, SolverError, solve  # noqa: E402
 from solvers.base import relative_gap  # noqa: E402
+from solvers.formats import FORMATS, format_of, read_problem  # noqa: E402
 from solvers.generators import generate  # noqa: E402
-
-try:
-    import pytoulbar2
-except ImportError:
-    pytoulbar2 = None
+from solvers.scaling import scale_costs  # noqa: E402
 
 INSTANCES = {
     "chain": ("chain-1000", {"nodes": 1000}),
     "ssd": ("ssd-like", {}),
     "densenet": ("densenet201-like", {}),
     "random": ("random-200", {"nodes": 200}),
+    "blocks": ("densenet-bc-like", {}),
 }
-TESSERA = ("dp", "pbqp", "ilp", "greedy")
+TESSERA = ("auto", "dp", "pbqp", "ilp", "greedy")
+PUBLIC_COMMIT = "3fd36f6ff7cebfcc58b49f89334ffa971dcbf9a8"
+PUBLIC = (
+    "cover/CELAR6-SUB0.wcsp",  # radio-link frequency assignment (CELAR), 16 variables, domains of 36-44
+    "cover/CELAR6-SUB1.wcsp",
+    "cover/CELAR7-SUB0.wcsp",
+    "validation/default/celar6sub0.wcsp",  # the same sub-problem encoded with 32 variables
+    "web/TUTORIALS/CELAR6SUB1.cfn.gz",  # CELAR6-SUB1 as a cost function network (.cfn)
+    "validation/default/cap131.wcsp",  # warehouse location (OR-Library cap131): 100 variables, 2500 functions
+    "validation/default/1aho.cfn.gz",  # computational protein design, decimal costs
+    "validation/default/example.wcsp",  # a random weighted CSP, 25 variables
+    "web/EXAMPLES/GEOM40_6.wcsp.xz",  # geometric graph colouring
+)
+"""Pairwise instances of toulbar2's repository (github.com/toulbar2/toulbar2 at ``PUBLIC_COMMIT``), by path."""
 WORKERS = len(os.sched_getaffinity(0))
 
 
@@ -111,34 +128,11 @@ class Summary:
         )
 
 
-@dataclass(frozen=True)
-class IntegerCosts:
-    """Costs times ``scale``, rounded (inf kept); ``error`` bounds ``|scaled objective / scale - objective|``."""
-
-    scale: float
-    nodes: list[np.ndarray]
-    pairs: dict[tuple[int, int], np.ndarray]
-    error: float
-
-
-def integer_costs(problem: Problem) -> IntegerCosts:
-    """The peers' integer costs: scaled by the smallest power of ten up to 1e6 that keeps them exact, else by 1e6."""
-    arrays = [node.costs for node in problem.nodes] + list(problem.pairs.values())
-    finite = [a[np.isfinite(a)] for a in arrays]
-    every = np.concatenate(finite)
-    scale = next((10.0**d for d in range(7) if np.array_equal(np.rint(every * 10**d) / 10**d, every)), 1e6)
-    scaled = [np.where(np.isfinite(a), np.rint(a * scale), math.inf) for a in arrays]
-    error = sum(float(np.max(np.abs(np.rint(f * scale) / scale - f), initial=0.0)) for f in finite)
-    return IntegerCosts(
-        scale, scaled[: problem.num_nodes], dict(zip(problem.pairs, scaled[problem.num_nodes :])), error
-    )
-
-
-def tessera(name: str, problem: Problem, time_limit: float) -> Result:
+def tessera(name: str, problem: Problem, time_limit: float, **params: Any) -> Result:
     """Tessera's solver ``name``; a refusal (``SolverError``) becomes the status, its message goes to stderr."""
     start = time.perf_counter()
     try:
-        sol = solve(problem, name, time_limit=time_limit)
+        sol = solve(problem, name, time_limit=time_limit, **params)
     except SolverError as exc:
         print(f"  {exc}", file=sys.stderr)
         reason = str(exc).removeprefix(f"{name}: ").split(":")[0]
@@ -148,32 +142,15 @@ def tessera(name: str, problem: Problem, time_limit: float) -> Result:
 
 
 def toulbar2(problem: Problem, time_limit: float) -> Result:
-    """toulbar2's branch and bound; its time limit is whole seconds of CPU time."""
-    start = time.perf_counter()
-    costs = integer_costs(problem)
-    cfn = pytoulbar2.CFN(None, resolution=0)  # the costs are integers already; inf is pytoulbar2's Top (forbidden)
-    for node in problem.nodes:
-        cfn.AddVariable(node.name, list(node.candidates))
-    for u, unary in enumerate(costs.nodes):
-        cfn.AddFunction([u], unary.tolist())
-    for (u, v), matrix in costs.pairs.items():
-        cfn.AddFunction([u, v], matrix.ravel().tolist())  # row-major: the last variable's value varies fastest
-    found = cfn.Solve(timeLimit=max(1, math.ceil(time_limit)))
-    cfn.CFN.timerStop()
-    seconds = time.perf_counter() - start
-    if found is None:  # proven infeasible or out of time before a solution: toulbar2 returns None for both
-        return Result("toulbar2", None, None, "not_found", seconds)
-    values, scaled_cost, _ = found
-    cost, dual = problem.evaluate(values), cfn.GetDDualBound()
-    proven = dual >= scaled_cost
-    bound = cost if proven and costs.error == 0 else min(cost, max(0.0, dual / costs.scale - costs.error))
-    return Result("toulbar2", cost, bound, "optimal" if proven else "feasible", seconds)
+    """toulbar2 as its users run it, through tessera's ``toulbar2`` solver (no reductions, no VAC)."""
+    result = tessera("toulbar2", problem, time_limit, presolve=False, vac=False)
+    return Result("toulbar2", result.cost, result.bound, result.status, result.seconds)
 
 
 def cpsat(problem: Problem, time_limit: float) -> Result:
     """The local-polytope model in CP-SAT with default parameters (bar the time limit and the worker count)."""
     start = time.perf_counter()
-    costs = integer_costs(problem)
+    costs = scale_costs(problem, solver="cp-sat")
     model = cp_model.CpModel()
     allowed = [np.flatnonzero(np.isfinite(c)).tolist() for c in costs.nodes]
     x = {(u, i): model.new_bool_var(f"x{u}_{i}") for u, cands in enumerate(allowed) for i in cands}
@@ -204,12 +181,12 @@ def cpsat(problem: Problem, time_limit: float) -> Result:
     chosen = [next(i for i in cands if solver.boolean_value(x[u, i])) for u, cands in enumerate(allowed)]
     cost = problem.evaluate(chosen)
     exact = status == cp_model.OPTIMAL and costs.error == 0
-    bound = cost if exact else min(cost, max(0.0, solver.best_objective_bound / costs.scale - costs.error))
+    bound = cost if exact else costs.lower_bound(solver.best_objective_bound, cost)
     return Result("cp-sat", cost, bound, "optimal" if status == cp_model.OPTIMAL else "feasible", seconds)
 
 
 CONTENDERS: dict[str, Callable[[Problem, float], Result]] = {name: partial(tessera, name) for name in TESSERA}
-CONTENDERS |= {"toulbar2": toulbar2, "cp-sat": cpsat} if pytoulbar2 else {"cp-sat": cpsat}
+CONTENDERS |= {"toulbar2": toulbar2, "cp-sat": cpsat}
 
 
 def run(
@@ -218,7 +195,7 @@ def run(
     """Every contender ``repeats`` times on one problem, reversing the order from round ``first`` on every other
     round: a markdown section and the summaries; progress goes to stderr."""
     print(f"{label}: {problem.num_nodes} nodes, {len(problem.edges)} edges", file=sys.stderr, flush=True)
-    costs = integer_costs(problem)
+    costs = scale_costs(problem, solver="cp-sat")
     rounds: dict[str, list[Result]] = {name: [] for name in CONTENDERS}
     for r in range(repeats):
         for name in reversed(CONTENDERS) if (first + r) % 2 else CONTENDERS:
@@ -255,6 +232,43 @@ def run(
     return "\n".join(lines), summaries
 
 
+def problem_files(path: Path) -> list[Path]:
+    """``path`` itself, or the problem files in the folder ``path`` (those whose suffix ``solvers.formats`` knows),
+    sorted by name."""
+    if not path.is_dir():
+        return [path]
+    found = []
+    for child in sorted(path.iterdir()):
+        try:
+            format_of(child)
+        except ProblemError:
+            continue
+        found.append(child)
+    return found
+
+
+def download_public(folder: Path) -> list[Path]:
+    """The ``PUBLIC`` instances in ``folder``, each downloaded from toulbar2's repository unless already there."""
+    import urllib.request
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in PUBLIC:
+        path = folder / Path(name).name
+        if not path.exists():
+            url = f"https://raw.githubusercontent.com/toulbar2/toulbar2/{PUBLIC_COMMIT}/{name}"
+            print(f"downloading {url}", file=sys.stderr, flush=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            try:
+                with urllib.request.urlopen(url, timeout=60) as response:
+                    tmp.write_bytes(response.read())
+                tmp.replace(path)
+            finally:
+                tmp.unlink(missing_ok=True)
+        paths.append(path)
+    return paths
+
+
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -267,9 +281,15 @@ def _cpu_model() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="k = 5 only and 5 s limits (a smoke run)")
-    parser.add_argument("--instances", default=",".join(INSTANCES), help=f"comma-separated: {', '.join(INSTANCES)}")
+    parser.add_argument("--instances", default=",".join(INSTANCES),
+                        help=f"comma-separated generated instances: {', '.join(INSTANCES)} (empty: none)")
     parser.add_argument("--candidates", default=None, help="comma-separated candidate counts (default: 5,10)")
-    parser.add_argument("--problems", nargs="*", default=[], help="problem JSON files to add (Problem.load)")
+    parser.add_argument("--problems", nargs="*", default=[],
+                        help=f"problem files ({', '.join(FORMATS)}, optionally .gz/.xz/.bz2) or folders of them")
+    parser.add_argument("--public", action="store_true",
+                        help="add the pairwise instances of toulbar2's repository listed in PUBLIC (downloaded once)")
+    parser.add_argument("--work", type=Path, default=Path("peer-solvers-work"),
+                        help="folder for downloaded instances (default: peer-solvers-work/)")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solver run (default: 60)")
     parser.add_argument("--repeats", type=int, default=None, help="rounds per instance (default: 5; --quick: 1)")
     parser.add_argument("--out", help="also write the markdown report to this file")
@@ -288,12 +308,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeats = args.repeats if args.repeats is not None else 1 if args.quick else 5
     if repeats < 1:
         parser.error(f"--repeats must be at least 1, got {repeats}")
+    paths = [path for given in args.problems for path in problem_files(Path(given))]
     try:
-        files = [(Path(path).name, Problem.load(path)) for path in args.problems]
-    except ProblemError as exc:
+        if args.public:
+            paths += download_public(args.work / "public")
+        files = [(path.name, read_problem(path)) for path in paths]
+    except (ProblemError, OSError) as exc:
         parser.error(str(exc))
-    if pytoulbar2 is None:
-        print("pytoulbar2 is not installed: skipping toulbar2 (pip install pytoulbar2)", file=sys.stderr)
 
     problems = [(f"{INSTANCES[kind][0]} k={k}", kind, k) for kind in instances for k in candidates]
     report = [
@@ -303,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"{datetime.datetime.now().isoformat(timespec='seconds')} on {_cpu_model()}, {WORKERS} usable core(s) "
         f"(CP-SAT workers); tessera {version('tessera')}, ortools {ortools.__version__}, "
-        f"pytoulbar2 {version('pytoulbar2') if pytoulbar2 else 'not installed (skipped)'}; "
+        f"pytoulbar2 {version('pytoulbar2')}; "
         f"time limit {time_limit:g} s per run, {repeats} round(s) per instance. "
         "Gap: (cost - best lower bound of the instance) / cost.",
     ]

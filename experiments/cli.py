@@ -39,9 +39,11 @@ def _add_input_shape(p: argparse.ArgumentParser, default: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------- solve
 def _add_solve(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("solve", help="solve a problem JSON file and print the solution as JSON")
-    p.add_argument("problem", help="problem JSON file (format in the README)")
-    p.add_argument("--solver", default="pbqp", help="dp, pbqp, ilp or greedy (default: pbqp)")
+    from solvers import SOLVERS
+
+    p = sub.add_parser("solve", help="solve a problem file and print the solution as JSON")
+    p.add_argument("problem", help="problem file: tessera's JSON (format in the README), .wcsp, .cfn or .uai")
+    p.add_argument("--solver", default="auto", help=f"{', '.join(sorted(SOLVERS))} (default: auto)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds the solver may spend")
     p.add_argument("--bound", action="store_true", help="also compute the LP lower bound of the local polytope")
     p.add_argument("--out", help="write the plan (model, args, node -> candidate choices; the format 'tessera export "
@@ -50,10 +52,11 @@ def _add_solve(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_solve(args: argparse.Namespace) -> int:
-    from solvers import Problem, solve
+    from solvers import solve
+    from solvers.formats import read_problem
     from solvers.problem import write_json_atomic
 
-    problem = Problem.load(args.problem)
+    problem = read_problem(args.problem)
     params = {} if args.time_limit is None else {"time_limit": args.time_limit}
     solution = solve(problem, args.solver, bound=args.bound, **params)
     result = solution.to_dict()
@@ -70,12 +73,40 @@ def _run_solve(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------------- convert
+def _add_convert(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("convert", help="convert a problem between tessera's JSON and toulbar2's .wcsp / .cfn or UAI "
+                                       "(.uai), by the files' suffixes (.gz, .xz, .bz2 compress)")
+    p.add_argument("input", help="problem file to read: .json, .wcsp, .cfn or .uai")
+    p.add_argument("output", help="problem file to write (replaced atomically): .json, .wcsp, .cfn or .uai")
+    p.set_defaults(run=_run_convert)
+
+
+def _run_convert(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from solvers.formats import format_of, read_problem, write_problem
+
+    format_of(args.output)  # an unknown output format is refused before the input is read
+    source, target = Path(args.input), Path(args.output)
+    if target.exists() and source.exists() and source.samefile(target):
+        raise ProblemError(f"{args.output} is the input file; write to another file")
+    problem = read_problem(source)
+    write_problem(problem, target)
+    offset = problem.meta.get("offset", 0.0)
+    shifted = f"; offset {offset:g} kept in meta (the file's objective = cost + offset)" if offset else ""
+    print(f"wrote {args.output}: {problem.num_nodes} nodes, {len(problem.edges)} edges{shifted}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------------- generate
 def _add_generate(sub: argparse._SubParsersAction) -> None:
     from solvers.generators import GENERATORS
 
     p = sub.add_parser("generate", help="write a seeded synthetic problem shaped like a real network")
-    p.add_argument("kind", choices=list(GENERATORS), help="chain, densenet (DenseNet-201-like), ssd or random")
+    p.add_argument("kind", choices=list(GENERATORS),
+                   help="chain, densenet (DenseNet-201-like), ssd, random or blocks (DenseNet-BC-like, another cost "
+                        "law and (input, output layout) candidates)")
     p.add_argument("--seed", type=int, required=True, help="random seed (same seed, same file)")
     p.add_argument("--nodes", type=int, default=None, help="number of nodes, for chain (1000) and random (200)")
     p.add_argument("--candidates", type=int, default=8, help="candidates per tunable operator (default: 8)")
@@ -95,7 +126,8 @@ def _run_generate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------- demo
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="solve the embedded DenseNet-201-like and SSD-like problems with every solver")
-    p.add_argument("--time-limit", type=float, default=10.0, help="seconds for the ilp solver (default: 10)")
+    p.add_argument("--time-limit", type=float, default=10.0,
+                   help="seconds for the exact solvers (ilp, toulbar2, auto; default: 10)")
     p.set_defaults(run=_run_demo)
 
 
@@ -103,7 +135,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     from experiments.compare import LEGEND, compare, format_table
     from solvers.generators import generate
 
-    settings = {"dp": {}, "pbqp": {}, "ilp": {"time_limit": args.time_limit}, "greedy": {}}
+    limit = {"time_limit": args.time_limit}
+    settings = {"auto": limit, "dp": {}, "pbqp": {}, "ilp": limit, "toulbar2": limit, "greedy": {}}
     rows = []
     for kind, label in (("densenet", "densenet201-like"), ("ssd", "ssd-like")):
         problem = generate(kind, seed=0, candidates=8)
@@ -290,9 +323,9 @@ def _run_extract(args: argparse.Namespace) -> int:
 def _add_tune(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="measure, solve, export, check and time a model's plan against the baselines")
     _add_measurement_args(p)
-    p.add_argument("--solver", default="pbqp",
-                   help="dp, pbqp, ilp or greedy, or several comma-separated, each plan timed beside the baselines "
-                        "(default: pbqp)")
+    p.add_argument("--solver", default="auto",
+                   help="auto, dp, pbqp, ilp, toulbar2 or greedy, or several comma-separated, each plan timed beside "
+                        "the baselines (default: auto)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds each solver may spend")
     p.add_argument("--repeat", type=int, default=10,
                    help="interleaved timing rounds of the plan and each baseline (default: 10)")
@@ -410,6 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_solve(sub)
+    _add_convert(sub)
     _add_models(sub)
     _add_export(sub)
     _add_run(sub)

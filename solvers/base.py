@@ -21,7 +21,12 @@ finite-cost assignment exists; ``not_found``: no finite-cost assignment found an
 
 
 class SolverError(RuntimeError):
-    """A solver cannot do its job on this problem (too wide, out of time before any answer, bad parameter)."""
+    """A solver cannot do its job on this problem (too wide, bad parameter, a backend missing or refusing it)."""
+
+
+class TimeUp(SolverError):
+    """The time limit ran out (raised by ``Solver._check_time``). A solver catches it to return the best assignment
+    it has; ``Solver.solve`` turns one that escapes into status ``not_found``, so no caller ever sees it."""
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,11 @@ class Solver(ABC):
 
     Subclasses set ``name``, take their parameters as keyword arguments of ``__init__`` (each stored under the same
     attribute name, as in scikit-learn) and implement ``_solve``. ``time_limit`` (seconds, None = unlimited) is common
-    to all solvers. A solver that runs out of time without an answer either returns status ``not_found`` with the
-    reason in its log (``ilp``, whose search may be cut off at any point) or raises ``SolverError`` (the others, which
-    have no partial answer to report); it never substitutes another solver's answer.
+    to all solvers and covers the whole call (model building, LP, search). The anytime contract: when the time runs
+    out, a solver returns the best finite-cost assignment it has found (status ``feasible``, with the best bound it has
+    proven), or status ``not_found`` with an empty assignment when it has found none; it never raises for lack of time
+    and never substitutes another solver's answer. ``_check_time`` raises ``TimeUp``, which ``solve`` turns into
+    ``not_found`` if the solver lets it escape.
     """
 
     name: ClassVar[str]
@@ -110,7 +117,10 @@ class Solver(ABC):
         """Solve ``problem``; the returned cost is always re-evaluated from the assignment."""
         self._check_params()
         start = time.perf_counter()
-        solution = self._solve(problem, start)
+        try:
+            solution = self._solve(problem, start)
+        except TimeUp as exc:
+            solution = Solution(self.name, {}, math.inf, "not_found", log=(f"{exc}; nothing found by then",))
         seconds = time.perf_counter() - start
         if solution.assignment:
             cost = problem.evaluate(solution.assignment)
@@ -129,8 +139,9 @@ class Solver(ABC):
         return self.time_limit - (time.perf_counter() - start)
 
     def _check_time(self, start: float) -> None:
+        """Raise ``TimeUp`` once the time limit has run out."""
         if self._time_left(start) <= 0:
-            raise SolverError(f"{self.name}: time limit of {self.time_limit:g} s reached before an answer")
+            raise TimeUp(f"{self.name}: time limit of {self.time_limit:g} s reached")
 
 
 SOLVERS: dict[str, type[Solver]] = {}
@@ -165,9 +176,10 @@ def make_solver(solver: str | type[Solver] | Solver, **params: Any) -> Solver:
 
 
 def solve(
-    problem: Problem, solver: str | type[Solver] | Solver = "pbqp", *, bound: bool = False, **params: Any
+    problem: Problem, solver: str | type[Solver] | Solver = "auto", *, bound: bool = False, **params: Any
 ) -> Solution:
-    """Solve ``problem`` with a solver chosen by name (or class, or instance); ``bound=True`` adds the LP lower bound.
+    """Solve ``problem`` with a solver chosen by name (default ``auto``, or a class, or an instance); ``bound=True``
+    adds the LP lower bound (computed after the solve, outside its time limit).
 
     Examples
     --------

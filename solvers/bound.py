@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,8 +67,11 @@ class LocalPolytope:
     edges: dict[tuple[int, int], EdgePairs] = field(default_factory=dict)
 
 
-def local_polytope(solver: Any, problem: Problem, *, binary_x: bool = False) -> LocalPolytope:
-    """Add the local-polytope model of ``problem`` to a pywraplp ``solver`` (``x`` binary if ``binary_x``).
+def local_polytope(
+    solver: Any, problem: Problem, *, binary_x: bool = False, check_time: Callable[[], None] | None = None
+) -> LocalPolytope:
+    """Add the local-polytope model of ``problem`` to a pywraplp ``solver`` (``x`` binary if ``binary_x``);
+    ``check_time`` is called before each edge's variables are added (it raises to abort).
 
     ``y`` stays continuous even then: with ``x`` integral each edge has exactly one row class and one column class
     summing to 1, and the marginal constraints leave exactly one feasible ``y``, 1 on that pair and 0 elsewhere.
@@ -81,6 +85,8 @@ def local_polytope(solver: Any, problem: Problem, *, binary_x: bool = False) -> 
             objective.SetCoefficient(var, float(problem.nodes[u].costs[i]))
         lp.one_hot[u] = _linear_eq(solver, [lp.x[u, i] for i in candidates], [], 1.0)
     for (u, v), edge in lp.edges.items():
+        if check_time is not None:
+            check_time()
         row_terms: dict[int, list[Any]] = defaultdict(list)
         col_terms: dict[int, list[Any]] = defaultdict(list)
         for a, b, cost in edge.pairs:

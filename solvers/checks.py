@@ -7,8 +7,10 @@ report one by one. ``solver`` is a registered name or a ``Solver`` subclass, reg
 
 The checks solve tiny problems whose optimum brute force finds (``solvers.testing``): 40 seeded random problems with
 forbidden entries, repeated edges and disconnected parts, and small instances of ``solvers.generators`` (chains,
-random DAGs, a DenseNet with one dense block, and the SSD graph with one candidate per node), plus a one-node and an
-edge-free problem. They take a second or two for a fast solver.
+random DAGs, a DenseNet with one dense block, a DenseNet-BC block of ``solvers.dense_blocks`` and the SSD graph with
+one candidate per node), plus a one-node and an edge-free problem. They take a second or two for a fast solver, plus
+``TIME_LIMIT`` for the time-limit check (the anytime contract of ``solvers.base.Solver``) on a grid no solver proves in
+seconds.
 
 Examples
 --------
@@ -22,17 +24,23 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
+import time
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from solvers import generators
 from solvers.base import Solution, Solver, SolverError, Status, make_solver
+from solvers.dense_blocks import dense_blocks
 from solvers.problem import Problem, ProblemError
-from solvers.testing import brute_force, random_problem
+from solvers.testing import brute_force, frustrated_grid, random_problem
 
 TOLERANCE = 1e-6
 """Relative tolerance of every cost comparison (sums taken in another order, LP bounds)."""
+
+TIME_LIMIT = 1.5
+"""Seconds the time-limit check gives a solver; it must return within ``TIME_LIMIT + max(0.1 * TIME_LIMIT, 1 s)``."""
 
 Factory = Callable[..., Solver]
 """Builds a fresh solver from keyword parameters (``make_solver`` bound to the solver under test)."""
@@ -54,6 +62,7 @@ def instances() -> tuple[Instance, ...]:
     problems += [(f"chain-n5-k3-s{seed}", generators.chain(5, 3, seed)) for seed in range(3)]
     problems += [(f"random-n6-k3-s{seed}", generators.random_graph(6, 3, seed)) for seed in range(3)]
     problems += [(f"densenet-1block-k2-s{seed}", generators.densenet(2, seed, blocks=(1,))) for seed in range(2)]
+    problems.append(("blocks-1block-k2-s0", dense_blocks(2, 0, blocks=(1,), growth=4)))
     problems.append(("ssd-k1-s0", generators.ssd(1, 0)))
     return tuple(Instance(name, problem, brute_force(problem)[0]) for name, problem in problems)
 
@@ -204,6 +213,43 @@ def check_bad_time_limit(make: Factory) -> None:
         raise AssertionError(f"time_limit={value!r} was accepted")
 
 
+def check_time_limit(make: Factory) -> None:
+    """With ``time_limit=TIME_LIMIT`` on a 20 x 20 grid of random costs that no solver proves in seconds (every
+    assignment finite), the call ends within ``TIME_LIMIT`` plus 10% or one second, whichever is more, with a
+    finite-cost assignment (``feasible``, or ``optimal`` if it did prove it); a solver that refuses the instance
+    (``SolverError``, as ``dp`` does a problem too wide to eliminate) must do so as quickly."""
+    name = f"frustrated-grid-20x20-k6 with time_limit={TIME_LIMIT:g}"
+    allowed = TIME_LIMIT + max(0.1 * TIME_LIMIT, 1.0)
+    problem = frustrated_grid()
+    solver = make(time_limit=TIME_LIMIT)
+    outcome: list[Solution | SolverError] = []
+
+    def run() -> None:
+        try:
+            outcome.append(solver.solve(problem))
+        except SolverError as exc:
+            outcome.append(exc)
+
+    begin = time.perf_counter()
+    worker = threading.Thread(target=run, daemon=True)  # a solver that ignores its limit must not hang the suite
+    worker.start()
+    worker.join(allowed + 5.0)
+    seconds = time.perf_counter() - begin
+    if worker.is_alive() or seconds > allowed:
+        _fail(name, f"{'still running' if worker.is_alive() else 'returned'} after {seconds:.2f} s, more than the "
+                    f"{allowed:g} s allowed")
+    if not outcome:
+        _fail(name, "solve raised an exception other than SolverError")
+    sol = outcome[0]
+    if isinstance(sol, SolverError):
+        if "time limit" in str(sol):
+            _fail(name, f"raised for lack of time instead of returning its best assignment: {sol}")
+        return
+    if not (sol.status in ("optimal", "feasible") and math.isfinite(sol.cost)):
+        _fail(name, f"status {sol.status} with cost {sol.cost} after {seconds:.2f} s: every assignment is finite, so "
+                    "the best found so far should have been returned")
+
+
 def check_serialises(make: Factory) -> None:
     """``Solution.to_dict`` is strict JSON (no NaN or infinity) with the summary's keys and the assignment."""
     keys = {"solver", "cost", "optimal", "status", "lower_bound", "gap", "seconds", "params", "assignment"}
@@ -228,6 +274,7 @@ CHECKS: dict[str, Callable[[Factory], None]] = {
     "deterministic": check_deterministic,
     "unknown_parameter": check_unknown_parameter,
     "bad_time_limit": check_bad_time_limit,
+    "time_limit": check_time_limit,
     "serialises": check_serialises,
 }
 """Check name -> check, in the order ``check_solver`` runs them."""

@@ -183,7 +183,7 @@ def _too_wide(problem: Problem, v: int, degree: int, width: int, table: int, cap
     return (
         f"dp: problem too wide for exact elimination: eliminating node {problem.nodes[v].name!r} needs a table over "
         f"its {degree} remaining neighbours with {_count(table)} entries (induced width at least {width} along a "
-        f"greedy min-fill order), above max_table_entries={cap:g}; use --solver pbqp or --solver ilp instead"
+        f"greedy min-fill order), above max_table_entries={cap:g}; use --solver auto or --solver pbqp instead"
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from solvers.dense_blocks import dense_blocks
 from solvers.problem import Problem, ProblemError
 
 LAYOUTS = ("NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c", "NCHW32c")
@@ -111,7 +112,7 @@ def _conv_flops(h: int, c_out: int, c_in: int, kernel: int) -> float:
 # -------------------------------------------------------------------------------------------------------- generators
 def chain(nodes: int, candidates: int, seed: int) -> Problem:
     """A chain of ``nodes`` convolutions: five stages halving the feature map and doubling the channels."""
-    _check_sizes(nodes=nodes, candidates=candidates, seed=seed)
+    check_sizes(nodes=nodes, candidates=candidates, seed=seed)
     b = _Builder(candidates, seed)
     prev: list[str] = []
     c_in = 3
@@ -133,7 +134,7 @@ def densenet(candidates: int, seed: int, blocks: Sequence[int] = (6, 12, 48, 32)
     at the end the concat of the last block and the classifier (dense, 1000 classes).
     """
     blocks = tuple(blocks)
-    _check_sizes(candidates=candidates, seed=seed, blocks=blocks)
+    check_sizes(candidates=candidates, seed=seed, blocks=blocks)
     b, growth = _Builder(candidates, seed), 32
     h, c = 56, 64
     block_input = b.op("stem", _conv_flops(112, 64, 3, 7), h * h * c)
@@ -164,7 +165,7 @@ def ssd(candidates: int, seed: int) -> Problem:
     producer (the block input or the downsample conv) has an edge to it. Features are read at 38, 19, 10, 5, 3 and 1
     pixels (stage 2, 3, 4 outputs and the extra blocks); each scale has a class conv and a box conv.
     """
-    _check_sizes(candidates=candidates, seed=seed)
+    check_sizes(candidates=candidates, seed=seed)
     b = _Builder(candidates, seed)
     h, c = 75, 64
     x = b.op("stem", _conv_flops(150, 64, 3, 7), h * h * c)
@@ -195,7 +196,7 @@ def ssd(candidates: int, seed: int) -> Problem:
 
 def random_graph(nodes: int, candidates: int, seed: int, degree: int = 3) -> Problem:
     """A random sparse DAG: each node after the first reads 1 to ``degree`` distinct earlier nodes."""
-    _check_sizes(nodes=nodes, candidates=candidates, seed=seed, degree=degree)
+    check_sizes(nodes=nodes, candidates=candidates, seed=seed, degree=degree)
     b = _Builder(candidates, seed)
     shapes: list[tuple[int, int]] = []
     for i in range(nodes):
@@ -213,8 +214,10 @@ GENERATORS: dict[str, Callable[..., Problem]] = {
     "densenet": densenet,
     "ssd": ssd,
     "random": random_graph,
+    "blocks": dense_blocks,
 }
-"""Generator name -> function; ``chain`` and ``random`` take ``nodes``."""
+"""Generator name -> function; ``chain`` and ``random`` take ``nodes``; ``blocks`` is the DenseNet-BC-like generator
+of ``solvers/dense_blocks.py``, built differently from ``densenet``."""
 
 _DEFAULT_NODES = {"chain": 1000, "random": 200}
 
@@ -230,7 +233,9 @@ def generate(kind: str, *, seed: int, nodes: int | None = None, candidates: int 
     return GENERATORS[kind](candidates, seed)
 
 
-def _check_sizes(*, seed: Any, blocks: Any = (1,), **counts: Any) -> None:
+def check_sizes(*, seed: Any, blocks: Any = (1,), **counts: Any) -> None:
+    """Raise ``ProblemError`` unless every count is a positive integer, ``seed`` a non-negative one and ``blocks`` a
+    non-empty sequence of positive integers."""
     for what, value in counts.items():
         if not _is_int(value) or value < 1:
             raise ProblemError(f"{what} must be a positive integer, got {value!r}")

@@ -16,26 +16,14 @@ tree, a series-parallel graph) is solved by the reductions alone.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from solvers.base import Solution, Solver, SolverError, Status, register
+from solvers.base import Solution, Solver, SolverError, TimeUp, register
 from solvers.classes import class_pairs, live_candidates
 from solvers.dominance import prune_dominated
-from solvers.problem import Edge, Node, Problem
+from solvers.problem import Problem
 from solvers.reductions import Reduction, reduce_problem
-
-AUTO_MAX_COST = 2**30
-"""Automatic power-of-two scale: the largest finite cost, scaled, stays below this (about 1.07e9)."""
-
-DECIMALS = 6
-"""Automatic scale: costs with at most this many decimal places are scaled by a power of ten and stay exact."""
-
-MAX_TOTAL = 2**53
-"""The scaled costs, summed over nodes and edges (largest entry of each), must stay below this: every objective value
-is then an exact integer in a double and far from CP-SAT's int64 limits."""
+from solvers.scaling import scale_costs
 
 BACKENDS = ("cpsat", "scip")
 
@@ -53,86 +41,34 @@ beyond). ``max_lp`` (linearization level 2: the whole local polytope in the LP) 
 optimality; ``core`` (core-based lower bounds) found the better solutions on the hard instances measured."""
 
 
-@dataclass(frozen=True)
-class ScaledCosts:
-    """Integer costs for CP-SAT: ``round(cost * scale)``, inf kept for forbidden entries.
+class _Best:
+    """The best assignment of a core found so far (candidate index per core node, None before any), whether it is
+    proven optimal, and the best bound proven on the core's optimum (core cost units; inf: proven infeasible)."""
 
-    ``error`` bounds ``|scaled objective / scale - true objective|`` for every assignment: the largest rounding error
-    of each node's costs and each edge's matrix, summed (at most ``0.5 / scale`` per node and edge; 0 when exact).
-    """
+    def __init__(self, core: Problem | None) -> None:
+        self.core = core
+        self.chosen: tuple[int, ...] | None = None
+        self.cost = math.inf
+        self.proven = False
+        self.bound: float | None = None
 
-    scale: float
-    nodes: tuple[np.ndarray, ...]
-    pairs: dict[tuple[int, int], np.ndarray]
-    error: float
+    @property
+    def infeasible(self) -> bool:
+        return self.bound == math.inf
 
-    def as_problem(self, problem: Problem) -> Problem:
-        """``problem`` with these integer costs (sums of them stay exact: they total less than ``MAX_TOTAL``)."""
-        nodes = tuple(Node(n.name, n.candidates, c) for n, c in zip(problem.nodes, self.nodes))
-        names = [n.name for n in problem.nodes]
-        edges = tuple(Edge(names[u], names[v], m) for (u, v), m in self.pairs.items())
-        return Problem(nodes, edges, problem.meta)
+    def offer(self, chosen: tuple[int, ...] | None, *, proven: bool = False) -> None:
+        """Keep ``chosen`` if it is finite and cheaper than the best so far (or proven optimal)."""
+        if chosen is None:
+            return
+        cost = 0.0 if self.core is None else self.core.evaluate(chosen)
+        if math.isfinite(cost) and (cost < self.cost or (proven and cost <= self.cost)):
+            self.chosen, self.cost = tuple(chosen), cost
+        self.proven = self.proven or proven
 
-
-def scale_costs(problem: Problem, scale: float | None = None) -> ScaledCosts:
-    """Scale and round the finite costs of ``problem`` to integers.
-
-    With ``scale=None`` the smallest of 1, 10, ..., ``10**DECIMALS`` that makes every finite cost an integer is used
-    (so integer and few-decimal costs stay exact), else the power of two that brings the largest finite cost just
-    below ``AUTO_MAX_COST`` (a power of two multiplies floats exactly: the only error is the rounding to integers).
-
-    Examples
-    --------
-    >>> costs = scale_costs(Problem.build([("a", ["x", "y"], [3, 4])]))
-    >>> costs.scale, costs.nodes[0].tolist(), costs.error
-    (1.0, [3.0, 4.0], 0.0)
-    >>> costs = scale_costs(Problem.build([("a", ["x", "y"], [1.25, 0.001])]))
-    >>> costs.scale, costs.nodes[0].tolist(), costs.error < 1e-15
-    (1000.0, [1250.0, 1.0], True)
-    >>> costs = scale_costs(Problem.build([("a", ["x", "y"], [1 / 3, 1.0])]))
-    >>> costs.scale == 2**29, costs.error <= 0.5 / 2**29
-    (True, True)
-    """
-    arrays = [node.costs for node in problem.nodes] + list(problem.pairs.values())
-    finite = [a[np.isfinite(a)] for a in arrays]
-    peaks = np.array([f.max() for f in finite if f.size])  # the largest entry of each node and edge
-    if scale is None:
-        scale = _auto_scale(np.concatenate(finite), peaks)
-    scaled = [np.where(np.isfinite(a), np.rint(a * scale), math.inf) for a in arrays]
-    total = float(np.sum(peaks)) * scale
-    if not total < MAX_TOTAL:
-        raise SolverError(f"ilp: scale {scale:g} makes the scaled costs too large for exact integers (sum {total:g})")
-    error = sum(float(np.max(np.abs(s[np.isfinite(s)] / scale - f))) for s, f in zip(scaled, finite) if f.size)
-    if math.frexp(scale)[0] != 0.5:  # not a power of two: n / scale is itself rounded, by half an ulp at most
-        error += float(np.sum(peaks)) * 2.0**-52
-    n = problem.num_nodes
-    return ScaledCosts(scale, tuple(scaled[:n]), dict(zip(problem.pairs, scaled[n:])), error * (1 + 1e-12))
-
-
-def _auto_scale(costs: np.ndarray, peaks: np.ndarray) -> float:
-    """The automatic scale for finite ``costs`` whose per-node/edge maxima are ``peaks`` (see ``scale_costs``)."""
-    total = float(np.sum(peaks))
-    for decimals in range(DECIMALS + 1):
-        scale = 10.0**decimals
-        if not total * scale < MAX_TOTAL:
-            break
-        if np.array_equal(np.rint(costs * scale) / scale, costs):
-            return scale
-    largest = float(np.max(peaks, initial=0.0))
-    if largest == 0.0:
-        return 1.0
-    exponent = math.frexp(AUTO_MAX_COST)[1] - math.frexp(largest)[1] - 1  # largest < 2**e: largest * scale < 2**30
-    return math.ldexp(1.0, max(-1000, min(1000, exponent)))
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    """What a backend found on the core: status, candidate index per core node (None without a solution) and its
-    proven bound on the core objective, in the core's cost units (None if it has none)."""
-
-    status: Status
-    chosen: tuple[int, ...] | None
-    bound: float | None
+    def bound_by(self, bound: float | None) -> None:
+        """Raise the best bound to ``bound`` (None: no bound)."""
+        if bound is not None and (self.bound is None or bound > self.bound):
+            self.bound = bound
 
 
 @register
@@ -142,10 +78,11 @@ class ILPSolver(Solver):
     Parameters
     ----------
     time_limit
-        Seconds (default 60, including the reductions and the PBQP hint; None = unlimited). CP-SAT needs a limit by
-        default: a proof can take exponential time, and without one a hard instance would never return. A limit
-        shorter than CP-SAT's own presolve (about 1 s for 200 core nodes x 8 candidates here) ends with ``not_found``;
-        one that runs out during the reductions (milliseconds) raises ``SolverError``.
+        Seconds for the whole call (default 60; None = unlimited): scaling, reductions, hints, dominance, building and
+        solving the LP and the CP-SAT model all count, each step given what is left. CP-SAT needs a limit by default:
+        a proof can take exponential time, and without one a hard instance would never return. When the time runs
+        out the best assignment found so far (the hint, the LP's rounding or CP-SAT's) is returned as ``feasible``
+        with the best bound proven (the LP's or CP-SAT's), ``not_found`` only when none was found.
     workers
         CP-SAT worker threads (default 2). One runs the base search with the full LP; more run the first ``workers``
         of ``PORTFOLIO`` (``max_lp``, the worker that proves optimality, first) in CP-SAT's deterministic interleaved
@@ -153,8 +90,10 @@ class ILPSolver(Solver):
     backend
         ``"cpsat"`` (default) or ``"scip"`` (the same model through ``pywraplp``, with floating-point costs).
     hint
-        When the backend runs (the LP did not prove the optimum), solve the core with the PBQP solver first
-        (``branch=1``, see ``HINT_BRANCH``) and give its assignment to the backend as a solution hint (if finite).
+        Solve the core with the PBQP solver first (one quick run, before the LP, so that an assignment is at hand
+        whatever happens next), and when the backend runs (the LP did not prove the optimum) again with
+        ``branch=1`` (``HINT_BRANCH``); the best of these and the LP's rounding is the backend's solution hint, and
+        the answer if the backend finds nothing better in time.
     seed
         Random seed of the backend.
     scale
@@ -190,9 +129,10 @@ class ILPSolver(Solver):
     Status. ``optimal`` means the backend (or the LP) proved its model optimal. For CP-SAT that model has the rounded
     costs: with a rounding error bound ``err`` (logged; 0 for integer costs, ~1e-16 relative for few-decimal costs) the
     assignment is within ``2 * err`` of the true optimum, and ``lower_bound`` is ``(best_bound + offset) / scale - err``
-    (clipped to the cost), which is the cost itself when ``err = 0``. ``feasible``: out of time with a solution and the
-    proven bound. ``infeasible``: proven that no finite-cost assignment exists (``lower_bound`` inf). ``not_found``: out
-    of time without a solution; the empty assignment is returned, never the hint or another solver's answer. SCIP's
+    (clipped to the cost), which is the cost itself when ``err = 0``. ``feasible``: out of time with an assignment (the
+    backend's, the LP's rounding or the PBQP hint, whichever is cheapest) and the best proven bound. ``infeasible``:
+    proven that no finite-cost assignment exists (``lower_bound`` inf). ``not_found``: out of time before any finite
+    assignment was found (``hint=False``, or every hint hit a forbidden entry). SCIP's
     bound (on the core) is its dual bound less ``SCIP_MARGIN * (1 + |bound|)`` for its tolerances, also when optimal.
 
     Determinism. With several workers CP-SAT runs with ``interleave_search``: batches of tasks synchronised in a fixed
@@ -256,90 +196,100 @@ class ILPSolver(Solver):
     def _solve(self, problem: Problem, start: float) -> Solution:
         log: list[str] = []
         if self.backend == "cpsat":
-            costs = scale_costs(problem, self.scale)
-            log.append(f"scale {costs.scale:g}; rounding error bound {costs.error:g} (cost units, whole objective)")
+            costs = scale_costs(problem, self.scale, solver=self.name)
+            log.append(costs.describe())
             scale, error, working = costs.scale, costs.error, costs.as_problem(problem)
         else:
             scale, error, working = 1.0, 0.0, problem
-        if self.presolve:
+        if self.presolve:  # out of time here (milliseconds): nothing found, not_found
             reduction = reduce_problem(working, lambda: self._check_time(start))
             log.append(f"presolve {reduction.summary} (offset {reduction.offset / scale:.12g})")
         else:
             reduction = Reduction.identity(working)
         if reduction.infeasible:
             return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
-        core = reduction.core
-        if core is not None and self.dominance and self.backend == "cpsat":
-            core, forbidden = prune_dominated(core, lambda: self._check_time(start))
-            log.append(f"dominance: {forbidden} dominated candidates of the core forbidden")
-        if core is None:
-            outcome = _Outcome("optimal", (), 0.0)
+        if reduction.core is None:
+            best = _Best(None)
+            best.offer((), proven=True)
+            best.bound_by(0.0)
         else:
-            outcome = self._solve_lp(core, start, log) if self.lp_first else None
-            if outcome is None or outcome.status != "optimal":
-                core_hint = self._hint(core, scale, start, log) if self.hint else None
-                if outcome is not None and (
-                    core_hint is None or core.evaluate(outcome.chosen) < core.evaluate(core_hint)
-                ):
-                    core_hint = outcome.chosen
-                solve_core = self._solve_scip if self.backend == "scip" else self._solve_cpsat
-                outcome = solve_core(core, start, core_hint, log)
-        if outcome.status == "infeasible":
+            best = self._solve_core(reduction.core, start, log)
+        if best.infeasible:
             return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf, log=tuple(log))
-        bound = outcome.bound
-        if bound is not None:
-            bound = (bound + reduction.offset) / scale - error if math.isfinite(bound) else None
-        if outcome.chosen is None:
+        bound = None
+        if best.bound is not None and math.isfinite(best.bound):
+            bound = (best.bound + reduction.offset) / scale - error
+        if best.chosen is None:
             known = None if bound is None else max(0.0, bound)
             return Solution(self.name, {}, math.inf, "not_found", lower_bound=known, log=tuple(log))
-        chosen = reduction.expand(outcome.chosen)
+        chosen = reduction.expand(best.chosen)
         cost = problem.evaluate(chosen)
-        if outcome.status == "optimal" and self.backend == "cpsat" and error == 0:
+        if best.proven and self.backend == "cpsat" and error == 0:
             bound = cost
         elif bound is not None:
             bound = min(cost, max(0.0, bound))
-        return Solution(self.name, problem.to_names(chosen), cost, outcome.status, bound, log=tuple(log))
+        status = "optimal" if best.proven else "feasible"
+        return Solution(self.name, problem.to_names(chosen), cost, status, bound, log=tuple(log))
 
-    def _hint(self, core: Problem, scale: float, start: float, log: list[str]) -> tuple[int, ...] | None:
-        """The PBQP solver's assignment for ``core`` (costs times ``scale``) within the time left, or None if it has
-        no finite one."""
+    def _solve_core(self, core: Problem, start: float, log: list[str]) -> _Best:
+        """The best assignment of ``core`` within the time left: PBQP's (the quick hint), the LP's rounding, the
+        branching hint and the backend's, as far as time allows; the best bound proven on the way."""
+        best = _Best(core)  # pruning only forbids candidates: assignments of the pruned core are valid here
+        try:
+            if self.hint:
+                best.offer(self._hint(core, 0, start, log))
+            if self.dominance and self.backend == "cpsat":
+                core, forbidden = prune_dominated(core, lambda: self._check_time(start))
+                log.append(f"dominance: {forbidden} dominated candidates of the core forbidden")
+            if self.lp_first:
+                self._solve_lp(core, start, best, log)
+            if not best.proven:
+                if self.hint:
+                    best.offer(self._hint(core, HINT_BRANCH, start, log))
+                solve_core = self._solve_scip if self.backend == "scip" else self._solve_cpsat
+                solve_core(core, start, best, log)
+        except TimeUp as exc:
+            found = "no assignment" if best.chosen is None else f"the best assignment found, cost {best.cost:.17g}"
+            log.append(f"{exc}: returning {found} (without the presolve offset)")
+        return best
+
+    def _hint(self, core: Problem, branch: int, start: float, log: list[str]) -> tuple[int, ...] | None:
+        """The PBQP solver's assignment for ``core`` with ``branch`` within the time left, or None if it has no
+        finite one."""
         from solvers.pbqp import PBQPSolver
 
+        self._check_time(start)
         time_left = self._time_left(start)
-        try:
-            limit = time_left if math.isfinite(time_left) else None
-            solution = PBQPSolver(time_limit=limit, branch=HINT_BRANCH).solve(core)
-        except SolverError as exc:
-            log.append(f"hint: none ({exc})")
-            return None
-        if not solution.assignment or math.isinf(solution.cost):
-            log.append("hint: none (pbqp found no finite-cost assignment)")
+        solution = PBQPSolver(time_limit=time_left if math.isfinite(time_left) else None, branch=branch).solve(core)
+        if not solution.assignment:
+            log.append(f"hint: none (pbqp, branch {branch}, found no finite-cost assignment: {solution.status})")
             return None
         log.append(
-            f"hint: pbqp (branch {HINT_BRANCH}) cost {solution.cost / scale:.12g} in {solution.seconds:.3f} s "
-            "(without the presolve offset)"
+            f"hint: pbqp (branch {branch}) cost {solution.cost:.17g} in {solution.seconds:.3f} s "
+            "(scaled, without the presolve offset)"
         )
         return core.to_indices(solution.assignment)
 
     # ------------------------------------------------------------------ LP
-    def _solve_lp(self, core: Problem, start: float, log: list[str]) -> _Outcome | None:
-        """The LP relaxation of ``core`` rounded per node, within the time left: ``optimal`` when the bound proves it
-        (see Notes), else ``feasible`` (a hint); None when the LP ends otherwise or the rounding picks a forbidden
-        pair."""
+    def _solve_lp(self, core: Problem, start: float, best: _Best, log: list[str]) -> None:
+        """The LP relaxation of ``core`` within the time left: its bound, and its solution rounded per node, proven
+        optimal when the bound allows it (see Notes), as an offer to ``best``."""
         from ortools.linear_solver import pywraplp
 
         from solvers.bound import lagrangian_bound, local_polytope
 
         solver = pywraplp.Solver.CreateSolver("GLOP")
+        model = local_polytope(solver, core, check_time=lambda: self._check_time(start))
+        self._check_time(start)
         time_left = self._time_left(start)
         if math.isfinite(time_left):
             solver.set_time_limit(max(1, int(time_left * 1000)))
-        model = local_polytope(solver, core)
         params = pywraplp.MPSolverParameters()
         params.SetIntegerParam(params.LP_ALGORITHM, params.DUAL)
         if solver.Solve(params) != pywraplp.Solver.OPTIMAL:
             log.append("lp: GLOP found no optimum; the backend decides")
-            return None
+            self._check_time(start)
+            return
         bound = lagrangian_bound(core, model)
         chosen = [0] * core.num_nodes
         value = [-math.inf] * core.num_nodes
@@ -354,13 +304,14 @@ class ILPSolver(Solver):
             proven = cost <= bound + SCIP_MARGIN * (1 + abs(bound))
         log.append(f"lp: GLOP in {solver.wall_time() / 1000:.3f} s, bound {bound:.17g}, rounded cost {cost:.17g}"
                    f" ({'proven optimal' if proven else 'not proven'}; without the presolve offset)")
-        if not math.isfinite(cost):
-            return None
-        return _Outcome("optimal" if proven else "feasible", tuple(chosen), min(bound, cost))
+        best.bound_by(min(bound, cost))
+        if math.isfinite(cost):
+            best.offer(tuple(chosen), proven=proven)
 
     # ------------------------------------------------------------------ CP-SAT
-    def _solve_cpsat(self, core: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> _Outcome:
-        """CP-SAT on ``core``, whose costs are already scaled to integers."""
+    def _solve_cpsat(self, core: Problem, start: float, best: _Best, log: list[str]) -> None:
+        """CP-SAT on ``core``, whose costs are already scaled to integers, from ``best`` as the hint; what it finds
+        and proves goes to ``best``."""
         from ortools.sat.python import cp_model
 
         model = cp_model.CpModel()
@@ -372,6 +323,7 @@ class ILPSolver(Solver):
         edges = class_pairs(core)
         y: dict[tuple[tuple[int, int], int, int], Any] = {}
         for (u, v), edge in edges.items():
+            self._check_time(start)
             rows: dict[int, list[Any]] = {a: [] for a in range(len(edge.rows))}
             cols: dict[int, list[Any]] = {b: [] for b in range(len(edge.cols))}
             for a, b, _ in edge.pairs:
@@ -387,6 +339,7 @@ class ILPSolver(Solver):
         terms += [(y[e, a, b], int(cost)) for e, edge in edges.items() for a, b, cost in edge.pairs]
         terms = [(var, c) for var, c in terms if c]
         model.minimize(cp_model.LinearExpr.weighted_sum([v for v, _ in terms], [c for _, c in terms]))
+        hint = best.chosen
         if hint is not None:
             for (u, i), var in x.items():
                 model.add_hint(var, hint[u] == i)
@@ -395,13 +348,15 @@ class ILPSolver(Solver):
         # Solve
         solver = cp_model.CpSolver()
         params = solver.parameters
+        self._check_time(start)
         time_left = self._time_left(start)
         if math.isfinite(time_left):
-            params.max_time_in_seconds = max(time_left, 1e-3)
+            params.max_time_in_seconds = time_left
         params.num_workers = self.workers
         params.random_seed = self.seed
         params.linearization_level = 2  # the marginals in the LP: without it CP-SAT proves nothing on real graphs
         params.probing_deterministic_time_limit = 0.1  # presolve probing (default 1.0) took 1.5 s of 2 s limits
+        params.catch_sigint_signal = False  # CP-SAT's own handler leaves SIGINT at its default after the solve
         if self.workers > 1:
             params.interleave_search = True  # deterministic parallel search
             for subsolver in PORTFOLIO[: max(2, self.workers)]:
@@ -416,15 +371,17 @@ class ILPSolver(Solver):
         if status == cp_model.MODEL_INVALID:
             raise SolverError(f"ilp: CP-SAT rejected the model: {model.validate()}")
         if status == cp_model.INFEASIBLE:
-            return _Outcome("infeasible", None, math.inf)
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return _Outcome("not_found", None, solver.best_objective_bound)
-        chosen = tuple(next(i for i in allowed[u] if solver.boolean_value(x[u, i])) for u in range(core.num_nodes))
-        return _Outcome("optimal" if status == cp_model.OPTIMAL else "feasible", chosen, solver.best_objective_bound)
+            best.bound_by(math.inf)
+            return
+        best.bound_by(solver.best_objective_bound)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            chosen = tuple(next(i for i in allowed[u] if solver.boolean_value(x[u, i])) for u in range(core.num_nodes))
+            best.offer(chosen, proven=status == cp_model.OPTIMAL)
 
     # ------------------------------------------------------------------ SCIP
-    def _solve_scip(self, core: Problem, start: float, hint: tuple[int, ...] | None, log: list[str]) -> _Outcome:
-        """SCIP on ``core`` (floating-point costs); its bound is the dual bound less ``SCIP_MARGIN``."""
+    def _solve_scip(self, core: Problem, start: float, best: _Best, log: list[str]) -> None:
+        """SCIP on ``core`` (floating-point costs) from ``best`` as the hint; its bound is the dual bound less
+        ``SCIP_MARGIN``. What it finds and proves goes to ``best``."""
         from ortools.linear_solver import pywraplp
 
         from solvers.bound import local_polytope
@@ -432,9 +389,10 @@ class ILPSolver(Solver):
         solver = pywraplp.Solver.CreateSolver("SCIP")
         if solver is None:
             raise SolverError("ilp: OR-Tools has no SCIP solver")
-        model = local_polytope(solver, core, binary_x=True)
-        if hint is not None:
-            solver.SetHint(list(model.x.values()), [float(hint[u] == i) for u, i in model.x])
+        model = local_polytope(solver, core, binary_x=True, check_time=lambda: self._check_time(start))
+        if best.chosen is not None:
+            solver.SetHint(list(model.x.values()), [float(best.chosen[u] == i) for u, i in model.x])
+        self._check_time(start)
         time_left = self._time_left(start)
         if math.isfinite(time_left):
             solver.SetTimeLimit(max(1, int(time_left * 1000)))
@@ -452,14 +410,15 @@ class ILPSolver(Solver):
             f"{len(model.x)} x, {len(model.y)} y"
         )
         if status == pywraplp.Solver.INFEASIBLE:
-            return _Outcome("infeasible", None, math.inf)
+            best.bound_by(math.inf)
+            return
         if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
-            return _Outcome("not_found", None, None)
+            return
         chosen = [0] * core.num_nodes
         value = [-math.inf] * core.num_nodes
         for (u, i), var in model.x.items():
             if var.solution_value() > value[u]:
                 chosen[u], value[u] = i, var.solution_value()
-        status_name = "optimal" if status == pywraplp.Solver.OPTIMAL else "feasible"
-        best = solver.Objective().BestBound()
-        return _Outcome(status_name, tuple(chosen), best - SCIP_MARGIN * (1 + abs(best)))
+        dual = solver.Objective().BestBound()
+        best.bound_by(dual - SCIP_MARGIN * (1 + abs(dual)))
+        best.offer(tuple(chosen), proven=status == pywraplp.Solver.OPTIMAL)

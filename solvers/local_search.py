@@ -220,3 +220,92 @@ def _independent(u: int, adj: list[dict[int, np.ndarray]]) -> tuple[int, ...]:
 def _same(a: float, b: float) -> bool:
     """Equal up to rounding (never true for a finite value against inf)."""
     return math.isfinite(b) and abs(a - b) <= 1e-12 * max(1.0, abs(b))
+
+
+def pair_moves(
+    problem: Problem,
+    assignment: Sequence[int],
+    *,
+    max_rounds: int = 100,
+    deadline: float = math.inf,
+) -> LocalSearchResult:
+    """Improve an assignment by re-optimising the two ends of each edge jointly until no such move helps.
+
+    With every other node held fixed, the best pair for edge ``(u, v)`` is the argmin of ``u``'s conditional costs
+    plus ``v``'s plus the edge's matrix. Where a hard constraint ties two nodes (a pair of frequencies at a fixed
+    distance, say), neither can move alone nor, if they share neighbours, in one star; here they move together. Each
+    round visits every edge in order; a move is taken only when strictly better. Forbidden entries count as a finite
+    cost above every finite assignment's total, so an infinite start moves towards fewer violations.
+
+    Examples
+    --------
+    ``a`` and ``b`` must agree; both would rather take ``y`` for ``d``'s sake. No star holds both (each star around
+    one of them takes ``d`` first, to which the other is adjacent):
+
+    >>> p = Problem.build([("d", ["x"], [0]), ("a", ["x", "y"], [0, 1]), ("b", ["x", "y"], [0, 1])],
+    ...                   [("d", "a", [[3, 0]]), ("d", "b", [[3, 0]]), ("a", "b", [[0, None], [None, 0]])])
+    >>> star_moves(p, (0, 0, 0)).assignment, pair_moves(p, (0, 0, 0)).assignment
+    ((0, 0, 0), (0, 1, 1))
+    """
+    hard = 1.0 + math.fsum(float(a[np.isfinite(a)].max()) for a in _tables(problem) if np.isfinite(a).any())
+    costs = [np.where(np.isfinite(node.costs), node.costs, hard) for node in problem.nodes]
+    adj = [{v: np.where(np.isfinite(m), m, hard) for v, m in nbrs.items()} for nbrs in oriented_adjacency(problem)]
+    x = np.array(problem.to_indices(assignment), dtype=np.intp)
+    field = [_field(v, costs, adj, x) for v in range(problem.num_nodes)]
+    rounds = moves = 0
+    converged = False
+    while rounds < max_rounds and time.perf_counter() < deadline:
+        rounds += 1
+        changed = 0
+        for u, v in problem.pairs:
+            matrix = adj[u][v]
+            table = (field[u] - matrix[:, x[v]])[:, None] + (field[v] - matrix[x[u], :])[None, :] + matrix
+            a, b = np.unravel_index(int(np.argmin(table)), table.shape)
+            current = table[x[u], x[v]]
+            if not (table[a, b] < current and not _same(table[a, b], current)):
+                continue
+            changed += 1
+            for w, choice in ((u, int(a)), (v, int(b))):
+                if choice != x[w]:
+                    old, x[w] = x[w], choice
+                    for z, m in adj[w].items():
+                        field[z] = field[z] + (m[choice] - m[old])
+            field[u], field[v] = _field(u, costs, adj, x), _field(v, costs, adj, x)  # no drift at the movers
+        moves += changed
+        if not changed:
+            converged = True
+            break
+    return LocalSearchResult(tuple(int(i) for i in x), rounds, moves, converged)
+
+
+def star_pair_moves(
+    problem: Problem,
+    assignment: Sequence[int],
+    *,
+    max_rounds: int = 100,
+    deadline: float = math.inf,
+) -> LocalSearchResult:
+    """Star moves to convergence, then pair moves, in turn until neither lowers the cost (at most ``max_rounds``
+    turns; each search at most ``max_rounds`` sweeps). Pair moves escape what hard constraints lock in a star: on the
+    radio-link frequency assignment instances measured, 96% above the optimum down to 7% (docs/measurements.md)."""
+    x = tuple(problem.to_indices(assignment))
+    cost = problem.evaluate(x)
+    rounds = moves = 0
+    converged = False
+    while rounds < max_rounds and time.perf_counter() < deadline:
+        rounds += 1
+        star = star_moves(problem, x, max_rounds=max_rounds, deadline=deadline)
+        pair = pair_moves(problem, star.assignment, max_rounds=max_rounds, deadline=deadline)
+        moves += star.moves + pair.moves
+        improved = problem.evaluate(pair.assignment)
+        if improved <= cost:
+            x = pair.assignment
+        if not improved < cost or pair.moves == 0:
+            converged = star.converged and pair.converged
+            break
+        cost = improved
+    return LocalSearchResult(x, rounds, moves, converged)
+
+
+def _tables(problem: Problem) -> list[np.ndarray]:
+    return [node.costs for node in problem.nodes] + list(problem.pairs.values())

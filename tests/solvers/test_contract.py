@@ -6,11 +6,12 @@ from __future__ import annotations
 import doctest
 import itertools
 import math
+import time
 from dataclasses import replace
 
 import pytest
 
-from solvers import SOLVERS, Problem, Solution, Solver, checks, testing
+from solvers import SOLVERS, Problem, Solution, Solver, SolverError, checks, testing
 from solvers.checks import CHECKS, check_solver, solver_checks
 from solvers.greedy import GreedySolver
 from solvers.testing import brute_force
@@ -26,11 +27,13 @@ def test_every_builtin_solver_is_registered_on_import():
 
 
 class Exhaustive(Solver):
-    """Correct by construction: enumerate every assignment."""
+    """Correct by construction: enumerate every assignment, refusing problems with more than a million."""
 
     name = "exhaustive"
 
     def _solve(self, problem: Problem, start: float) -> Solution:
+        if math.prod(problem.domain_sizes) > 10**6:
+            raise SolverError("exhaustive: more than a million assignments to enumerate")
         optimum, best = brute_force(problem)
         if math.isinf(optimum):
             return Solution(self.name, {}, math.inf, "infeasible", lower_bound=math.inf)
@@ -57,6 +60,17 @@ class Overclaims(GreedySolver):
         return replace(solution, status="optimal") if solution.assignment else solution
 
 
+class Dawdles(GreedySolver):
+    """Greedy's answer, but only after 3 s whatever the time limit (only on the time-limit check's 400-node grid)."""
+
+    name = "dawdles"
+
+    def _solve(self, problem: Problem, start: float) -> Solution:
+        if problem.num_nodes >= 400:
+            time.sleep(3.0)
+        return super()._solve(problem, start)
+
+
 class SwallowsParameters(Exhaustive):
     """Takes a time limit but never checks it."""
 
@@ -77,8 +91,9 @@ def test_a_correct_solver_passes_without_being_registered():
         (Misreports, r"misreports: reported_cost: instance \S+: reported cost .* but the assignment costs"),
         (Overclaims, r"overclaims: exact_optimum: instance \S+: status optimal with cost .* but the optimum is"),
         (SwallowsParameters, r"swallows: bad_time_limit: time_limit=-1 was accepted"),
+        (Dawdles, r"dawdles: time_limit: instance frustrated-grid-20x20-k6 with time_limit=1.5: returned after 3"),
     ],
-    ids=["wrong-cost", "not-optimal", "unchecked-time-limit"],
+    ids=["wrong-cost", "not-optimal", "unchecked-time-limit", "ignored-time-limit"],
 )
 def test_the_suite_catches_broken_solvers(broken, message):
     with pytest.raises(AssertionError, match=message):

@@ -9,7 +9,8 @@ import pytest
 
 from solvers import Problem, SolverError, solve
 from solvers.generators import generate, random_graph
-from solvers.ilp import AUTO_MAX_COST, ILPSolver, scale_costs
+from solvers.ilp import ILPSolver
+from solvers.scaling import AUTO_MAX_COST, scale_costs
 from solvers.testing import brute_force, random_problem
 
 

@@ -11,9 +11,9 @@ import pytest
 
 from solvers import SOLVERS, Problem, Solution, SolverError
 from solvers.generators import generate
-from solvers.local_search import iterated_conditional_modes, star_moves
+from solvers.local_search import iterated_conditional_modes, pair_moves, star_moves, star_pair_moves
 from solvers.pbqp import LOCAL_SEARCHES, PBQPSolver, reduce_and_solve
-from solvers.testing import brute_force, random_problem
+from solvers.testing import brute_force, frustrated_grid, random_problem
 
 
 # ---------------------------------------------------------------------------------------------------- instances
@@ -213,7 +213,7 @@ def test_infeasibility_proven_only_without_heuristic_steps():
     assert _rn_count(sol) >= 1 and sol.status == "not_found" and not sol.assignment and math.isinf(sol.cost)
 
 
-@pytest.mark.parametrize("local_search", ["icm", "star"])
+@pytest.mark.parametrize("local_search", ["icm", "star", "star_pair"])
 def test_local_search_never_increases_the_cost_and_sometimes_lowers_it(local_search):
     improved = 0
     for seed in range(100):
@@ -279,7 +279,7 @@ def test_densenet_like_instance_solves():
         assert len(sol.assignment) == problem.num_nodes
         assert sol.cost == pytest.approx(problem.evaluate(sol.assignment))
     assert star.cost <= plain.cost
-    assert any(line.startswith("local search (star):") for line in star.log)
+    assert any(line.startswith("local search (star_pair):") for line in star.log)
 
 
 def test_generated_densenet_is_within_one_and_a_half_percent_of_the_optimum():
@@ -291,7 +291,8 @@ def test_generated_densenet_is_within_one_and_a_half_percent_of_the_optimum():
 def test_parameters():
     assert SOLVERS["pbqp"] is PBQPSolver
     solver = PBQPSolver(local_search="icm", max_local_rounds=5)
-    assert solver.get_params() == {"time_limit": None, "local_search": "icm", "max_local_rounds": 5, "branch": 0}
+    assert solver.get_params() == {"time_limit": None, "local_search": "icm", "max_local_rounds": 5, "branch": 0,
+                                   "perturbations": 0, "seed": 0}
     small = random_problem(0, nodes=2)
     for bad in ("pairs", True, 1, None):
         with pytest.raises(SolverError, match="local_search"):
@@ -303,6 +304,36 @@ def test_parameters():
             PBQPSolver(branch=bad).solve(small)
 
 
-def test_time_limit_reached_before_an_answer_raises():
-    with pytest.raises(SolverError, match="time limit"):
-        PBQPSolver(time_limit=1e-9).solve(densenet201_like(k=4))
+def test_time_limit_reached_before_an_answer_is_not_found():
+    sol = PBQPSolver(time_limit=1e-9).solve(densenet201_like(k=4))
+    assert sol.status == "not_found" and not sol.assignment and "time limit of 1e-09 s reached" in sol.log[0]
+
+
+def test_pair_moves_never_increase_the_cost_and_escape_what_stars_cannot():
+    escaped = 0
+    for seed in range(80):
+        problem = random_problem(seed, nodes=7, density=0.9, max_candidates=4, forbid=0.3)
+        optimum, _ = brute_force(problem)
+        start = tuple(0 for _ in problem.nodes)
+        star = star_moves(problem, start)
+        both = star_pair_moves(problem, start)
+        assert both == star_pair_moves(problem, start)  # deterministic
+        assert optimum <= problem.evaluate(both.assignment) <= problem.evaluate(star.assignment), seed
+        assert problem.evaluate(pair_moves(problem, start).assignment) <= problem.evaluate(start), seed
+        escaped += problem.evaluate(both.assignment) < problem.evaluate(star.assignment)
+    assert escaped > 0
+
+
+def test_perturbations_never_increase_the_cost_and_are_seeded():
+    for seed in range(40):
+        problem = random_problem(seed, nodes=7, density=0.9, max_candidates=4, forbid=0.3)
+        optimum, _ = brute_force(problem)
+        plain = pbqp(problem)
+        perturbed = pbqp(problem, perturbations=20, seed=3)
+        assert perturbed.assignment == pbqp(problem, perturbations=20, seed=3).assignment
+        assert optimum <= perturbed.cost <= plain.cost, seed
+        if _rn_count(plain):
+            assert any(line.startswith("perturbations: 20 of 20") for line in perturbed.log)
+    lowered = [seed for seed in range(4) if pbqp(grid := frustrated_grid(6, 4, seed), perturbations=20).cost
+               < pbqp(grid).cost]
+    assert lowered  # 6 x 6 grids of random costs: seeds 0, 1 and 2 measured

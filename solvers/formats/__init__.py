@@ -1,0 +1,104 @@
+"""Problems in the standard formats of other solvers: toulbar2's ``.wcsp`` and ``.cfn``, and UAI (``.uai``, MPE), read
+into tessera's ``Problem`` and written from it; ``.json`` is tessera's own. A suffix ``.gz``, ``.xz`` or ``.bz2`` after
+the format's compresses the file.
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> p = Problem.build([("a", ["x", "y"], [1, 2]), ("b", ["x", "y"], [2, 1])], [("a", "b", [[0, 5], [None, 0]])])
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "p.cfn"
+>>> write_problem(p, path)
+>>> back = read_problem(path)
+>>> [back.evaluate(x) for x in ((0, 0), (0, 1), (1, 0), (1, 1))]
+[3.0, 7.0, inf, 3.0]
+"""
+
+from __future__ import annotations
+
+import bz2
+import contextlib
+import gzip
+import json
+import lzma
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from solvers.formats.cfn import read_cfn, write_cfn
+from solvers.formats.uai import read_uai, write_uai
+from solvers.formats.wcsp import read_wcsp, write_wcsp
+from solvers.problem import Problem, ProblemError
+
+READERS: dict[str, Callable[[str], Problem]] = {".wcsp": read_wcsp, ".cfn": read_cfn, ".uai": read_uai}
+WRITERS: dict[str, Callable[[Problem], str]] = {".wcsp": write_wcsp, ".cfn": write_cfn, ".uai": write_uai}
+FORMATS = (".json", *READERS)
+"""The formats by suffix."""
+
+_COMPRESSED: dict[str, Callable[..., IO[Any]]] = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
+
+
+def format_of(path: str | Path) -> str:
+    """The format suffix of ``path`` (``.cfn`` for ``x.cfn.gz``); ``ProblemError`` for an unknown one."""
+    suffixes = Path(path).suffixes[-2:]
+    if suffixes and suffixes[-1].lower() in _COMPRESSED:
+        suffixes = suffixes[:-1]
+    kind = suffixes[-1].lower() if suffixes else ""
+    if kind not in FORMATS:
+        raise ProblemError(f"{path}: unknown format {kind or '(no suffix)'!r}; use one of {', '.join(FORMATS)} "
+                           "(optionally compressed: .gz, .xz, .bz2)")
+    return kind
+
+
+def read_problem(path: str | Path) -> Problem:
+    """Read a problem in any of ``FORMATS``; every fault raises ``ProblemError`` naming the file."""
+    kind = format_of(path)
+    if kind == ".json" and not _compression(path):
+        return Problem.load(path)
+    try:
+        with _opener(path)(path, "rt") as stream:
+            text = stream.read()
+    except OSError as exc:
+        raise ProblemError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    except (EOFError, UnicodeDecodeError, lzma.LZMAError) as exc:
+        raise ProblemError(f"cannot read {path}: {exc}") from exc
+    try:
+        if kind == ".json":
+            return Problem.from_dict(json.loads(text))
+        problem = READERS[kind](text)
+    except ValueError as exc:  # ProblemError, and json.JSONDecodeError
+        raise ProblemError(f"{path}: {exc}") from exc
+    return Problem(problem.nodes, problem.edges, {**problem.meta, "source": Path(path).name})
+
+
+def write_problem(problem: Problem, path: str | Path) -> None:
+    """Write ``problem`` in the format of ``path``'s suffix, atomically (a temporary file beside it, renamed into place
+    and removed on any failure); a problem the format cannot hold, or a file that cannot be written, raises
+    ``ProblemError`` and leaves ``path`` as it was."""
+    kind = format_of(path)
+    if kind == ".json":
+        text = json.dumps(problem.to_dict(), indent=1, allow_nan=False) + "\n"
+    else:
+        text = WRITERS[kind](problem)
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _opener(path)(tmp, "wt") as stream:
+            stream.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ProblemError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _compression(path: str | Path) -> str | None:
+    suffix = Path(path).suffix.lower()
+    return suffix if suffix in _COMPRESSED else None
+
+
+def _opener(path: str | Path) -> Callable[..., IO[Any]]:
+    compression = _compression(path)
+    return _COMPRESSED[compression] if compression else open
