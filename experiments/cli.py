@@ -275,9 +275,10 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measure-fraction", type=float, default=None,
                    help="hybrid: share of each node's candidates to measure (default: 0.2)")
     p.add_argument("--hybrid-rounds", type=int, default=None, help="hybrid: predict-measure-refit rounds (default: 2)")
-    p.add_argument("--transforms", default="pairwise", choices=("pairwise", "shared"),
-                   help="price layout transforms per read (pairwise: small problems) or each conversion once, as the "
-                        "exported module runs it (shared: auxiliary nodes, for exact solvers) (default: pairwise)")
+    p.add_argument("--transforms", default="shared", choices=("shared", "pairwise"),
+                   help="price each layout conversion once, as the exported module runs it (shared: auxiliary nodes "
+                        "with hard constraints, which the auto solver proves) or every read on its own (pairwise: "
+                        "smaller problems the heuristics handle better) (default: shared)")
     p.add_argument("--timing", default=None, choices=TIMING_METHODS,
                    help="measured, hybrid: warm (repeats back to back), context (weights and output flushed from the "
                         "caches before each call, the input kept) or cold (the last-level cache evicted before each "

@@ -33,7 +33,7 @@ An experiment file looks like::
     cost_model = "model.json"      # the cost-model file xgboost and hybrid need
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
     timing = ["warm", "context"]   # measured, hybrid: timing method(s) (default warm; see cost_models.timer)
-    transforms = ["pairwise", "shared"]  # layout transforms priced per read (default) or once per conversion
+    transforms = ["shared", "pairwise"]  # layout transforms priced once per conversion (default) or per read
 
     [[solvers]]
     name = "ilp"                   # any other key is a solver parameter; a list value is a grid axis
@@ -111,7 +111,7 @@ class ProblemSpec:
     cost_model: str | None = None
     measure_fraction: float | None = None
     timing: str | None = None  # None: warm
-    transforms: str | None = None  # None: pairwise
+    transforms: str | None = None  # None: shared
 
     @property
     def measured(self) -> bool:
@@ -151,7 +151,7 @@ class ProblemSpec:
         shape = None if self.input_shape is None else self.input_shape.split(";")
         return extract(self.model, batch=self.batch, image_size=self.image_size, input_shape=shape, seed=self.seed,
                        threads=self.threads, space_size=self.space_size, layouts=self.layouts, cache=self.cache,
-                       costs=source, transforms=self.transforms or "pairwise", progress=progress)
+                       costs=source, transforms=self.transforms or "shared", progress=progress)
 
     def load(self) -> Problem:
         """Generate, read or measure the problem."""
@@ -379,7 +379,7 @@ def _models(spec: Mapping[str, Any], where: str, base: Path) -> list[ProblemSpec
 
 
 def _transforms_axis(value: Any, where: str) -> list[str | None]:
-    """The ``transforms`` axis; absent: left unset (pairwise), as before the key existed (labels, hashes)."""
+    """The ``transforms`` axis; absent: left unset (shared, the default), so labels and hashes stay as they were."""
     from experiments.tune import TRANSFORMS
 
     if value is None:

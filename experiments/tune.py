@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from solvers.problem import Problem
 
 TUNED_ARTIFACT = "artifact"
-TRANSFORMS = ("pairwise", "shared")
+TRANSFORMS = ("shared", "pairwise")
 
 
 def usable_cores() -> int:
@@ -102,7 +102,7 @@ def extract(
     layouts: Sequence[str] | str | None = None,
     cache: str | Path = DEFAULT_CACHE,
     costs: CostSource | str = "measured",
-    transforms: str = "pairwise",
+    transforms: str = "shared",
     progress: Callable[[Any], None] | None = None,
 ) -> Extracted:
     """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
@@ -121,11 +121,11 @@ def extract(
     costs : CostSource or str
         Where costs come from (``cost_models.sources``): a source's name, ``"measured"`` by default, or a source
         with its parameters, such as ``XGBoostSource("model.json")``.
-    transforms : {"pairwise", "shared"}
-        How layout transforms are priced (``cost_models.pricing``): every read on its own (the default: pairwise,
-        small problems every solver handles well; it overcounts a value read several times in one layout), or each
-        conversion once, as the module runs it (auxiliary nodes with hard constraints, which exact solvers handle and
-        the pbqp and greedy heuristics less well).
+    transforms : {"shared", "pairwise"}
+        How layout transforms are priced (``cost_models.pricing``): each conversion once, as the module runs it (the
+        default: auxiliary nodes with hard constraints, which the auto solver proves and the pbqp and greedy
+        heuristics handle less well), or every read on its own (pairwise: smaller problems; it overcounts a value read
+        several times in one layout).
     progress : callable, optional
         Receives the cost provider's progress events (see ``experiments.progress.ProgressBar``).
 
@@ -199,7 +199,7 @@ def tune(
     model: str | tvm.IRModule,
     out: str | Path,
     *,
-    solver: str | Sequence[str] = "pbqp",
+    solver: str | Sequence[str] = "auto",
     time_limit: float | None = None,
     repeat: int = 10,
     calibrate: int = 0,

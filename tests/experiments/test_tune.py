@@ -50,7 +50,7 @@ def test_tune_writes_a_checked_plan_and_its_artifact(runs):
 def test_summary_has_solver_prediction_latency_and_baselines(runs):
     _, (summary, _), (lines, _) = runs
     solver, plan = summary["solver"], summary["plan"]
-    assert solver["solver"] == "pbqp" and solver["cost"] == pytest.approx(plan["predicted_ms"])
+    assert solver["solver"] == "auto" and solver["cost"] == pytest.approx(plan["predicted_ms"])
     assert solver["gap"] is not None and plan["latency"]["median_ms"] > 0 and plan["latency"]["spread_ms"] >= 0
     assert set(summary["baselines"]) == set(BASELINES)
     for result in summary["baselines"].values():
@@ -152,7 +152,7 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     assert 1 <= len(rounds) <= 3 and summary["calibration"]["converged"] == (not rounds[-1]["plan_changed"])
     assert all(not r["plan_changed"] for r in rounds[-1:]) or len(rounds) == 3
     first = rounds[0]
-    assert set(first["measured_ms"]) == {"solver:pbqp", *BASELINES} == set(first["predicted_ms"])
+    assert set(first["measured_ms"]) == {"solver:auto", *BASELINES} == set(first["predicted_ms"])
     assert first["calibration"]["in_network"] > 0 and "conv2d" in first["calibration"]["factors"]
     assert all(value > 0 for value in first["measured_ms"].values())
     cache = CostCache(tmp_path / "costs.sqlite")
