@@ -2,7 +2,7 @@
 
 For each network: the problem is extracted with warm timings (``--cache``), and six plans are exported, numerically
 checked and timed end to end in interleaved rounds (``experiments.tune.time_plans``, the in-process harness of
-``tessera tune``): the pbqp and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c baselines. Each is then
+``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c baselines. Each is then
 profiled inside the network (``search.profile``).
 
 1. Timing methods. Every kernel the six plans run is also timed alone with the ``context`` and ``cold`` methods (the
@@ -92,7 +92,7 @@ def run(model: str, args) -> list[str]:
     graph, problem = extracted.graph, extracted.problem
     auxiliary = problem.meta["auxiliary"]
     plans = {name: plan_from_assignment(solve(problem, name).assignment, model, extracted.args, auxiliary=auxiliary)
-             for name in ("pbqp", "greedy")}
+             for name in ("auto", "greedy")}
     plans.update({name: baseline_plan(graph, name, model, extracted.args) for name in UNIFORM})
     results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
     measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
@@ -140,7 +140,7 @@ def run(model: str, args) -> list[str]:
         correlation = spearman([values[p] for p in plans], [measured[p] for p in plans])
         lines.append(f"- rank correlation of predicted and measured plans, {name}: {correlation:.3f}")
     best = min(UNIFORM, key=measured.__getitem__)
-    lines.append(f"- pbqp plan / best baseline ({best}): {measured['pbqp'] / measured[best]:.3f}")
+    lines.append(f"- the auto plan / best baseline ({best}): {measured['auto'] / measured[best]:.3f}")
 
     # 3. where the time goes
     lines += ["", "| plan | " + " | ".join(CATEGORIES) + " | VM | problem prices |", "| --- |" + " ---: |" *
