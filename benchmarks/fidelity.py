@@ -10,11 +10,12 @@ profiled inside the network (``search.profile``).
    relative error, the total over the kernels, and Spearman's rank correlation.
 2. End to end. Each plan's prediction against its measured median: the problem's cost of the plan (warm, isolated
    timings), the same priced with each other method, and calibrated leave-one-out: the other five plans' in-network
-   times and kind ratios (``cost_models.calibration``) price it, plus the median time the problem does not price in
-   the other five. The rank correlation of predicted and measured order, and whether the solver's plan is faster than
-   the best baseline.
+   times and calibration factors (``cost_models.calibration.Factors``: by kind, or by kind and layout) price it, plus
+   the median time the problem does not price in the other five. The rank correlation of predicted and measured
+   order, and whether the solver's plan is faster than the best baseline.
 3. Where the time goes: each plan's profile grouped by what its calls compute (kernels by kind, transforms, layout
-   nodes with what is fused into them, followers, fixed operators, the VM's own calls) beside the problem's terms.
+   nodes with what is fused into them, followers, fixed operators, the VM's own time, and per call) beside the
+   problem's terms.
 
 Prints markdown. Measuring fills the cache: run with nothing else on the machine and record its CPU and vector unit.
 
@@ -29,10 +30,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from scipy.stats import spearmanr
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.cache import CostCache, CostRecord  # noqa: E402
-from cost_models.calibration import network_times, task_kind  # noqa: E402
+from cost_models.calibration import Factors, network_times  # noqa: E402
 from cost_models.measure import MeasuredCosts, cpu_model  # noqa: E402
 from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
@@ -49,24 +52,8 @@ METHODS = ("warm", "context", "cold")
 
 
 def spearman(xs: list[float], ys: list[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties)."""
-    def ranks(values: list[float]) -> list[float]:
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0.0] * len(values)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                out[order[k]] = (i + j) / 2
-            i = j + 1
-        return out
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    norm = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return cov / norm if norm else float("nan")
+    """Spearman's rank correlation."""
+    return float(spearmanr(xs, ys).statistic)
 
 
 def group(graph, call) -> str:
@@ -118,15 +105,16 @@ def run(model: str, args) -> list[str]:
 
     # 2. end to end
     space = tuning_space(graph)
-    tasks = [task for task in measurement_tasks(graph, space, shared=False) if not task.free]
+    tasks = [task for task in measurement_tasks(graph, space) if not task.free]
     warm = isolated(tasks, args.cache, args.threads, "warm")
     used = list({task for times in in_network.values() for task in times})
     priced = {method: price(graph, space, {**warm, **isolated(used, args.cache, args.threads, method)})
               for method in METHODS}
-    calibrated = {label: leave_one_out(label, graph, space, warm, in_network, plans, measured) for label in plans}
     predictions = {method: {label: plan_cost(priced[method], plan.choices) for label, plan in plans.items()}
                    for method in METHODS}
-    predictions["calibrated"] = calibrated
+    for name, by_layout in (("calibrated", False), ("calibrated by layout", True)):
+        predictions[name] = {label: leave_one_out(label, graph, space, warm, in_network, plans, measured, by_layout)
+                             for label in plans}
     lines += ["", "| plan | measured ms (IQR) | " + " | ".join(f"predicted {m}" for m in predictions) + " |",
               "| --- | ---: |" + " ---: |" * len(predictions)]
     for label in plans:
@@ -143,14 +131,16 @@ def run(model: str, args) -> list[str]:
     lines.append(f"- the auto plan / best baseline ({best}): {measured['auto'] / measured[best]:.3f}")
 
     # 3. where the time goes
-    lines += ["", "| plan | " + " | ".join(CATEGORIES) + " | VM | problem prices |", "| --- |" + " ---: |" *
-              (len(CATEGORIES) + 2)]
+    lines += ["", "| plan | " + " | ".join(CATEGORIES) + " | VM | calls | VM per call (us) | problem prices |",
+              "| --- |" + " ---: |" * (len(CATEGORIES) + 4)]
     for label in plans:
         totals: dict[str, float] = defaultdict(float)
         for call in source[label].calls:
             totals[group(graph, call)] += call.ms
         lines.append(f"| {label} | " + " | ".join(f"{totals.get(c, 0.0):.2f}" for c in CATEGORIES)
-                     + f" | {source[label].overhead_ms:.2f} | {predictions['warm'][label]:.2f} |")
+                     + f" | {source[label].overhead_ms:.2f} | {len(source[label].calls)} | "
+                     f"{1000 * source[label].overhead_ms / len(source[label].calls):.1f} | "
+                     f"{predictions['warm'][label]:.2f} |")
     return lines + [""]
 
 
@@ -159,23 +149,21 @@ CATEGORIES = ("conv2d kernels", "depthwise_conv2d kernels", "dense kernels", "la
 
 
 def price(graph, space, times: dict):
-    """The pairwise problem of ``space`` priced by ``times`` (task -> ms; free tasks 0, missing ones forbidden)."""
+    """The problem of ``space`` priced by ``times`` (task -> ms; free tasks 0, missing ones forbidden)."""
     def measure(asked: list) -> list[CostRecord]:
         return [CostRecord(0.0 if t.free else times.get(t, float("inf")), 0.0, 1) for t in asked]
-    return build_problem(graph, space, measure, shared=False)
+    return build_problem(graph, space, measure)
 
 
-def leave_one_out(label, graph, space, warm: dict, in_network: dict, plans: dict, measured: dict) -> float:
-    """``label``'s prediction calibrated on the other plans only: their in-network times, their kinds' median ratios
-    to the warm times, and their median time the problem does not price."""
+def leave_one_out(label, graph, space, warm: dict, in_network: dict, plans: dict, measured: dict,
+                  by_layout: bool) -> float:
+    """``label``'s prediction calibrated on the other plans only: their in-network times, the calibration factors
+    (``cost_models.calibration.Factors``, by kind, or by kind and layout) of their ratios to the warm times, and their
+    median time the problem does not price."""
     others = [other for other in plans if plans[other].choices != plans[label].choices]
     known = {task: ms for other in others for task, ms in in_network[other].items()}
-    ratios = defaultdict(list)
-    for task, ms in known.items():
-        if warm.get(task):
-            ratios[task_kind(task)].append(ms / warm[task])
-    factors = {kind: statistics.median(values) for kind, values in ratios.items()}
-    times = {task: ms * factors.get(task_kind(task), 1.0) for task, ms in warm.items()} | known
+    factors = Factors.fit({task: ms / warm[task] for task, ms in known.items() if warm.get(task)}, by_layout)
+    times = {task: ms * factors.of(task) for task, ms in warm.items()} | known
     problem = price(graph, space, times)
     unpriced = [measured[other] - plan_cost(problem, plans[other].choices) for other in others]
     return plan_cost(problem, plans[label].choices) + (statistics.median(unpriced) if unpriced else 0.0)

@@ -7,8 +7,10 @@ or a node's chain (its calls that compute only a layout node's own op or the fol
 ``network`` (``NETWORK``), beside the isolated timings and never mixed with them.
 
 ``CalibratedCosts`` then prices a task by its in-network time where one is known, and otherwise by its isolated time
-scaled by the median ratio of in-network to isolated time of the tasks of the same kind (conv2d, dense, layout
-transform, ...) that have both, in the tasks it is asked to price. ``unpriced_ms`` is what a profiled plan spends
+scaled by a calibration factor (``Factors``): the median ratio of in-network to isolated time of the tasks of the same
+kind (conv2d, dense, layout transform, chain) that have both, in the tasks it is asked to price. Factors by kind and
+layout (``by_layout``) are the alternative ``benchmarks/fidelity.py`` compares; they predicted no better on the
+networks measured (docs/measurements.md). ``unpriced_ms`` is what a profiled plan spends
 outside the problem's terms (fixed operators, the work fused around layout nodes and followers, the VM's own calls).
 """
 
@@ -17,13 +19,13 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cost_models.cache import Context, CostRecord
 from cost_models.measure import CostProvider, MeasuredCosts
 from cost_models.pricing import chain_task
-from cost_models.tasks import FREE, KernelTask, Task, TransformTask
+from cost_models.tasks import FREE, ChainTask, KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.graph import OpGraph
 from search.kinds import KernelKind, get_kind
@@ -39,6 +41,49 @@ def task_kind(task: Task) -> str:
     if isinstance(task, KernelTask):
         return task.spec.workload.kind
     return "layout_transform" if isinstance(task, TransformTask) else "chain"
+
+
+MIN_GROUP = 3
+"""Tasks of one kind and layout with both times that give that layout its own factor."""
+
+
+def task_layout(task: Task) -> str | None:
+    """The layout a task's calibration factor may depend on: a kernel's input layout, a chain's layout (transforms:
+    none)."""
+    if isinstance(task, KernelTask):
+        return task.spec.in_layout
+    return task.layout if isinstance(task, ChainTask) else None
+
+
+@dataclass(frozen=True)
+class Factors:
+    """Calibration factors (in-network over isolated time, medians) by kind and by (kind, layout)."""
+
+    by_kind: dict[str, float] = field(default_factory=dict)
+    by_layout: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @classmethod
+    def fit(cls, ratios: Mapping[Task, float], by_layout: bool = False) -> Factors:
+        """The factors of tasks whose in-network over isolated time is ``ratios[task]``; with ``by_layout``, a
+        (kind, layout) group of at least ``MIN_GROUP`` tasks gets its own."""
+        kinds: dict[str, list[float]] = defaultdict(list)
+        layouts: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for task, ratio in ratios.items():
+            kinds[task_kind(task)].append(ratio)
+            if by_layout and task_layout(task) is not None:
+                layouts[task_kind(task), task_layout(task)].append(ratio)
+        return cls({kind: statistics.median(values) for kind, values in kinds.items()},
+                   {group: statistics.median(values) for group, values in layouts.items() if len(values) >= MIN_GROUP})
+
+    def of(self, task: Task) -> float:
+        """``task``'s factor: its kind and layout's, else its kind's, else 1."""
+        kind = task_kind(task)
+        return self.by_layout.get((kind, task_layout(task)), self.by_kind.get(kind, 1.0))
+
+    def summary(self) -> dict[str, float]:
+        """The factors by name (``conv2d``, ``conv2d NCHW16c``), rounded, for stats and logs."""
+        named = {**self.by_kind, **{f"{kind} {layout}": value for (kind, layout), value in self.by_layout.items()}}
+        return {name: round(value, 4) for name, value in sorted(named.items())}
 
 
 def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile
@@ -118,12 +163,12 @@ class CalibratedCosts(CostProvider):
         isolated = self.measured.measure(tasks)
         keys = [task.key for task in tasks if not task.free]
         network = self.measured.cache.get_many(network_context(self.measured.context), keys)
-        ratios: dict[str, list[float]] = defaultdict(list)
+        ratios = {}
         for task, record in zip(tasks, isolated):
             known = network.get(task.key) if not task.free else None
             if known is not None and known.ok and record.ok and record.median_ms > 0:
-                ratios[task_kind(task)].append(known.median_ms / record.median_ms)
-        factors = {kind: statistics.median(values) for kind, values in ratios.items()}
+                ratios[task] = known.median_ms / record.median_ms
+        factors = Factors.fit(ratios)
         out, priced = [], {}
         for task, record in zip(tasks, isolated):
             known = None if task.free else network.get(task.key)
@@ -134,7 +179,7 @@ class CalibratedCosts(CostProvider):
                 out.append(known)
                 priced[task.key] = "in_network"
             elif record.ok:
-                factor = factors.get(task_kind(task), 1.0)
+                factor = factors.of(task)
                 spread = None if record.spread_ms is None else record.spread_ms * factor
                 out.append(replace(record, median_ms=record.median_ms * factor, spread_ms=spread))
                 priced[task.key] = "scaled"
@@ -143,7 +188,7 @@ class CalibratedCosts(CostProvider):
                 priced[task.key] = "failed"
         counts = {way: sum(1 for value in priced.values() if value == way) for way in ("in_network", "scaled")}
         self.stats = {"tasks": len(priced), **counts,
-                      "factors": {kind: round(value, 4) for kind, value in sorted(factors.items())}}
+                      "factors": factors.summary()}
         return out
 
     def close(self) -> None:

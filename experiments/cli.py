@@ -334,6 +334,9 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
                    help="up to N calibration rounds: profile the exported plans inside the network, price the "
                         "problem with those in-network times and solve again until the plan stops changing "
                         "(default: 0)")
+    p.add_argument("--tracking-uri", default=None,
+                   help="also log the run to this MLflow store (e.g. sqlite:///mlflow.db): the plans' latencies and "
+                        "each calibration round's predictions and measurements, in the experiment tessera-tune")
     p.add_argument("--out", required=True, help="directory for plan.json, problem.json, summary.json, artifact/")
     p.set_defaults(run=_run_tune)
 
@@ -343,11 +346,15 @@ def _run_tune(args: argparse.Namespace) -> int:
 
     kwargs = _measurement_kwargs(args)
     try:
-        tune(args.model, args.out, solver=args.solver, time_limit=args.time_limit, repeat=args.repeat,
-             calibrate=args.calibrate,
-             echo=lambda line: print(line, flush=True), **kwargs)
+        summary = tune(args.model, args.out, solver=args.solver, time_limit=args.time_limit, repeat=args.repeat,
+                       calibrate=args.calibrate, echo=lambda line: print(line, flush=True), **kwargs)
     finally:
         kwargs["progress"].close()
+    if args.tracking_uri:
+        from experiments.tracking import TUNE_EXPERIMENT, log_tune
+
+        run_id = log_tune(summary, args.tracking_uri)
+        print(f"logged to {args.tracking_uri}: experiment {TUNE_EXPERIMENT}, run {run_id}")
     return 0
 
 

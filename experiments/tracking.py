@@ -113,6 +113,50 @@ def log_benchmark_run(experiment: str, name: str, params: Mapping[str, Any], met
     return run_id
 
 
+TUNE_EXPERIMENT = "tessera-tune"
+
+
+def log_tune(summary: Mapping[str, Any], tracking_uri: str | None = None, experiment: str = TUNE_EXPERIMENT) -> str:
+    """One finished ``tessera tune`` as a run of ``experiment``: the model, solver and measurement settings as
+    params; the plan's and each baseline's measured (and, calibrated, predicted) latency as metrics; each calibration
+    round's predicted and measured latency per plan as the metrics ``predicted_ms.<plan>`` and ``measured_ms.<plan>``
+    at step = the round; ``summary.json`` as an artifact. Returns the run id."""
+    from mlflow.entities import Metric
+
+    mlflow_client = client(tracking_uri)
+    found = mlflow_client.get_experiment_by_name(experiment)
+    experiment_id = found.experiment_id if found else mlflow_client.create_experiment(experiment)
+    run_id = mlflow_client.create_run(experiment_id, run_name=f"tune {summary['model']}",
+                                      tags={ROLE: "tune"}).info.run_id
+    costs = summary["measurements"]
+    params = {"model": summary["model"], "solver": summary["solver"]["solver"], "threads": summary["threads"],
+              "mcpu": summary["target"]["mcpu"], "costs": costs.get("source"),
+              "timing": costs.get("context", {}).get("timing", "warm"),
+              "calibrate.rounds": len(summary.get("calibration", {}).get("rounds", [])),
+              **{f"version.{name}": version for name, version in summary["versions"].items()}}
+    now = int(time.time() * 1000)
+    plans = {"plan": summary["plan"], **{f"baseline.{name}": result for name, result in summary["baselines"].items()}}
+    metrics = [Metric("solver_cost_ms", summary["solver"]["cost"], now, 0)]
+    for label, result in plans.items():
+        metrics.append(Metric(f"{label}.latency_ms", result["latency"]["median_ms"], now, 0))
+        if result.get("predicted_ms") is not None:
+            metrics.append(Metric(f"{label}.predicted_ms", result["predicted_ms"], now, 0))
+    for entry in summary.get("calibration", {}).get("rounds", []):
+        for kind in ("predicted_ms", "measured_ms"):
+            metrics += [Metric(f"{kind}.{_key(label)}", value, now, entry["index"])
+                        for label, value in entry[kind].items()]
+    mlflow_client.log_batch(run_id, params=_params(params),
+                            metrics=[m for m in metrics if m.value is not None and math.isfinite(m.value)])
+    mlflow_client.log_dict(run_id, dict(summary), "summary.json")
+    mlflow_client.set_terminated(run_id)
+    return run_id
+
+
+def _key(label: str) -> str:
+    """A plan label as an MLflow metric name (``solver:auto`` -> ``solver.auto``)."""
+    return label.replace(":", ".")
+
+
 def _params(values: Mapping[str, Any]) -> list[Any]:
     from mlflow.entities import Param
 

@@ -9,6 +9,7 @@ from cost_models.cache import CostCache
 from cost_models.calibration import (
     NETWORK,
     CalibratedCosts,
+    Factors,
     network_context,
     network_times,
     priced_ms,
@@ -74,3 +75,18 @@ def test_in_network_times_where_known_else_isolated_times_scaled_by_their_kind(t
     assert records[moved].median_ms == pytest.approx(isolated[moved].median_ms)  # no transform profiled: as is
     assert records[free].median_ms == 0
     assert calibrated.stats == {"tasks": 4, "in_network": 2, "scaled": 2, "factors": {"conv2d": 2.5}}
+
+
+def test_a_layout_with_enough_profiled_tasks_gets_its_own_factor_the_others_their_kinds():
+    def conv_in(layout: str, channels: int) -> KernelTask:
+        wl = Conv2DWorkload(1, channels, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
+        return KernelTask(KernelSpec(wl, layout, layout, (), Epilogue()))
+
+    blocked = {conv_in("NCHW16c", 16 * i): 2.0 for i in (1, 2, 3)}
+    plain = {conv_in(layout, 16 * i): 4.0 for layout in ("NCHW", "NHWC") for i in (1, 2)}
+    factors = Factors.fit({**blocked, **plain}, by_layout=True)
+    assert factors.of(conv_in("NCHW16c", 64)) == 2.0  # three NCHW16c tasks: their own median
+    assert factors.of(conv_in("NCHW", 64)) == 4.0  # two NCHW tasks: conv2d's median over all seven
+    assert factors.of(TransformTask((1, 16, 8, 8), "NCHW", "NCHW16c")) == 1.0  # no transform profiled
+    assert factors.summary() == {"conv2d": 4.0, "conv2d NCHW16c": 2.0}
+    assert Factors.fit({**blocked, **plain}).of(conv_in("NCHW16c", 64)) == 4.0  # by kind alone: the default

@@ -144,6 +144,7 @@ def test_progress_bar_draws_in_place_on_a_terminal_and_prints_lines_otherwise():
 def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path):
     from cost_models.cache import CostCache
     from cost_models.calibration import NETWORK
+    from experiments.tracking import client, log_tune
 
     lines: list[str] = []
     summary = tune(residual_concat_net(), tmp_path / "out", cache=tmp_path / "costs.sqlite", echo=lines.append,
@@ -161,3 +162,11 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     plan = summary["plan"]
     assert plan["predicted_ms"] > 0 and plan["predicted_ms"] != pytest.approx(summary["solver"]["cost"])  # + offset
     assert any(line.startswith("calibration round 1: predicted vs measured") for line in lines)
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run = client(uri).get_run(log_tune(summary, uri))
+    assert run.data.params["calibrate.rounds"] == str(len(rounds))
+    history = client(uri).get_metric_history(run.info.run_id, "measured_ms.solver.auto")
+    assert [m.step for m in history] == [r["index"] for r in rounds]
+    assert [m.value for m in history] == [r["measured_ms"]["solver:auto"] for r in rounds]
+    assert run.data.metrics["plan.predicted_ms"] == pytest.approx(plan["predicted_ms"])
