@@ -330,10 +330,10 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit", type=float, default=None, help="seconds each solver may spend")
     p.add_argument("--repeat", type=int, default=10,
                    help="interleaved timing rounds of the plan and each baseline (default: 10)")
-    p.add_argument("--calibrate", type=int, default=0, metavar="N",
+    p.add_argument("--calibrate", type=int, default=1, metavar="N",
                    help="up to N calibration rounds: profile the exported plans inside the network, price the "
                         "problem with those in-network times and solve again until the plan stops changing "
-                        "(default: 0)")
+                        "(default: 1; 0 predicts from isolated timings alone)")
     p.add_argument("--tracking-uri", default=None,
                    help="also log the run to this MLflow store (e.g. sqlite:///mlflow.db): the plans' latencies and "
                         "each calibration round's predictions and measurements, in the experiment tessera-tune")

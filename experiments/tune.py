@@ -202,7 +202,7 @@ def tune(
     solver: str | Sequence[str] = "auto",
     time_limit: float | None = None,
     repeat: int = 10,
-    calibrate: int = 0,
+    calibrate: int = 1,
     echo: Callable[[str], None] = print,
     **extract_args: Any,
 ) -> dict[str, Any]:
@@ -226,7 +226,9 @@ def tune(
     repeat : int
         Rounds of the interleaved end-to-end latency measurement (see ``interleaved_latency``).
     calibrate : int
-        Calibration rounds at most (0: none); they stop when the solvers' plan no longer changes. Every plan's
+        Calibration rounds at most (default 1; 0: none, the plans predicted by isolated timings alone); they stop when
+        the solvers' plan no longer changes. The default is what predicted the networks measured within 5%
+        (docs/measurements.md). Every plan's
         predicted latency is then its calibrated problem cost plus the unpriced time of the other plans, and
         ``summary["calibration"]`` lists each round's predictions and measurements.
     echo : callable

@@ -20,7 +20,7 @@ from solvers.generators import densenet
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
-SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 3}
+SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 3, "calibrate": 0}
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
 
     lines: list[str] = []
     summary = tune(residual_concat_net(), tmp_path / "out", cache=tmp_path / "costs.sqlite", echo=lines.append,
-                   calibrate=3, **{**SETTINGS, "repeat": 2})
+                   **{**SETTINGS, "repeat": 2, "calibrate": 3})
     rounds = summary["calibration"]["rounds"]
     assert 1 <= len(rounds) <= 3 and summary["calibration"]["converged"] == (not rounds[-1]["plan_changed"])
     assert all(not r["plan_changed"] for r in rounds[-1:]) or len(rounds) == 3
