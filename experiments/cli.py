@@ -8,9 +8,11 @@ public functions only. Errors a user can cause (bad files, unknown names, imposs
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from solvers.base import SolverError
 from solvers.problem import ProblemError
@@ -56,6 +58,12 @@ def _run_solve(args: argparse.Namespace) -> int:
     from solvers.formats import read_problem
     from solvers.problem import write_json_atomic
 
+    if args.out:
+        out = Path(args.out)
+        if out.is_dir():
+            raise ProblemError(f"--out {args.out} is a directory; name the plan file to write")
+        if out.exists() and Path(args.problem).exists() and out.samefile(args.problem):
+            raise ProblemError(f"--out {args.out} is the problem file; write the plan to another file")
     problem = read_problem(args.problem)
     params = {} if args.time_limit is None else {"time_limit": args.time_limit}
     solution = solve(problem, args.solver, bound=args.bound, **params)
@@ -83,8 +91,6 @@ def _add_convert(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_convert(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from solvers.formats import format_of, read_problem, write_problem
 
     format_of(args.output)  # an unknown output format is refused before the input is read
@@ -448,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tessera", description="Per-operator layout and schedule search for deep-learning networks."
     )
+    parser.add_argument("--version", action="version", version=f"tessera {importlib.metadata.version('tessera')}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_solve(sub)
@@ -462,7 +469,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_ablate(sub)
     _add_report(sub)
+    _debug_anywhere(parser)
     return parser
+
+
+def _debug_anywhere(parser: argparse.ArgumentParser) -> None:
+    """Let every subcommand (and theirs) take ``--debug`` too, leaving the top-level value when it is absent."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                                     help="show tracebacks instead of one-line errors")
+                _debug_anywhere(command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

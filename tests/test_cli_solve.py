@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from experiments.cli import main
 from experiments.compare import LP_BOUND, compare, format_table
 from solvers.generators import generate
+from tests.cli_helpers import one_error_line
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTED_KEYS = {"solver", "cost", "optimal", "lower_bound", "gap", "seconds", "assignment"}
@@ -88,3 +90,22 @@ def test_comparison_behind_demo_and_benchmark():
     assert len(table) == 2 + len(rows) and table[0].startswith("| instance") and table[1].startswith("|---")
     refused = compare(problem, {"pbqp": {"time_limit": -1}}, instance="ssd", lp=False)  # a SolverError: a row, a note
     assert len(refused) == 1 and refused[0].cost is None and "time_limit" in refused[0].status
+
+
+def test_solve_never_writes_its_plan_over_the_problem_or_into_a_directory(tmp_path, capsys):
+    problem = tmp_path / "p.json"
+    problem.write_text(json.dumps(GOOD))
+    assert main(["solve", str(problem), "--out", str(problem)]) == 2
+    assert "is the problem file" in one_error_line(capsys)
+    assert json.loads(problem.read_text()) == GOOD  # untouched
+    assert main(["solve", str(problem), "--out", str(tmp_path)]) == 2
+    assert "is a directory" in one_error_line(capsys)
+
+
+def test_version_and_debug_after_the_subcommand():
+    version = tessera("--version")
+    assert version.returncode == 0 and version.stdout.startswith("tessera ")
+    late = tessera("solve", "no-such-file.json", "--debug")  # --debug after the subcommand: the traceback
+    assert late.returncode != 0 and "Traceback" in late.stderr
+    plain = tessera("solve", "no-such-file.json")
+    assert plain.returncode == 2 and plain.stderr.startswith("error: ") and "Traceback" not in plain.stderr
