@@ -2,7 +2,8 @@
 
 Each subcommand has a ``_add_<name>`` function that declares its arguments and a ``_run_<name>`` function that calls
 public functions only. Errors a user can cause (bad files, unknown names, impossible plans) end as one
-``error: ...`` line and exit code 2; ``--debug`` shows the traceback instead.
+``error: ...`` line and exit code 2; any other exception is an internal error, one line and exit code 3; ``--debug``
+(anywhere on the command line) shows the traceback instead. A solver that finds no finite-cost assignment exits 1.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from solvers.base import SolverError
 from solvers.problem import ProblemError
 
 USAGE_ERROR = 2
+INTERNAL_ERROR = 3
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -28,7 +30,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from search.errors import SearchError
 
     return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, CostSourceError, FileNotFoundError,
-            PermissionError)
+            PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
 
 
 def _add_input_shape(p: argparse.ArgumentParser, default: str) -> None:
@@ -500,6 +502,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `tessera solve ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
+    except Exception as exc:  # a bug in tessera or a library under it, not the user's input
+        if args.debug:
+            raise
+        print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback",
+              file=sys.stderr)
+        return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

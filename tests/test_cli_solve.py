@@ -109,3 +109,17 @@ def test_version_and_debug_after_the_subcommand():
     assert late.returncode != 0 and "Traceback" in late.stderr
     plain = tessera("solve", "no-such-file.json")
     assert plain.returncode == 2 and plain.stderr.startswith("error: ") and "Traceback" not in plain.stderr
+
+
+def test_an_unexpected_exception_is_one_internal_error_line_with_exit_code_3(monkeypatch, capsys):
+    import experiments.cli as cli
+
+    def broken(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cli, "_run_solve", broken)
+    assert main(["solve", "anything.json"]) == 3
+    line = one_error_line(capsys)
+    assert "internal error (RuntimeError: a bug)" in line and "--debug" in line
+    with pytest.raises(RuntimeError):
+        main(["solve", "anything.json", "--debug"])
