@@ -91,7 +91,12 @@ def load_artifact(directory: str | Path) -> Artifact:
     missing = [p.name for p in needed if not p.is_file()]
     if missing:
         raise SearchError(f"{root} is not a tessera artifact (missing {', '.join(missing)})")
-    manifest = json.loads((root / "manifest.json").read_text())
+    try:
+        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    except ValueError as exc:  # not UTF-8, not JSON
+        raise SearchError(f"{root / 'manifest.json'} is corrupt ({exc}); export the artifact again") from exc
+    if not isinstance(manifest, dict):
+        raise SearchError(f"{root / 'manifest.json'} is corrupt (not a JSON object); export the artifact again")
     library_path = root / manifest.get("library", "model.so")
     if not library_path.is_file():
         raise SearchError(f"{root} is not a tessera artifact (missing {library_path.name})")

@@ -65,9 +65,10 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
-        text = Path(path).read_text()
         try:
-            data = json.loads(text)
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise SearchError(f"{path}: not UTF-8 text (byte {exc.start}); is it a plan file?") from exc
         except json.JSONDecodeError as exc:
             raise SearchError(f"{path}: not valid JSON ({exc})") from exc
         try:

@@ -198,9 +198,11 @@ class Problem:
     def load(cls, path: str | Path) -> Problem:
         """Read a problem JSON file; any fault raises ``ProblemError`` naming the file."""
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ProblemError(f"cannot read {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ProblemError(f"{path}: not UTF-8 text (byte {exc.start}); is it a problem file?") from exc
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

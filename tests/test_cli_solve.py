@@ -123,3 +123,11 @@ def test_an_unexpected_exception_is_one_internal_error_line_with_exit_code_3(mon
     assert "internal error (RuntimeError: a bug)" in line and "--debug" in line
     with pytest.raises(RuntimeError):
         main(["solve", "anything.json", "--debug"])
+
+
+@pytest.mark.parametrize("suffix", [".json", ".wcsp"])
+def test_a_binary_problem_file_is_one_error_line(tmp_path, capsys, suffix):
+    binary = tmp_path / f"p{suffix}"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    assert main(["solve", str(binary)]) == 2
+    assert "p" + suffix in one_error_line(capsys)
