@@ -38,14 +38,19 @@ def client(tracking_uri: str | None = None):
     return MlflowClient(tracking_uri or default_tracking_uri())
 
 
+def experiment_id(mlflow_client: Any, name: str) -> str:
+    """The id of the experiment ``name``, created if missing."""
+    found = mlflow_client.get_experiment_by_name(name)
+    return found.experiment_id if found else mlflow_client.create_experiment(name)
+
+
 class Tracker:
     """Logs one ``ablate`` invocation of ``config``: ``start()``, ``log_trial()`` per result, ``finish()``."""
 
     def __init__(self, config: ExperimentConfig, tracking_uri: str | None = None) -> None:
         self.config = config
         self.client = client(tracking_uri)
-        found = self.client.get_experiment_by_name(config.name)
-        self.experiment_id = found.experiment_id if found else self.client.create_experiment(config.name)
+        self.experiment_id = experiment_id(self.client, config.name)
         self.parent_id: str | None = None
 
     def finished_trials(self) -> set[tuple[str, str]]:
@@ -99,9 +104,7 @@ def log_benchmark_run(experiment: str, name: str, params: Mapping[str, Any], met
     """One finished run of a benchmark script in ``experiment`` (created if missing): params, metrics and ``data``
     as the artifact ``result.json``; returns the run id."""
     mlflow_client = client(tracking_uri)
-    found = mlflow_client.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found else mlflow_client.create_experiment(experiment)
-    run_id = mlflow_client.create_run(experiment_id, run_name=name).info.run_id
+    run_id = mlflow_client.create_run(experiment_id(mlflow_client, experiment), run_name=name).info.run_id
     now = int(time.time() * 1000)
     from mlflow.entities import Metric
 
@@ -124,9 +127,7 @@ def log_tune(summary: Mapping[str, Any], tracking_uri: str | None = None, experi
     from mlflow.entities import Metric
 
     mlflow_client = client(tracking_uri)
-    found = mlflow_client.get_experiment_by_name(experiment)
-    experiment_id = found.experiment_id if found else mlflow_client.create_experiment(experiment)
-    run_id = mlflow_client.create_run(experiment_id, run_name=f"tune {summary['model']}",
+    run_id = mlflow_client.create_run(experiment_id(mlflow_client, experiment), run_name=f"tune {summary['model']}",
                                       tags={ROLE: "tune"}).info.run_id
     costs = summary["measurements"]
     params = {"model": summary["model"], "solver": summary["solver"]["solver"], "threads": summary["threads"],

@@ -7,13 +7,12 @@
    ``max_table_entries``, dynamic programming proves the optimum in about the time it takes to fill those tables.
 3. Any other core goes to toulbar2's branch and bound, first as it is for ``PLAIN_BACKTRACKS`` backtracks, then, if
    that did not settle it, with virtual arc consistency in preprocessing (``vac``) for the time left less a reserve.
-   Plain toulbar2 proves the dense constrained instances (radio-link frequency assignment) and the DNN-shaped ones,
-   2-50 times faster than ``ilp`` in the measurements behind these rules; where the LP relaxation is nearly tight
-   and toulbar2's own bound weak (grids with Potts-like costs), ``ilp``'s LP proved what plain toulbar2 could not
-   in a minute, and VAC, a bound close to that LP's, lets toulbar2 prove those faster than ``ilp`` does (0.5 s
-   against 36 s). VAC costs 1.0-2.2 times plain toulbar2's time where plain toulbar2 suffices, hence the plain
-   attempt first. So CP-SAT never decides here: it proved nothing that toulbar2 with VAC did not prove faster
-   (docs/measurements.md).
+   Plain toulbar2 proved the dense constrained instances (radio-link frequency assignment) and the DNN-shaped ones
+   faster than ``ilp``; where the LP relaxation is nearly tight and toulbar2's own bound weak (grids with Potts-like
+   costs), VAC, a bound close to that LP's, lets toulbar2 prove them faster than ``ilp``, and it costs a little
+   where plain toulbar2 suffices, hence the plain attempt first. CP-SAT never decides here: it proved nothing that
+   toulbar2 with VAC did not prove faster. The measurements behind these rules: docs/measurements.md, "The auto
+   solver and toulbar2".
 4. If that ends without any assignment (out of time on a hard instance), PBQP's heuristic gets the reserve, so a
    finite assignment is returned whenever one is found in time.
 
@@ -23,11 +22,10 @@ The log says which step decided and why.
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import replace
 
 from solvers.base import Solution, Solver, SolverError, register
-from solvers.dp import DPSolver
+from solvers.dp import DPSolver, check_table_cap
 from solvers.pbqp import PBQPSolver
 from solvers.problem import Problem
 from solvers.reductions import reduce_problem
@@ -35,16 +33,13 @@ from solvers.scaling import scale_costs
 from solvers.toulbar2 import Toulbar2Solver
 
 MAX_TABLE_ENTRIES = 3e4
-"""Largest elimination table auto lets ``dp`` build. On random-cost grids (4 x 4 to 12 x 12, 3-8 candidates) ``dp``
-was faster than toulbar2 up to largest tables of about 8e3 entries (5 x 5 x 6: 0.005 s against 0.008 s) and slower
-from about 5e4 (6 x 6 x 6: 0.014 s against 0.008 s; 1e6 entries: 0.04-0.1 s against 0.015-0.07 s), so the cut is
-between the two; either side of it both take milliseconds."""
+"""Largest elimination table auto lets ``dp`` build: between the table sizes where ``dp`` was measured faster and
+slower than toulbar2 on random-cost grids (docs/measurements.md); either side of it both take milliseconds."""
 
 PLAIN_BACKTRACKS = 1000
-"""Backtracks toulbar2 gets without VAC before auto runs it again with VAC. Plain toulbar2 proved every instance
-measured that it proved at all within 30000 search nodes, all but one (radio-link CELAR6-SUB1, where VAC takes as
-long) within 800; on the grids with Potts-like costs it had not proved in 10 s (50000 nodes), 1000 backtracks took
-0.12 s, and VAC then proves them in 0.5-3 s. A count, not seconds, so that the choice is the same on any machine."""
+"""Backtracks toulbar2 gets without VAC before auto runs it again with VAC: more than plain toulbar2 needed on the
+instances it proved at all but one, a small part of a second where it needs VAC (docs/measurements.md). A count, not
+seconds, so that the choice is the same on any machine."""
 
 RESERVE = 0.05
 """Share of the time limit kept back for PBQP when toulbar2 finds nothing (at most ``MAX_RESERVE`` seconds)."""
@@ -86,9 +81,7 @@ class AutoSolver(Solver):
 
     def _check_params(self) -> None:
         super()._check_params()
-        cap = self.max_table_entries
-        if not (isinstance(cap, numbers.Real) and not isinstance(cap, bool) and math.isfinite(cap) and cap >= 1):
-            raise SolverError(f"auto: max_table_entries must be a finite number >= 1, got {cap!r}")
+        check_table_cap(self.name, self.max_table_entries)
 
     def _solve(self, problem: Problem, start: float) -> Solution:
         costs = scale_costs(problem, solver=self.name)

@@ -31,6 +31,12 @@ _DENSE_ENTRIES = DENSE_ENTRIES
 """Above this many entries (node candidates x table), an elimination loops over the eliminated node's candidates."""
 
 
+
+def check_table_cap(solver: str, cap: object) -> None:
+    """Refuse a ``max_table_entries`` that is not a finite number >= 1 (``SolverError`` naming ``solver``)."""
+    if not (isinstance(cap, numbers.Real) and not isinstance(cap, bool) and math.isfinite(cap) and cap >= 1):
+        raise SolverError(f"{solver}: max_table_entries must be a finite number >= 1, got {cap!r}")
+
 @register
 class DPSolver(Solver):
     """Exact dynamic programming: graph reductions, then bucket elimination with a cap on table size.
@@ -60,9 +66,7 @@ class DPSolver(Solver):
 
     def _check_params(self) -> None:
         super()._check_params()
-        cap = self.max_table_entries
-        if not (isinstance(cap, numbers.Real) and not isinstance(cap, bool) and math.isfinite(cap) and cap >= 1):
-            raise SolverError(f"{self.name}: max_table_entries must be a finite number >= 1, got {cap!r}")
+        check_table_cap(self.name, self.max_table_entries)
 
     def _solve(self, problem: Problem, start: float) -> Solution:
         def check_time() -> None:

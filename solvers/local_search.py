@@ -286,8 +286,8 @@ def star_pair_moves(
     deadline: float = math.inf,
 ) -> LocalSearchResult:
     """Star moves to convergence, then pair moves, in turn until neither lowers the cost (at most ``max_rounds``
-    turns; each search at most ``max_rounds`` sweeps). Pair moves escape what hard constraints lock in a star: on the
-    radio-link frequency assignment instances measured, 96% above the optimum down to 7% (docs/measurements.md)."""
+    turns; each search at most ``max_rounds`` sweeps). Pair moves escape what hard constraints lock in a star, as on
+    the radio-link frequency assignment instances (docs/measurements.md)."""
     x = tuple(problem.to_indices(assignment))
     cost = problem.evaluate(x)
     rounds = moves = 0

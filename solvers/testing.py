@@ -53,8 +53,8 @@ def random_problem(
 
 def frustrated_grid(side: int = 20, candidates: int = 6, seed: int = 0) -> Problem:
     """A ``side`` x ``side`` grid with uniform random node and edge costs in [0, 1): every assignment is finite, and
-    from 20 x 20 with 6 candidates on, no solver here proves the optimum within seconds (``ilp`` leaves a 2.3% gap
-    after 30 s, toulbar2 8% after 1.5 s), which is what the time-limit check needs."""
+    from 20 x 20 with 6 candidates on, no solver here proves the optimum within seconds, which is what the time-limit
+    check needs."""
     rng = np.random.default_rng(seed)
     names = [[f"n{i}_{j}" for j in range(side)] for i in range(side)]
     labels = [f"c{c}" for c in range(candidates)]

@@ -50,9 +50,8 @@ class Toulbar2Solver(Solver):
         toulbar2 only the core (False: the whole problem).
     vac
         Enforce virtual arc consistency in preprocessing (toulbar2's ``-A=1``; default False, toulbar2's default): a
-        bound close to the LP relaxation's. On grids with Potts-like costs, where that LP is nearly tight, it proved
-        30 x 30 x 8 candidates in 2.8 s where plain toulbar2 had not in 30 s; elsewhere it cost 1.0-2.2 times the
-        time (docs/measurements.md).
+        bound close to the LP relaxation's: it pays off where that LP is nearly tight (grids with Potts-like costs)
+        and costs a little elsewhere (docs/measurements.md).
 
     Notes
     -----
