@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
@@ -17,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CACHE = Path("~/.cache/tessera/costs.sqlite")
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache") / "tessera" / "costs.sqlite"
+"""The cost cache of every command without ``--cache``: ``$XDG_CACHE_HOME/tessera``, else ``~/.cache/tessera``."""
 TIMING_METHODS = ("warm", "context", "cold")  # see cost_models.timer
 
 _SCHEMA = """

@@ -133,13 +133,41 @@ def _run_generate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------------- demo
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="solve the embedded DenseNet-201-like and SSD-like problems with every solver")
-    p.add_argument("--time-limit", type=float, default=10.0,
-                   help="seconds for the exact solvers (ilp, toulbar2, auto; default: 10)")
+    from experiments.demo import DEMO
+
+    p = sub.add_parser("demo", help=f"the whole loop on {DEMO.model} at {DEMO.image_size}x{DEMO.image_size}: measure, "
+                                    "solve, export, check, and time the plan against uniform layouts (a few minutes "
+                                    "from an empty cache)")
+    p.add_argument("--out", default="tessera-demo",
+                   help="directory for plan.json, problem.json, summary.json, artifact/ (default: tessera-demo)")
+    p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
     p.set_defaults(run=_run_demo)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    from cost_models.cache import DEFAULT_CACHE
+    from experiments.demo import run_demo
+    from experiments.progress import ProgressBar
+
+    progress = ProgressBar()
+    try:
+        run_demo(args.out, cache=args.cache or DEFAULT_CACHE, echo=lambda line: print(line, flush=True),
+                 progress=progress)
+    finally:
+        progress.close()
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- compare
+def _add_compare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="solve the embedded DenseNet-201-like and SSD-like problems with every solver "
+                                       "and print cost, gap and seconds per solver")
+    p.add_argument("--time-limit", type=float, default=10.0,
+                   help="seconds for the exact solvers (ilp, toulbar2, auto; default: 10)")
+    p.set_defaults(run=_run_compare)
+
+
+def _run_compare(args: argparse.Namespace) -> int:
     from experiments.compare import LEGEND, compare, format_table
     from solvers.generators import generate
 
@@ -469,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_costmodel(sub)
     _add_generate(sub)
     _add_demo(sub)
+    _add_compare(sub)
     _add_ablate(sub)
     _add_report(sub)
     _debug_anywhere(parser)

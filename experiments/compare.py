@@ -1,4 +1,5 @@
-"""Run several solvers and the LP bound on one problem and tabulate cost, gap and time (``tessera demo``, benchmarks).
+"""Run several solvers and the LP bound on one problem and tabulate cost, gap and time (``tessera compare``,
+benchmarks).
 
 A solver that refuses the problem (``SolverError``: too wide, out of time) becomes a row with its message as the note,
 so one refusal never hides the other rows. The gap of a row is measured against the best lower bound known for the

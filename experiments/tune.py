@@ -257,14 +257,17 @@ def tune(
     directory = Path(out)
     directory.mkdir(parents=True, exist_ok=True)
     extracted.problem.save(directory / "problem.json")
+    echo(f"solving with {', '.join(solver.name for solver in chosen)}")
     solutions, errors = _solve_all(extracted.problem, chosen)
     best = min(solutions, key=lambda name: solutions[name].cost)
     plans = _save_plans(extracted, solutions, best, directory)
     keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
+    echo(_timing_line(plans, repeat, calibrate > 0))
     results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep,
                                          profile_runs=PROFILE_RUNS if calibrate else 0)
     rounds, measured_first = [], extracted
     for index in range(1, calibrate + 1):
+        echo(f"calibration round {index}: the profiles' in-network times priced into the problem, solved again")
         extracted, solutions, round_ = _calibration_round(index, model, extracted, plans, results, profiles, chosen,
                                                           extract_args)
         rounds.append(round_)
@@ -273,6 +276,7 @@ def tune(
         best = min(solutions, key=lambda name: solutions[name].cost)
         plans = _save_plans(extracted, solutions, best, directory)
         keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
+        echo(_timing_line(plans, repeat, index < calibrate))
         results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep,
                                              profile_runs=PROFILE_RUNS if index < calibrate else 0)
         extracted.problem.save(directory / "problem.json")
@@ -369,6 +373,15 @@ def _save_plans(extracted: Extracted, solutions: dict[str, Any], best: str, dire
     for name in BASELINES:
         plans[name] = baseline_plan(extracted.graph, name, extracted.model, extracted.args)
     return plans
+
+
+def _timing_line(plans: dict[str, Any], repeat: int, profile: bool) -> str:
+    """What ``time_plans`` is about to do, as one progress line."""
+    distinct = len({tuple(sorted(plan.choices.items())) for plan in plans.values()})
+    baselines = ", ".join(label for label in plans if not label.startswith("solver:"))
+    profiled = ", then profiled inside the network" if profile else ""
+    return (f"exporting and checking {distinct} distinct plans (the solver's and the uniform baselines {baselines}), "
+            f"timing them in {repeat} interleaved rounds{profiled}")
 
 
 def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: dict[str, Path] | None = None,

@@ -78,7 +78,7 @@ def test_generate_rejects_bad_sizes(tmp_path):
     assert not (tmp_path / "p.json").exists()
 
 
-def test_comparison_behind_demo_and_benchmark():
+def test_comparison_behind_compare_and_benchmark():
     problem = generate("ssd", seed=0, candidates=3)
     rows = compare(problem, {"dp": {}, "greedy": {}, "pbqp": {"time_limit": 5.0}}, instance="ssd")
     by_solver = {r.solver: r for r in rows}
