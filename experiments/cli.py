@@ -201,29 +201,20 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from experiments.tune import load_network
-    from search.export import export
-    from search.plan import UNIFORM, Plan, baseline_plan
-    from search.templates.common import unit
+    import warnings
 
-    saved = None if args.plan in UNIFORM else Plan.load(args.plan)
-    recorded = saved.args if saved else {}
-    shape = {key: getattr(args, key) for key in ("batch", "image_size", "input_shape")}
-    if all(value is None for value in shape.values()):  # the command line says nothing of the shape: the plan's
-        keys = ("input_shape",) if "input_shape" in recorded else ("batch", "image_size")
-        shape = {key: recorded.get(key) for key in keys}
-    seed = args.seed if args.seed is not None else recorded.get("seed", 0)
-    graph, _, model_args = load_network(args.model, **shape, seed=seed)
-    chosen = saved or baseline_plan(graph, args.plan)
-    plan = Plan(chosen.choices, args.model, model_args, chosen.vector_unit)
-    if plan.vector_unit and plan.vector_unit != unit().name:
-        print(f"note: the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
-              f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)", file=sys.stderr)
-    compiled = export(graph, plan, threads=args.threads, seed=seed)
+    from experiments.deploy import export_plan
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        compiled = export_plan(args.model, args.plan, batch=args.batch, image_size=args.image_size,
+                               input_shape=args.input_shape, threads=args.threads, seed=args.seed)
+    for warning in caught:
+        print(f"note: {warning.message}", file=sys.stderr)
     compiled.save(args.out)
     m, check = compiled.manifest, compiled.manifest["numerical_check"]
-    print(f"wrote {args.out}: {len(graph.tunable)} nodes, {m['kernels']} kernels, {m['layout_transforms']} layout "
-          f"transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})")
+    print(f"wrote {args.out}: {len(compiled.plan.choices)} nodes, {m['kernels']} kernels, {m['layout_transforms']} "
+          f"layout transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})")
     return 0
 
 

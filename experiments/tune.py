@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cost_models.sources import CostSource
     from search.artifact import Artifact
     from search.graph import OpGraph
+    from search.plan import Plan
     from search.zoo.shapes import ShapesLike
     from solvers.problem import Problem
 
@@ -67,6 +68,14 @@ class Extracted:
     new: int
     failed: int
     seconds: float
+
+    def plan(self, solution: Any) -> Plan:
+        """A solver's solution of this problem as the ``search.plan.Plan`` that ``search.export.export`` compiles
+        (the auxiliary transform nodes left out, the model's name and load arguments recorded)."""
+        from search.plan import plan_from_assignment
+
+        return plan_from_assignment(solution.assignment, self.model, self.args,
+                                    auxiliary=self.problem.meta.get("auxiliary", ()))
 
 
 def load_network(model: str | tvm.IRModule, name: str | None = None, *, batch: int | None = None,
@@ -317,7 +326,6 @@ def _calibration_round(index: int, model: Any, extracted: Extracted, plans: dict
     measured plans and solve again: the calibrated extraction, the solutions, and the round (whether the best plan
     changed; see ``experiments.calibrate``)."""
     from cost_models.sources import CalibratedSource, MeasuredSource, cost_source
-    from search.plan import plan_from_assignment
 
     timing = getattr(cost_source(extract_args.get("costs", "measured")), "timing", "warm")
     cache = extract_args.get("cache", DEFAULT_CACHE)
@@ -327,7 +335,7 @@ def _calibration_round(index: int, model: Any, extracted: Extracted, plans: dict
     predicted, offsets = predict(calibrated.problem, plans, measured)
     solutions, _ = _solve_all(calibrated.problem, chosen)
     best = min(solutions, key=lambda name: solutions[name].cost)
-    chosen_plan = plan_from_assignment(solutions[best].assignment, auxiliary=calibrated.problem.meta["auxiliary"])
+    chosen_plan = calibrated.plan(solutions[best])
     current = plans[f"solver:{best}"] if f"solver:{best}" in plans else next(
         plan for label, plan in plans.items() if label.startswith("solver:"))
     stats = calibrated.problem.meta["costs"].get("calibration", {})
@@ -360,11 +368,9 @@ def _solve_all(problem: Problem, chosen: list) -> tuple[dict[str, Any], dict[str
 
 def _save_plans(extracted: Extracted, solutions: dict[str, Any], best: str, directory: Path) -> dict[str, Any]:
     """Every plan to export and time: ``solver:<name>`` per solver and the uniform baselines by name."""
-    from search.plan import BASELINES, baseline_plan, plan_from_assignment
+    from search.plan import BASELINES, baseline_plan
 
-    auxiliary = extracted.problem.meta.get("auxiliary", ())
-    plans = {f"solver:{name}": plan_from_assignment(solution.assignment, extracted.model, extracted.args,
-                                                    auxiliary=auxiliary) for name, solution in solutions.items()}
+    plans = {f"solver:{name}": extracted.plan(solution) for name, solution in solutions.items()}
     plans[f"solver:{best}"].save(directory / "plan.json")
     if len(solutions) > 1:
         (directory / "plans").mkdir(exist_ok=True)

@@ -1,0 +1,62 @@
+"""Compile a saved plan, or a uniform baseline, for the network it was made for (``tessera export``)."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from search.plan import UNIFORM, Plan
+
+if TYPE_CHECKING:
+    from search.export import CompiledPlan
+    from search.zoo.shapes import ShapesLike
+
+
+def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None, image_size: int | None = None,
+                input_shape: ShapesLike = None, threads: int = 1, seed: int | None = None) -> CompiledPlan:
+    """Compile ``plan`` for ``model`` and check it against the stock build; ``CompiledPlan.save(dir)`` writes it.
+
+    Parameters
+    ----------
+    model : str
+        A zoo name or ``.onnx`` path.
+    plan : str, Path or Plan
+        A plan file (``tessera solve --out``, ``tune``'s ``plan.json``), a ``Plan``, or a uniform baseline's name
+        (``search.plan.UNIFORM``: nchw, nhwc, nchw8c, nchw16c).
+    batch, image_size, input_shape
+        The network's input; when none is given, the plan's recorded ones (``Plan.args``), else the model's own.
+    threads : int
+        Cores to compile for.
+    seed : int, optional
+        Seed of the weights and of the check's input (default: the plan's, else 0).
+
+    Warns
+    -----
+    UserWarning
+        When the plan's knobs were chosen for another vector unit than the host's (the code is still correct).
+
+    Examples
+    --------
+    >>> export_plan("resnet18", "tuned/plan.json").save("build/")  # doctest: +SKIP
+    """
+    from experiments.tune import load_network
+    from search.export import export
+    from search.plan import baseline_plan
+    from search.templates.common import unit
+
+    saved = plan if isinstance(plan, Plan) else None if str(plan) in UNIFORM else Plan.load(plan)
+    recorded = saved.args if saved else {}
+    shape = {"batch": batch, "image_size": image_size, "input_shape": input_shape}
+    if all(value is None for value in shape.values()):  # nothing said of the shape: the plan's
+        keys = ("input_shape",) if "input_shape" in recorded else ("batch", "image_size")
+        shape = {key: recorded.get(key) for key in keys}
+    seed = seed if seed is not None else recorded.get("seed", 0)
+    graph, _, model_args = load_network(model, **shape, seed=seed)
+    chosen = saved or baseline_plan(graph, str(plan))
+    plan = Plan(chosen.choices, model, model_args, chosen.vector_unit)
+    if plan.vector_unit and plan.vector_unit != unit().name:
+        warnings.warn(f"the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
+                      f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)",
+                      stacklevel=2)
+    return export(graph, plan, threads=threads, seed=seed)
