@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from experiments.cli import main
-from experiments.config import LP_BOUND, expand, load_config, parse_config
+from experiments.config import LP_BOUND, ConfigError, expand, load_config, parse_config
 from solvers.generators import generate
 
 BASE = {
@@ -71,7 +74,63 @@ def test_input_shape_is_a_grid_axis_in_place_of_batch_and_image_size(tmp_path):
     assert [p.label for p in problems] == ["resnet18-1x3x32x32-s0-n4-t1-NCHW", "resnet18-data=2x3x64x64-s0-n4-t1-NCHW"]
 
 
+def grid(top: str = "", problem: str = 'generator = "chain"\nseed = 0', solver: str = 'name = "dp"') -> str:
+    """An experiment file with one problem and one solver table."""
+    return f'name = "x"\n{top}\n[[problems]]\n{problem}\n[[solvers]]\n{solver}\n'
+
+
+TOP_KEYS = "description, lower_bound, metrics, name, num_cpus, problems, repeats, solvers, time_limit, trial_timeout"
+MODEL_KEYS = ("batch, cache, cost_model, costs, image_size, input_shape, layouts, measure_fraction, model, seed, "
+              "space_size, threads, timing, transforms")
+HUGE_TABLE = grid(problem=f'generator = "chain"\nseed = {list(range(1000))}\ncandidates = {list(range(1, 1001))}')
+HUGE_SOLVER = grid(solver=f'name = "pbqp"\nbranch = {list(range(1000))}\nperturbations = {list(range(1000))}')
+HUGE_GRID = grid("repeats = 2", f'generator = "chain"\nseed = {list(range(500))}\ncandidates = {list(range(1, 101))}')
+
 FAULTS = [
+    # unknown keys, with the allowed ones
+    (grid("seed = 1"), f": unknown key 'seed'; allowed: {TOP_KEYS}\n"),
+    (grid(problem='generator = "chain"\nseed = 0\nsize = 3'),
+     "problems[0]: unknown key 'size'; allowed: candidates, generator, nodes, seed\n"),
+    (grid(problem='file = "p.json"\nseed = 0'), "problems[0]: unknown key 'seed'; allowed: file\n"),
+    (grid(problem='model = "resnet18"\nimage = 32'), f"problems[0]: unknown key 'image'; allowed: {MODEL_KEYS}\n"),
+    (grid(solver='name = "ilp"\nthreads = 2'), "solvers[0]: ilp: unknown parameter(s) threads; it takes backend, "
+     "dominance, hint, lp_first, presolve, scale, seed, time_limit, workers\n"),
+    # wrong types
+    (grid('repeats = "2"'), ": repeats must be a positive integer, got '2'\n"),
+    (grid("lower_bound = 1"), ": lower_bound must be true or false, got 1\n"),
+    (grid('metrics = "solver"'), ": metrics must be a list of metric groups, got 'solver'\n"),
+    (grid(problem='generator = "chain"\nseed = 1.5'),
+     "problems[0].seed must be an integer >= 0 or a non-empty list of distinct ones, got 1.5\n"),
+    (grid(problem='model = "resnet18"\ncache = 3'), "problems[0].cache must be a path string, got 3\n"),
+    (grid(problem='model = "resnet18"\ntiming = [1]'),
+     "problems[0].timing must be a timing method or a list of distinct ones, got [1]\n"),
+    (grid(solver="name = 7"), "solvers[0].name must be a solver name, got 7\n"),
+    ('name = "x"\nproblems = 3\n[[solvers]]\nname = "dp"\n',
+     ": problems must be a non-empty array of tables ([[problems]] entries), got 3\n"),
+    (grid(solver='name = "pbqp"\nbranch = "two"'),
+     "solvers[0]: pbqp: branch must be a non-negative integer, got 'two'\n"),
+    # out of range
+    (grid("num_cpus = 0"), ": num_cpus must be a positive integer, got 0\n"),
+    (grid("trial_timeout = inf"), ": trial_timeout must be a positive number of seconds, got inf\n"),
+    (grid("time_limit = -2.5"), ": time_limit must be a positive number of seconds, got -2.5\n"),
+    (grid(problem='generator = "chain"\nseed = 0\ncandidates = [4, 0]'),
+     "problems[0].candidates must be an integer >= 1 or a non-empty list of distinct ones, got [4, 0]\n"),
+    (grid(problem='generator = "chain"\nseed = [1, 1]'), "problems[0].seed must be an integer >= 0 or a non-empty "
+     "list of distinct ones, got [1, 1]\n"),
+    (grid(problem='model = "resnet18"\nmeasure_fraction = 1.5'),
+     "problems[0].measure_fraction must be a number in (0, 1] or a list of them, got 1.5\n"),
+    (grid(solver='name = "ilp"\nworkers = []'), "solvers[0].workers must be a value or a non-empty list of values"),
+    (grid(problem='model = "resnet18"\ncosts = "simulated"'),
+     "problems[0].costs: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated\n"),
+    (grid(problem='model = "resnet18"\ntransforms = "both"'),
+     "problems[0].transforms: unknown layout-transform pricing 'both'; choose from shared, pairwise\n"),
+    # files that are no experiment file
+    (b"\x89PNG\r\n\x1a\n\xff\xfe\x00", "not UTF-8 text (byte 0); is it an experiment file?\n"),
+    ('name = "x"\n[[problems]\n', "not valid TOML"),
+    # grids too large to expand
+    (HUGE_TABLE, "problems[0]: its axes give 1000000 instances, more than the 100000 trials an experiment may have"),
+    (HUGE_SOLVER, "solvers[0]: its axes give 1000000 settings, more than the 100000 trials"),
+    (HUGE_GRID, ": the grid has 150000 trials (50000 instances x 3 each), more than the 100000 trials"),
     ('name = "x"\n[[problems]]\nmodel = "resnet18"\ninput_shape = "1,3,32,32"\nbatch = 2\n[[solvers]]\nname = "dp"\n',
      "problems[0]: input_shape replaces batch and image_size"),
     ('name = "x"\n[[problems]]\nmodel = "resnet18"\ninput_shape = "1,3,x"\n[[solvers]]\nname = "dp"\n',
@@ -116,12 +175,37 @@ FAULTS = [
 @pytest.mark.parametrize(("text", "message"), FAULTS)
 def test_each_fault_is_one_clear_error(tmp_path, capsys, text, message):
     path = tmp_path / "bad.toml"
-    path.write_text(text)
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
     assert main(["ablate", str(path), "--tracking-uri", f"sqlite:///{tmp_path / 'never.db'}"]) == 2
     captured = capsys.readouterr()
     assert captured.err.startswith(f"error: {path}: ") and captured.err.count("\n") == 1
     assert message in captured.err
     assert not (tmp_path / "never.db").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("text", [HUGE_TABLE, HUGE_SOLVER, HUGE_GRID])
+def test_a_huge_grid_is_refused_before_it_is_expanded(tmp_path, text):
+    path = tmp_path / "huge.toml"
+    path.write_text(text)
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(ConfigError, match="more than the 100000 trials an experiment may have"):
+            load_config(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - start < 5 and peak < 10e6  # expanded, the grid would take hundreds of MB
+
+
+def test_the_module_docstring_documents_every_key():
+    import experiments.config
+    from experiments.config_problems import PROBLEM_TABLES
+    from experiments.config_schema import ExperimentFile
+
+    documented = set(re.findall(r"^ {4}(?:# )?(\w+) = ", experiments.config.__doc__, re.MULTILINE))
+    keys = {key for table in (ExperimentFile, *PROBLEM_TABLES.values()) for key in table.model_fields}
+    assert documented == keys - {"problems", "solvers"} | {"workers"}  # [[tables]]; workers: a solver parameter
 
 
 def test_the_shipped_configs_are_valid(tmp_path):
