@@ -13,7 +13,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -97,18 +97,24 @@ class CostCache:
     1.5
     """
 
-    def __init__(self, path: str | Path = DEFAULT_CACHE) -> None:
+    def __init__(self, path: str | Path = DEFAULT_CACHE, *, read_only: bool = False) -> None:
         self.path = Path(path).expanduser()
+        self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute(_SCHEMA)
+                if self.read_only:  # an existing cache, never created or changed
+                    conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
+                    conn.execute("SELECT context, key, median_ms, spread_ms, repeats, error, measured_at FROM costs "
+                                 "LIMIT 1")
+                else:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=NORMAL")
+                    conn.execute(_SCHEMA)
             except sqlite3.DatabaseError as exc:
                 raise CacheError(f"{self.path}: not a usable cost cache ({exc})") from exc
             self._conn = conn
@@ -151,6 +157,13 @@ class CostCache:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def items(self) -> Iterator[tuple[str, str, CostRecord]]:
+        """Every (context key, record key, record), in key order (``cost_models.exchange`` moves them)."""
+        rows = self._connect().execute("SELECT context, key, median_ms, spread_ms, repeats, error, measured_at "
+                                       "FROM costs ORDER BY context, key")
+        for context, key, *fields in rows:
+            yield context, key, CostRecord(*fields)
 
     def __len__(self) -> int:
         return self._connect().execute("SELECT COUNT(*) FROM costs").fetchone()[0]

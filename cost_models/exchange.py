@@ -1,0 +1,183 @@
+"""Moving cost records between caches: statistics, a line-per-record text format, import and merge.
+
+The format (``export_records``) is JSON Lines, one record per line, every field of the cache's key spelled out::
+
+    {"context": {"cpu": "...", "target": "llvm -mcpu=znver4 ...", "template_version": "2", "threads": 2,
+                 "tvm_version": "0.27.0", "timing": "warm"},
+     "key": {"kind": "conv2d", "workload": {...}, "layouts": {...}, "knobs": {...}, "epilogue": {...}},
+     "median_ms": 0.142, "spread_ms": 0.003, "repeats": 25, "error": null, "measured_at": 1795600000.0}
+
+(one line in the file). ``context`` says where and how the timing was taken (``cost_models.cache.Context``; ``timing``
+is ``warm`` when absent), ``key`` what was measured, ``error`` why a measurement failed (then ``median_ms`` is null).
+A file ending in ``.gz`` is gzip-compressed.
+
+A record measured twice (the same context and key in both caches) keeps one value, by ``prefer``:
+
+- a successful measurement beats a failure (a failure is often a time-out on a loaded machine, and a failure forbids
+  the candidate);
+- between two of the same kind, the newer one (``measured_at``) wins: it was taken with the current code and machine
+  state, and a re-measurement is usually made because the older one was doubted.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cost_models.cache import CacheError, Context, CostCache, CostRecord, canonical
+
+FIELDS = ("median_ms", "spread_ms", "repeats", "error", "measured_at")
+"""The value fields of a line, besides ``context`` and ``key``."""
+
+
+@dataclass(frozen=True)
+class MergeCounts:
+    """What an import did: records ``added`` (new), ``replaced`` (the incoming one preferred) and ``kept`` (the
+    cache's own preferred), of ``read`` records."""
+
+    read: int = 0
+    added: int = 0
+    replaced: int = 0
+    kept: int = 0
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Records of a cache by context (CPU, threads, timing method, versions) and by measured kind, failures, dates."""
+
+    records: int
+    failed: int
+    contexts: dict[str, int] = field(default_factory=dict)
+    kinds: dict[str, int] = field(default_factory=dict)
+    first: float | None = None
+    last: float | None = None
+
+
+def prefer(incoming: CostRecord, existing: CostRecord) -> bool:
+    """Whether ``incoming`` replaces ``existing`` (the module docstring's policy)."""
+    if incoming.ok != existing.ok:
+        return incoming.ok
+    return incoming.measured_at > existing.measured_at
+
+
+def records(cache: CostCache) -> Iterator[dict[str, Any]]:
+    """Every record of ``cache`` as one line's object (see the module docstring)."""
+    for context, key, record in cache.items():
+        context_fields = json.loads(context)
+        context_fields.setdefault("timing", "warm")
+        yield {"context": context_fields, "key": json.loads(key),
+               **{name: getattr(record, name) for name in FIELDS}}
+
+
+def stats(cache: CostCache) -> CacheStats:
+    """``CacheStats`` of ``cache``."""
+    contexts: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    failed, dates = 0, []
+    for line in records(cache):
+        c = line["context"]
+        contexts[f"{c['cpu']} ({_mcpu(c['target'])}), {c['threads']} threads, {c['timing']}, tvm "
+                 f"{c['tvm_version']}, templates {c['template_version']}"] += 1
+        kinds[line["key"].get("kind", "?") if isinstance(line["key"], dict) else "?"] += 1
+        failed += line["error"] is not None
+        dates.append(line["measured_at"])
+    return CacheStats(sum(contexts.values()), failed, dict(contexts.most_common()), dict(kinds.most_common()),
+                      min(dates, default=None), max(dates, default=None))
+
+
+def _mcpu(target: str) -> str:
+    """The LLVM CPU of a target as the cache keys it (TVM's JSON form of the target), else the whole string."""
+    try:
+        return json.loads(target).get("mcpu") or target
+    except (json.JSONDecodeError, AttributeError):
+        return target
+
+
+def _open(path: Path, mode: str, compressed: bool) -> IO[str]:
+    if compressed:
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return open(path, mode, encoding="utf-8")
+
+
+def export_records(cache: CostCache, path: str | Path) -> int:
+    """Write every record of ``cache`` to ``path`` (JSON Lines, atomically); the number written."""
+    path = Path(path)
+    if path.is_dir():
+        raise CacheError(f"{path} is a directory; name the file to write")
+    if path.exists() and path.resolve() == cache.path.resolve():
+        raise CacheError(f"{path} is the cache itself; export to another file")
+    handle, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(handle)
+    count = 0
+    try:
+        with _open(Path(scratch), "w", path.suffix == ".gz") as out:
+            for line in records(cache):
+                out.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
+                count += 1
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
+    return count
+
+
+def read_records(path: str | Path) -> Iterator[tuple[Context, str, CostRecord]]:
+    """The records of a file ``export_records`` wrote, checked line by line (a bad line is a ``CacheError`` naming
+    it)."""
+    path = Path(path)
+    try:
+        with _open(path, "r", path.suffix == ".gz") as lines:
+            for number, text in enumerate(lines, 1):
+                if text.strip():
+                    yield _parse(text, f"{path}:{number}")
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+        raise CacheError(f"{path}: not a cost record file ({exc})") from exc
+
+
+def _parse(text: str, where: str) -> tuple[Context, str, CostRecord]:
+    try:
+        line = json.loads(text)
+        context = Context(**line["context"])
+        values = {name: line[name] for name in FIELDS}
+        record = CostRecord(**values)
+        if not isinstance(line["key"], dict) or not isinstance(record.repeats, int):
+            raise TypeError("key must be an object and repeats an integer")
+        if record.error is None and (not isinstance(record.median_ms, int | float) or record.median_ms < 0):
+            raise ValueError("a record without an error needs a non-negative median_ms")
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise CacheError(f"{where}: not a cost record ({type(exc).__name__}: {exc})") from exc
+    return context, canonical(line["key"]), record
+
+
+def import_records(cache: CostCache, incoming: Iterable[tuple[Context, str, CostRecord]]) -> MergeCounts:
+    """Add ``incoming`` records to ``cache``, a record measured twice resolved by ``prefer``."""
+    read = added = replaced = kept = 0
+    for context, key, record in incoming:
+        read += 1
+        existing = cache.get(context, key)
+        if existing is None or prefer(record, existing):
+            cache.put(context, key, record)
+            added += existing is None
+            replaced += existing is not None
+        else:
+            kept += 1
+    return MergeCounts(read, added, replaced, kept)
+
+
+def merge_caches(cache: CostCache, others: Iterable[str | Path]) -> MergeCounts:
+    """Import the records of the cost caches ``others`` (opened read-only) into ``cache``."""
+    sources = [CostCache(path, read_only=True) for path in others]
+    for source in sources:
+        if not source.path.is_file():
+            raise CacheError(f"{source.path}: no such cost cache")
+        if source.path.resolve() == cache.path.resolve():
+            raise CacheError(f"{source.path} is the cache merged into; name other caches")
+    return import_records(cache, ((Context(**json.loads(context)), key, record) for source in sources
+                                  for context, key, record in source.items()))
