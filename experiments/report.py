@@ -1,5 +1,7 @@
 """``tessera report``: read an experiment's trial runs back from MLflow and write tables and plots.
 
+The store must exist (``sqlite:///missing.db`` is an error, never a new empty database) and hold the experiment.
+
 Per instance and solver (repeats pooled: median cost and median solve seconds) the tables give the cost, the solver's
 own bound, the gap to the instance's best lower bound (the LP bound, any proven bound, any proven optimum), the cost
 relative to the cheapest solution and the time, in ``report.md`` (the ``experiments.compare`` table) and
@@ -21,7 +23,7 @@ from typing import Any
 
 from experiments.compare import LEGEND, LP_BOUND, Row, format_table
 from experiments.config import ExperimentError
-from experiments.tracking import TRIAL_ID, trial_runs
+from experiments.tracking import ERROR_TAG, STATUS, TRIAL_ID, trial_runs
 from experiments.trials import ERROR
 from solvers.base import relative_gap
 
@@ -91,13 +93,18 @@ def _row(instance: str, solver: str, runs: list[Any]) -> Row:
     costs = [r.data.metrics["cost"] for r in runs if "cost" in r.data.metrics]
     bounds = [r.data.metrics["lower_bound"] for r in runs if "lower_bound" in r.data.metrics]
     seconds = [r.data.metrics.get("solve_seconds", 0.0) for r in runs]
-    statuses = [r.data.params.get("status", ERROR) for r in runs]
+    statuses = [_status(r) for r in runs]
     status = max(set(statuses), key=statuses.count)
     if status == ERROR:
-        message = runs[-1].data.tags.get("tessera.error", "")
+        message = runs[-1].data.tags.get(ERROR_TAG, "")
         status = f"error: {message if len(message) <= ERROR_CHARS else message[:ERROR_CHARS] + '...'}"
     return Row(instance, solver, statistics.median(costs) if costs else None, max(bounds) if bounds else None,
                statistics.median(seconds), status)
+
+
+def _status(run: Any) -> str:
+    """A trial run's status: its tag (a store written before the status was a tag has it as a param)."""
+    return run.data.tags.get(STATUS) or run.data.params.get("status", ERROR)
 
 
 def write_report(experiment: str, out: str | Path, tracking_uri: str | None = None) -> list[Path]:

@@ -2,27 +2,30 @@
 
 Trials already FINISHED in the tracking store (same trial id and config hash) are skipped, so rerunning a config
 resumes it. The driver logs every result the moment ``ray.wait`` hands it over, so an interruption loses no finished
-trial. A worker process that dies is retried by Ray (``max_retries``); a trial that still fails is a FAILED run.
+trial. A worker process that dies is retried by Ray (``max_retries``); a trial that still fails, or raises an
+unexpected exception (on Ray or in-process alike), is a FAILED run with the exception's type and message, and the
+other trials go on. Progress goes to ``experiments.progress.TrialProgress``.
 
 Ray: an embedded local node by default (the config's ``num_cpus``, no dashboard, node address 127.0.0.1 (Ray 2.60 still
-listens on every interface), usage stats off); with ``address`` it joins an existing cluster; if Ray is already
-initialised in this process it is used as it is. Trials on synthetic or file problems take one CPU each and run in
-parallel. Trials that time the machine (a model instance, whose costs are measured) also take the node's one
-``timing_slot`` resource, so two never overlap on a node, and a fresh worker process each (TVM sizes its thread pool
-once per process). On a cluster start every node with ``ray start ... --resources '{"timing_slot": 1}'``. """
+listens on every interface), usage stats off); with ``address`` it joins an existing cluster, after checking within
+``CONNECT_SECONDS`` that something listens there (``ray.init`` would wait for minutes); if Ray is already initialised
+in this process it is used as it is. Trials on synthetic or file problems take one CPU each and run in parallel.
+Trials that time the machine (a model instance, whose costs are measured) also take the node's one ``timing_slot``
+resource, so two never overlap on a node, and a fresh worker process each (TVM sizes its thread pool once per
+process). On a cluster start every node with ``ray start ... --resources '{"timing_slot": 1}'``. """
 
 from __future__ import annotations
 
 import os
 import signal
-import sys
-import time
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from experiments.board import TrialBoard, overdue
 from experiments.config import ExperimentConfig, ExperimentError, Trial, expand
+from experiments.progress import TrialProgress, clock
 from experiments.tracking import Tracker
 from experiments.trials import ERROR, TrialResult, run_trial
 
@@ -38,10 +41,8 @@ TIMING_SLOT = "timing_slot"
 POLL_SECONDS = 1.0
 """How often the driver refreshes the running trials' lines and checks their timeouts."""
 
-QUIET_SECONDS = 30.0
-"""Interval of the running trials' lines when progress goes to a file rather than a terminal."""
-
-BAR_WIDTH = 20
+CONNECT_SECONDS = 10.0
+"""How long ``start_ray`` waits for a TCP connection to a cluster's address before giving up."""
 
 
 @dataclass(frozen=True)
@@ -65,28 +66,32 @@ def run_experiment(
     stream: TextIO | None = None,
     max_retries: int = MAX_RETRIES,
 ) -> AblateSummary:
-    """Run the trials of ``config`` not yet finished in the tracking store; progress lines go to ``stream`` (stderr).
+    """Run the trials of ``config`` not yet finished in the tracking store; progress goes to ``stream`` (stderr).
 
     Examples
     --------
     >>> run_experiment(load_config("experiments/configs/solvers_synthetic.toml"))  # doctest: +SKIP
     """
+    if address and not serial:
+        check_address(address)  # before the store is touched
     trials = expand(config)
     timeout = config.trial_timeout
     tracker = Tracker(config, tracking_uri)
     done = tracker.finished_trials()
     todo = [t for t in trials if (t.id, t.config_hash) not in done]
-    progress = _Progress(len(todo), stream if stream is not None else sys.stderr)
-    progress.note(f"{config.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
-                  f"{len(todo)} to run" + (" in-process" if serial else " on Ray"))
-    tracker.start(planned=len(todo), skipped=len(trials) - len(todo))
-    failed = 0
+    skipped = len(trials) - len(todo)
+    tracker.start()
+    progress = TrialProgress(len(todo), stream)
+    progress.note(f"{config.name}: {len(trials)} trials, {skipped} already finished, {len(todo)} to run"
+                  + (" in-process" if serial else " on Ray"))
+    recorded, failed = 0, 0
 
     def record(trial: Trial, result: TrialResult) -> None:
-        nonlocal failed
+        nonlocal recorded, failed
         tracker.log_trial(trial, result)
+        recorded += 1
         failed += result.status == ERROR
-        progress.trial(trial, result)
+        progress.finished(f"{trial.id}: {_figure(result)} in {result.seconds:.2f} s")
 
     status = "KILLED"
     try:
@@ -99,10 +104,11 @@ def run_experiment(
                         timeout=timeout)
         status = "FINISHED"
     finally:
-        tracker.finish(status)
-    progress.note(f"{config.name}: {len(todo) - failed} finished, {failed} failed in {_clock(progress.elapsed())}")
-    return AblateSummary(len(trials), len(trials) - len(todo), len(todo) - failed, failed, progress.elapsed(),
-                         tracker.parent_id)
+        progress.close()
+        tracker.finish(status, {"trials": len(trials), "skipped": skipped, "finished": recorded - failed,
+                                "failed": failed, "seconds": progress.elapsed()})
+    progress.note(f"{config.name}: {recorded - failed} finished, {failed} failed in {clock(progress.elapsed())}")
+    return AblateSummary(len(trials), skipped, recorded - failed, failed, progress.elapsed(), tracker.parent_id)
 
 
 def run_reported(trial: Trial, board: Any) -> TrialResult:
@@ -114,9 +120,9 @@ def run_reported(trial: Trial, board: Any) -> TrialResult:
         board.done.remote(trial.id)
 
 
-def _run_serial(trial: Trial, board: TrialBoard, progress: _Progress, timeout: float | None) -> TrialResult:
+def _run_serial(trial: Trial, board: TrialBoard, progress: TrialProgress, timeout: float | None) -> TrialResult:
     """``run_trial`` in this process; a timeout interrupts it with SIGALRM (between Python steps, so a long call
-    into a solver's native code ends first)."""
+    into a solver's native code ends first), and an unexpected exception becomes an error result, as on Ray."""
 
     def report(stage: str) -> None:
         board.update(trial.id, stage)
@@ -133,6 +139,8 @@ def _run_serial(trial: Trial, board: TrialBoard, progress: _Progress, timeout: f
         return run_trial(trial, report)
     except _TrialTimeout:
         return TrialResult(trial.id, ERROR, error=_timed_out(timeout, board.snapshot().get(trial.id)))
+    except Exception as exc:  # a bug in a solver or in tessera: recorded, and the next trial runs
+        return TrialResult(trial.id, ERROR, error=_unexpected(exc))
     finally:
         if timeout:
             signal.setitimer(signal.ITIMER_REAL, 0)
@@ -144,6 +152,11 @@ class _TrialTimeout(Exception):
     pass
 
 
+def _unexpected(exc: BaseException) -> str:
+    """A trial's error text for an exception ``run_trial`` let through: its type and message."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _timed_out(timeout: float, entry: tuple[float, str] | None) -> str:
     stage = f" while {entry[1]}" if entry else ""
     return f"timed out after {timeout:g} s{stage}"
@@ -152,7 +165,7 @@ def _timed_out(timeout: float, entry: tuple[float, str] | None) -> str:
 def _run_on_ray(
     trials: list[Trial],
     record: Callable[[Trial, TrialResult], None],
-    progress: _Progress,
+    progress: TrialProgress,
     *,
     address: str | None,
     num_cpus: int,
@@ -176,9 +189,7 @@ def _run_on_ray(
                 try:
                     result = ray.get(ref)
                 except ray.exceptions.RayError as exc:
-                    summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    error = expired.get(trial.id) or f"ray: {type(exc).__name__}: {summary}"
-                    result = TrialResult(trial.id, ERROR, error=error)
+                    result = TrialResult(trial.id, ERROR, error=expired.get(trial.id) or _ray_error(ray, exc))
                 record(trial, result)
             snapshot = {tid: entry for tid, entry in ray.get(board.snapshot.remote()).items() if tid not in expired}
             progress.running(snapshot)
@@ -191,6 +202,16 @@ def _run_on_ray(
             ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
+
+
+def _ray_error(ray: Any, exc: BaseException) -> str:
+    """A trial's error text for what ``ray.get`` raised: the trial's own exception as ``_unexpected`` words it, else
+    Ray's (a worker lost, a task cancelled)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, ray.exceptions.RayTaskError) and cause is not None:
+        return _unexpected(cause)
+    summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"ray: {type(exc).__name__}: {summary}"
 
 
 def _check_cluster(trials: list[Trial], resources: dict[str, float]) -> None:
@@ -221,6 +242,7 @@ def start_ray(*, address: str | None = None, num_cpus: int = 2) -> tuple[Any, bo
     if ray.is_initialized():
         return ray, False
     if address:
+        check_address(address)
         ray.init(address=address, log_to_driver=False)
     else:
         ray.init(num_cpus=num_cpus, resources={TIMING_SLOT: 1}, include_dashboard=False,
@@ -228,49 +250,21 @@ def start_ray(*, address: str | None = None, num_cpus: int = 2) -> tuple[Any, bo
     return ray, True
 
 
-class _Progress:
-    """A line per finished trial with an overall bar and ETA, and a live line per running trial: redrawn in place
-    on a terminal, printed every ``QUIET_SECONDS`` (when something runs) otherwise."""
-
-    def __init__(self, total: int, stream: TextIO) -> None:
-        self.total, self.done, self.stream = total, 0, stream
-        self.start = time.perf_counter()
-        self.tty = stream.isatty()
-        self.drawn = 0  # live lines currently on the terminal
-        self.last_print = 0.0
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.start
-
-    def note(self, text: str) -> None:
-        self._erase()
-        print(text, file=self.stream, flush=True)
-
-    def trial(self, trial: Trial, result: TrialResult) -> None:
-        self.done += 1
-        eta = self.elapsed() / self.done * (self.total - self.done)
-        filled = round(BAR_WIDTH * self.done / max(self.total, 1))
-        bar = "#" * filled + "-" * (BAR_WIDTH - filled)
-        self.note(f"[{bar}] {self.done}/{self.total} {trial.id}: {_figure(result)} in {result.seconds:.2f} s; "
-                  f"elapsed {_clock(self.elapsed())}, ETA {_clock(eta)}")
-
-    def running(self, snapshot: dict[str, tuple[float, str]]) -> None:
-        now = time.time()
-        lines = [f"  running {trial_id} for {_clock(now - started)}: {stage}"
-                 for trial_id, (started, stage) in sorted(snapshot.items(), key=lambda item: item[1][0])]
-        if self.tty:
-            self._erase()
-            if lines:
-                print("\n".join(lines), file=self.stream, flush=True)
-            self.drawn = len(lines)
-        elif lines and time.monotonic() - self.last_print >= QUIET_SECONDS:
-            self.last_print = time.monotonic()
-            print("\n".join(lines), file=self.stream, flush=True)
-
-    def _erase(self) -> None:
-        if self.tty and self.drawn:
-            self.stream.write(f"\x1b[{self.drawn}F\x1b[J")
-            self.drawn = 0
+def check_address(address: str) -> None:
+    """Raise ``ExperimentError`` unless something accepts a TCP connection at ``address`` (``HOST:PORT``, also as
+    ``ray://HOST:PORT``) within ``CONNECT_SECONDS``; an address without a port (``auto``) is left to Ray."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host:
+        return
+    if not port.isdigit():
+        raise ExperimentError(f"Ray address {address!r} is not HOST:PORT")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ExperimentError(f"no Ray cluster answers at {address} ({reason}); start its head node with "
+                              f"ray start --head, or leave out the address to run on a local one") from exc
 
 
 def _figure(result: TrialResult) -> str:
@@ -281,7 +275,3 @@ def _figure(result: TrialResult) -> str:
         return f"bound {result.lower_bound:.6g}"
     return result.status if result.cost is None else f"cost {result.cost:.6g} ({result.status})"
 
-
-def _clock(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"

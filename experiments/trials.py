@@ -5,7 +5,7 @@ With ``latency`` metrics a solver trial on a model instance also exports its pla
 checks it numerically against the stock build) and times it end to end (``search.artifact.measure_latency``).
 A ``SolverError``, ``ProblemError`` or ``SearchError`` (a solver refusing the instance, a bad problem file, a model
 that cannot be measured) becomes a result with status ``"error"`` and the message, so one refusal never stops the
-experiment.
+experiment; any other exception is the runner's to record (as ``Type: message``), on Ray and in-process alike.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from experiments.compare import LP_BOUND
 from experiments.config import Trial
+from experiments.progress import describe
 from search.errors import SearchError
 from solvers import ProblemError, SolverError, solve
 
@@ -66,16 +67,16 @@ class TrialResult:
     numerical_error: float | None = None
     """Relative error of the exported plan's output against the stock NCHW build."""
     started_at: float = 0.0
-    """Unix time the trial started and ended in its worker (shows which trials overlapped)."""
+    """Unix time the trial started and ended in its worker (its MLflow run's start and end: shows which trials
+    overlapped); 0 when the trial never ran to an end in a worker."""
     ended_at: float = 0.0
 
     def metrics(self) -> dict[str, float]:
-        """The finite figures, for MLflow metrics."""
+        """The finite figures, for MLflow metrics (the status, error and times are the run's tags and times)."""
         values = {"cost": self.cost, "lower_bound": self.lower_bound, "gap": self.gap, "solve_seconds": self.seconds,
                   "wall_seconds": self.wall_seconds, "nodes": self.nodes, "edges": self.edges,
                   "latency_ms": self.latency_ms, "latency_spread_ms": self.latency_spread_ms,
-                  "numerical_error": self.numerical_error, "started_at": self.started_at or None,
-                  "ended_at": self.ended_at or None, "measurements": self.measurements}
+                  "numerical_error": self.numerical_error, "measurements": self.measurements}
         for name, ms in self.baselines_ms.items():
             values[f"baseline_{name}_ms"] = ms
             values[f"speedup_{name}"] = ms / self.latency_ms if self.latency_ms else None
@@ -159,8 +160,7 @@ def _measuring(report: Callable[[str], None]) -> Callable[[Any], None]:
         now = time.monotonic()
         if now - last[0] >= 1.0 or event.done == event.total:
             last[0] = now
-            eta = "" if event.eta is None else f", ETA {int(event.eta) // 60}:{int(event.eta) % 60:02d}"
-            report(f"measuring {event.done}/{event.total} ({event.hits} cached{eta})")
+            report(f"measuring: {describe(event)}")
 
     return progress
 

@@ -15,7 +15,7 @@ import pytest
 from experiments.cli import main
 from experiments.config import LP_BOUND, parse_config
 from experiments.runner import run_experiment, start_ray
-from experiments.tracking import CONFIG_HASH, TRIAL_ID, client, trial_runs
+from experiments.tracking import CONFIG_HASH, PROBLEM_HASH, STATUS, TRIAL_ID, client, trial_problem, trial_runs
 
 pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
 
@@ -36,6 +36,14 @@ name = "dp"
 [[solvers]]
 name = "pbqp"
 """
+
+
+@pytest.fixture(scope="module", autouse=True)
+def artifacts_in_tmp(tmp_path_factory):
+    """MLflow puts the artifacts of an experiment it creates under ./mlruns: in a temporary folder, not here."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path_factory.mktemp("cwd"))
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +84,7 @@ def test_grid_runs_on_ray_and_is_read_back_from_mlflow(grid, store):
     pbqp = runs["chain-n20-k4-s0/pbqp/r0"]
     assert pbqp.info.status == "FINISHED"
     assert pbqp.data.params["solver"] == "pbqp" and pbqp.data.params["problem.generator"] == "chain"
-    assert pbqp.data.params["problem.seed"] == "0" and pbqp.data.params["status"] == "optimal"
+    assert pbqp.data.params["problem.seed"] == "0" and pbqp.data.tags[STATUS] == "optimal"
     assert pbqp.data.params["config_hash"] == pbqp.data.tags[CONFIG_HASH]
     assert {"version.tessera", "cpu", "cores"} <= set(pbqp.data.params)
     metrics = pbqp.data.metrics
@@ -84,7 +92,9 @@ def test_grid_runs_on_ray_and_is_read_back_from_mlflow(grid, store):
     bound = runs[f"chain-n20-k4-s0/{LP_BOUND}/r0"].data.metrics["lower_bound"]
     assert bound == pytest.approx(metrics["cost"], rel=1e-6)  # the LP bound is tight on a chain
     artifacts = {a.path for a in client(store).list_artifacts(pbqp.info.run_id)}
-    assert artifacts == {"problem.json", "solution.json", "solver.log"}
+    assert artifacts == {"solution.json", "solver.log"}  # the problem is the parent run's, once per instance
+    assert len({run.data.tags[PROBLEM_HASH] for run in runs.values()}) == 2
+    assert len(trial_problem(pbqp, store)["nodes"]) == 20
     solution = json.loads(open(client(store).download_artifacts(pbqp.info.run_id, "solution.json")).read())
     assert len(solution["assignment"]) == 20 and solution["cost"] == metrics["cost"]
 
@@ -92,7 +102,7 @@ def test_grid_runs_on_ray_and_is_read_back_from_mlflow(grid, store):
 def test_a_failing_trial_records_its_error_and_the_others_complete(grid, store):
     runs = by_trial(grid[1], store)
     refused = runs["densenet-k4-s0/dp/r0"]
-    assert refused.info.status == "FAILED" and refused.data.params["status"] == "error"
+    assert refused.info.status == "FAILED" and refused.data.tags[STATUS] == "error"
     assert "too wide" in refused.data.tags["tessera.error"]
     assert "cost" not in refused.data.metrics
     others = [run for trial_id, run in runs.items() if trial_id != "densenet-k4-s0/dp/r0"]
@@ -105,7 +115,7 @@ def test_serial_gives_the_same_results(grid, store, tmp_path):
     on_ray, serial = by_trial(grid[1], store), by_trial("grid-serial", store)
     assert sorted(on_ray) == sorted(serial)
     for trial_id, run in serial.items():
-        assert run.data.params["status"] == on_ray[trial_id].data.params["status"]
+        assert run.data.tags[STATUS] == on_ray[trial_id].data.tags[STATUS]
         assert run.data.tags[CONFIG_HASH] == on_ray[trial_id].data.tags[CONFIG_HASH]
         for key in ("cost", "lower_bound"):
             expected = on_ray[trial_id].data.metrics.get(key)
@@ -117,7 +127,7 @@ def test_rerunning_skips_finished_trials(grid, store, capsys):
     assert main(["ablate", str(grid[0]), "--tracking-uri", store]) == 0
     out, err = capsys.readouterr()
     assert "6 trials, 5 already finished, 0 finished now, 1 failed" in out  # only the refused trial is tried again
-    assert "] 1/1 densenet-k4-s0/dp/r0: error (dp: problem too wide" in err
+    assert "[1/1] densenet-k4-s0/dp/r0: error (dp: problem too wide" in err
     runs = client(store).search_runs([client(store).get_experiment_by_name(grid[1]).experiment_id])
     assert len(runs) == before + 2  # a parent run and the retried failure
 
@@ -150,7 +160,7 @@ def test_a_killed_worker_is_retried(ray_session, store):
     assert killed, "no worker running the trial was found"
     assert (summary.finished, summary.failed) == (1, 0)
     (run,) = trial_runs("killed", store)
-    assert run.info.status == "FINISHED" and run.data.params["status"] == "optimal"
+    assert run.info.status == "FINISHED" and run.data.tags[STATUS] == "optimal"
     assert run.data.metrics["solve_seconds"] > 0.5  # so the first attempt was still solving when it was killed
 
 
@@ -200,7 +210,7 @@ def test_measured_trials_are_timed_end_to_end_one_at_a_time(ray_session, store, 
             'cache = "costs.sqlite"\n[[solvers]]\nname = "pbqp"\n[[solvers]]\nname = "greedy"\n')
     path = write_config(tmp_path / "measured.toml", "measured", body)
     assert main(["ablate", str(path), "--tracking-uri", store]) == 0
-    runs = sorted(trial_runs("measured", store), key=lambda run: run.data.metrics["started_at"])
+    runs = sorted(trial_runs("measured", store), key=lambda run: run.info.start_time)
     assert [run.data.tags[TRIAL_ID] for run in runs] == [
         "one_conv-b1-s0-n1-t1-NCHW/pbqp/r0", "one_conv-b1-s0-n1-t1-NCHW/greedy/r0"]
     assert all(run.info.status == "FINISHED" and run.data.metrics["cost"] > 0 for run in runs)
@@ -209,9 +219,9 @@ def test_measured_trials_are_timed_end_to_end_one_at_a_time(ray_session, store, 
         assert all(run.data.metrics[f"baseline_{name}_ms"] > 0 and run.data.metrics[f"speedup_{name}"] > 0
                    for run in runs)
     assert runs[0].data.metrics["measurements"] > 0 == runs[1].data.metrics["measurements"]  # cached the 2nd time
-    assert runs[0].data.metrics["ended_at"] <= runs[1].data.metrics["started_at"]  # one at a time on the node
+    assert runs[0].info.end_time <= runs[1].info.start_time  # one at a time on the node
     assert runs[0].data.params["problem.layouts"] == "NCHW" and (tmp_path / "costs.sqlite").is_file()
-    problem = json.loads(open(client(store).download_artifacts(runs[0].info.run_id, "problem.json")).read())
+    problem = trial_problem(runs[0], store)
     assert problem["meta"]["model"].endswith("one_conv.onnx")
     assert problem["meta"]["costs"]["provider"] == "MeasuredCosts"
     assert main(["report", "measured", "--out", str(tmp_path / "report"), "--tracking-uri", store]) == 0
@@ -244,9 +254,9 @@ def test_a_trial_over_its_timeout_is_cancelled_and_running_trials_are_shown(ray_
                                                                              tmp_path):
     import io
 
-    from experiments import runner
+    from experiments import progress
 
-    monkeypatch.setattr(runner, "QUIET_SECONDS", 0.0)
+    monkeypatch.setattr(progress, "LOG_SECONDS", 0.0)
     config = parse_config({"name": "timeout", "lower_bound": False, "trial_timeout": 2.0,
                            "problems": [{"file": str(frustrated_grid(tmp_path / "grid.json"))}],
                            "solvers": [{"name": "ilp", "time_limit": 60.0, "workers": 1, "dominance": False},
@@ -260,4 +270,5 @@ def test_a_trial_over_its_timeout_is_cancelled_and_running_trials_are_shown(ray_
     assert cancelled.info.status == "FAILED" and "timed out after 2 s while solving" in cancelled.data.tags[
         "tessera.error"]
     assert runs["grid/greedy/r0"].info.status == "FINISHED"
-    assert "running grid/ilp(time_limit=60.0,workers=1,dominance=False)/r0 for 0:0" in stream.getvalue()
+    running = [line for line in stream.getvalue().splitlines() if line.startswith("running ")]
+    assert any("grid/ilp(time_limit=60.0,workers=1,dominance=False)/r0 for 0:0" in line for line in running)

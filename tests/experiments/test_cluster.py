@@ -1,4 +1,5 @@
-"""``tessera ablate --address`` joins a real, separately started Ray cluster (head node on loopback)."""
+"""``tessera ablate --address`` joins a real, separately started Ray cluster (head node on loopback), and fails with
+one line when nothing listens there."""
 
 from __future__ import annotations
 
@@ -68,3 +69,16 @@ def test_ablate_joins_an_existing_cluster(cluster, tmp_path):
     assert all(run.info.status == "FINISHED" for run in runs)
     workers = list((temp_dir / "session_latest" / "logs").glob("worker-*"))
     assert workers, "no worker ran on the cluster started here"  # the trials ran there, not on an embedded Ray
+
+
+def test_ablate_with_nothing_listening_at_the_address_is_one_error_within_30_s(tmp_path):
+    config = tmp_path / "grid.toml"
+    config.write_text('name = "nowhere"\n[[problems]]\ngenerator = "chain"\nnodes = 4\nseed = 0\n'
+                      '[[solvers]]\nname = "greedy"\n')
+    address = f"127.0.0.1:{_free_port()}"  # closed: nothing listens there once the probe socket is gone
+    done = subprocess.run([str(BIN / "tessera"), "ablate", str(config), "--address", address], capture_output=True,
+                          text=True, timeout=30, cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"error: no Ray cluster answers at {address} (Connection refused)")
+    assert done.stderr.count("\n") == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["grid.toml"]  # no tracking store created either

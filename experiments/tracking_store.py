@@ -1,0 +1,82 @@
+"""Which MLflow store the experiments use: the default, the check of a tracking URI, and a client on it.
+
+A tracking URI is checked before MLflow sees it, so that a wrong one is one ``ExperimentError`` rather than a file
+MLflow creates, a traceback or minutes of retries: ``sqlite:///PATH`` must name a file, an existing SQLite database or,
+where the caller may create the store (``create=True``), a new file in an existing directory; any other URI must use
+one of MLflow's database or server schemes (MLflow no longer takes its file store, so a plain path is refused too).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from experiments.config import ExperimentError
+
+SERVER_SCHEMES = ("postgresql", "mysql", "mssql", "http", "https", "databricks")
+"""Schemes of tracking URIs other than ``sqlite`` (a database URI may name its driver: ``postgresql+psycopg2``)."""
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def default_tracking_uri() -> str:
+    """``sqlite:///<cwd>/mlflow.db``."""
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def check_tracking_uri(tracking_uri: str | None, *, create: bool) -> str:
+    """``tracking_uri`` (None: ``default_tracking_uri()``) once checked; ``create`` allows a SQLite store that does
+    not exist yet. Nothing is created here; a URI that cannot work raises ``ExperimentError``.
+
+    Examples
+    --------
+    >>> check_tracking_uri("sqlite:///mlflow.db", create=True)
+    'sqlite:///mlflow.db'
+    >>> check_tracking_uri("sqlite:///missing.db", create=False)
+    Traceback (most recent call last):
+    ...
+    experiments.config.ExperimentError: no MLflow store at missing.db (tracking URI 'sqlite:///missing.db')
+    """
+    uri = tracking_uri or default_tracking_uri()
+    scheme = uri.partition("://")[0].partition("+")[0] if "://" in uri else ""
+    if scheme == "sqlite":
+        _check_sqlite(uri, create)
+    elif scheme not in SERVER_SCHEMES:
+        raise ExperimentError(f"tracking URI {uri!r} is not an MLflow store: give sqlite:///PATH.db or a "
+                              f"{', '.join(SERVER_SCHEMES[:-1])} or {SERVER_SCHEMES[-1]} URI")
+    return uri
+
+
+def _check_sqlite(uri: str, create: bool) -> None:
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        database = make_url(uri).database
+    except ArgumentError as exc:
+        raise ExperimentError(f"tracking URI {uri!r} is malformed ({exc})") from exc
+    if not database or database == ":memory:":
+        raise ExperimentError(f"tracking URI {uri!r} names no database file (sqlite:///PATH.db)")
+    path = Path(database)
+    if path.is_dir():
+        raise ExperimentError(f"tracking URI {uri!r}: {path} is a directory, not a database file")
+    if path.exists():
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+        if header and header != SQLITE_HEADER:
+            raise ExperimentError(f"tracking URI {uri!r}: {path} is not an SQLite database")
+    elif not create:
+        raise ExperimentError(f"no MLflow store at {path} (tracking URI {uri!r})")
+    elif not path.parent.is_dir():
+        raise ExperimentError(f"tracking URI {uri!r}: the directory {path.parent} does not exist")
+
+
+def client(tracking_uri: str | None = None, *, create: bool = True) -> Any:
+    """An ``MlflowClient`` on ``tracking_uri`` (default: ``default_tracking_uri()``) once checked by
+    ``check_tracking_uri``, telemetry off."""
+    uri = check_tracking_uri(tracking_uri, create=create)
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri)
