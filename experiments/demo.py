@@ -61,14 +61,12 @@ def next_steps(summary: dict[str, Any], settings: DemoSettings = DEMO) -> list[s
     """What the demo wrote and what to run next."""
     files = summary["files"]
     out = Path(files["plan"]).parent
-    picture = out / "plan.svg"
     lines = ["", f"wrote {out}/:",
              f"  {files['plan']}  the layout and schedule chosen per operator (tessera export --plan reads it)",
+             f"  {files['picture']}  a picture of the plan: layouts, schedules, costs, transforms (tessera show)",
              f"  {files['problem']}  the measured cost problem (tessera solve reads it)",
              f"  {files['artifact']}/  the compiled plan, checked against stock TVM (tessera run times it)",
              f"  {out / 'summary.json'}  everything printed above, as JSON"]
-    if picture.is_file():
-        lines.append(f"  {picture}  a picture of the plan")
     lines += ["next:",
               f"  tessera run {files['artifact']}                # time the compiled plan again",
               f"  tessera solve {files['problem']} --solver pbqp  # another solver on the same problem",

@@ -10,6 +10,7 @@ from search.plan import UNIFORM, Plan
 
 if TYPE_CHECKING:
     from search.export import CompiledPlan
+    from search.graph import OpGraph
     from search.zoo.shapes import ShapesLike
 
 
@@ -40,19 +41,14 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
     --------
     >>> export_plan("resnet18", "tuned/plan.json").save("build/")  # doctest: +SKIP
     """
-    from experiments.tune import load_network
     from search.export import export
     from search.plan import baseline_plan
     from search.templates.common import unit
 
     saved = plan if isinstance(plan, Plan) else None if str(plan) in UNIFORM else Plan.load(plan)
-    recorded = saved.args if saved else {}
-    shape = {"batch": batch, "image_size": image_size, "input_shape": input_shape}
-    if all(value is None for value in shape.values()):  # nothing said of the shape: the plan's
-        keys = ("input_shape",) if "input_shape" in recorded else ("batch", "image_size")
-        shape = {key: recorded.get(key) for key in keys}
-    seed = seed if seed is not None else recorded.get("seed", 0)
-    graph, _, model_args = load_network(model, **shape, seed=seed)
+    seed = seed if seed is not None else (saved.args.get("seed", 0) if saved else 0)
+    graph, model_args = plan_network(model, saved, batch=batch, image_size=image_size, input_shape=input_shape,
+                                     seed=seed)
     chosen = saved or baseline_plan(graph, str(plan))
     plan = Plan(chosen.choices, model, model_args, chosen.vector_unit)
     if plan.vector_unit and plan.vector_unit != unit().name:
@@ -60,3 +56,18 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
                       f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)",
                       stacklevel=2)
     return export(graph, plan, threads=threads, seed=seed)
+
+
+def plan_network(model: str, plan: Plan | None, *, batch: int | None = None, image_size: int | None = None,
+                 input_shape: ShapesLike = None, seed: int | None = None) -> tuple[OpGraph, dict]:
+    """The operator graph of ``model`` and its load arguments, at the input shape given, else at the one ``plan``
+    recorded (``Plan.args``), else at the model's own; ``seed`` defaults to the plan's, else 0."""
+    from experiments.tune import load_network
+
+    recorded = plan.args if plan is not None else {}
+    shape = {"batch": batch, "image_size": image_size, "input_shape": input_shape}
+    if all(value is None for value in shape.values()):  # nothing said of the shape: the plan's
+        keys = ("input_shape",) if "input_shape" in recorded else ("batch", "image_size")
+        shape = {key: recorded.get(key) for key in keys}
+    graph, _, args = load_network(model, **shape, seed=recorded.get("seed", 0) if seed is None else seed)
+    return graph, args

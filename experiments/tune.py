@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from solvers.problem import Problem
 
 TUNED_ARTIFACT = "artifact"
+PICTURE = "plan.svg"
 TRANSFORMS = ("shared", "pairwise")
 
 
@@ -224,7 +225,8 @@ def tune(
         As ``extract`` (which also takes every other keyword: name, batch, image_size, input_shape, seed, threads,
         space_size, layouts, cache, costs, progress).
     out : path
-        Directory for ``problem.json``, ``plan.json``, ``summary.json`` and the exported ``artifact/``.
+        Directory for ``problem.json``, ``plan.json`` and its picture ``plan.svg`` (``experiments.show``),
+        ``summary.json`` and the exported ``artifact/``.
     solver : str or sequence of str
         One or more ``solvers`` solvers by name (``"pbqp,ilp"``). Each solver's plan is exported, checked and timed
         in the same interleaved rounds as the baselines (identical plans once); the lowest-cost plan is *the* plan
@@ -253,6 +255,7 @@ def tune(
     SearchError, SolverError
         Bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
     """
+    from experiments.show import draw_plan
     from search.export import make_target
     from solvers.base import make_solver
 
@@ -313,6 +316,7 @@ def tune(
     if len(chosen) > 1:
         summary["solvers"] = {**per_solver, **{name: {"solver": name, "error": error} for name, error in
                                                errors.items()}}
+    draw_plan(directory / "plan.json", directory / PICTURE, graph=extracted.graph)
     _write_json(directory / "summary.json", summary)
     for line in format_summary(summary):
         echo(line)
@@ -495,7 +499,7 @@ def _summary(extracted: Extracted, solution, tuned, baselines, target, directory
         "plan": tuned,
         "baselines": baselines,
         "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
-                  "artifact": str(directory / TUNED_ARTIFACT)},
+                  "artifact": str(directory / TUNED_ARTIFACT), "picture": str(directory / PICTURE)},
     }
 
 
@@ -562,7 +566,8 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
         lines.append(_round_line(entry, s["solver"]["solver"]))
     extra = ", plans/" if "solvers" in s else ""
     lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}; wrote "
-                 f"{Path(s['files']['plan']).parent}: plan.json, problem.json, summary.json, {TUNED_ARTIFACT}/{extra}")
+                 f"{Path(s['files']['plan']).parent}: plan.json, {PICTURE}, problem.json, summary.json, "
+                 f"{TUNED_ARTIFACT}/{extra}")
     return lines
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from xml.etree import ElementTree
 
 import pytest
 
@@ -38,9 +39,12 @@ def runs(tmp_path_factory):
 
 def test_tune_writes_a_checked_plan_and_its_artifact(runs):
     out, (summary, _), _ = runs
-    for name in ("plan.json", "problem.json", "summary.json", "artifact/model.so", "artifact/manifest.json"):
+    for name in ("plan.json", "plan.svg", "problem.json", "summary.json", "artifact/model.so",
+                 "artifact/manifest.json"):
         assert (out / name).is_file(), name
     plan = Plan.load(out / "plan.json")
+    picture = " ".join(ElementTree.parse(out / "plan.svg").getroot().itertext())  # tessera show's, with its costs
+    assert "costs from problem.json" in picture and all(name in picture for name in plan.choices)
     assert validate(plan, extract_graph(residual_concat_net())) and plan.model == "tiny"
     artifact = load_artifact(out / "artifact")
     assert artifact.plan.choices == plan.choices and artifact.manifest["numerical_check"]["passed"]
@@ -136,9 +140,9 @@ def test_progress_bar_draws_in_place_on_a_terminal_and_prints_lines_otherwise():
         bar(Progress(done, 100, 0, 0, float(done), None))
     assert [line.split(", ")[3] for line in long_log.getvalue().splitlines()] == [
         "0:00 elapsed", "0:30 elapsed", "1:00 elapsed", "1:30 elapsed", "1:40 elapsed"]
-    drawn = terminal.getvalue()
-    assert drawn.count("\r") == 3 and drawn.endswith("\n") and drawn.count("\n") == 1
-    assert "[###############...............] 1/2" in drawn
+    drawn = terminal.getvalue()  # redrawn in place (one line, erased and drawn again), its last state left on screen
+    assert "\x1b[2K" in drawn and drawn.count("\n") == 1
+    assert "measuring" in drawn and "2/2 measured, 5 cached, 1 failed, 0:06 elapsed, ETA 0:00\n" in drawn
 
 
 def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path):
