@@ -280,5 +280,10 @@ def _trial(
     return Trial(trial_id, digest, problem, solver, dict(params), repeat, metrics)
 
 
+def content_hash(data: Any) -> str:
+    """SHA-256 of ``data`` as canonical JSON (sorted keys); trials are hashed by its first 16 characters."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
 def _hash(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    return content_hash(data)[:16]

@@ -18,7 +18,6 @@ that ended in an error is a FAILED run (so a rerun tries it again).
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import json
 import math
@@ -29,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from experiments.config import ExperimentConfig, ExperimentError, Trial
+from experiments.config import ExperimentConfig, ExperimentError, Trial, content_hash
 from experiments.tracking_store import check_tracking_uri, client, default_tracking_uri
 from experiments.trials import ERROR, TrialResult
 
@@ -65,11 +64,6 @@ def code_version() -> dict[str, str]:
             return tags
         tags |= {"mlflow.source.git.commit": commit, "tessera.git_dirty": str(bool(changes)).lower()}
     return tags
-
-
-def content_hash(data: Mapping[str, Any]) -> str:
-    """SHA-256 of ``data`` as canonical JSON (sorted keys)."""
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 class Tracker:
