@@ -22,6 +22,7 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache") / "tessera"
 """The cost cache of every command without ``--cache``: ``$XDG_CACHE_HOME/tessera``, else ``~/.cache/tessera``."""
 TIMING_METHODS = ("warm", "context", "cold")  # see cost_models.timer
 
+_COLUMNS = ("context", "key", "median_ms", "spread_ms", "repeats", "error", "measured_at")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS costs (
     context TEXT NOT NULL,
@@ -112,6 +113,7 @@ class CostCache:
                 else:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                     conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+                    _refuse_other_databases(conn, self.path)
                     conn.execute("PRAGMA journal_mode=WAL")
                     conn.execute("PRAGMA synchronous=NORMAL")
                     conn.execute(_SCHEMA)
@@ -172,3 +174,14 @@ class CostCache:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _refuse_other_databases(conn: sqlite3.Connection, path: Path) -> None:
+    """Raise ``CacheError`` (closing ``conn``) when ``path`` is an sqlite file with tables but no cost table of
+    this schema: another program's database, which opening it as a cache would change (a table, WAL mode)."""
+    tables = sorted(name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(costs)")]
+    if tables and columns != list(_COLUMNS):
+        conn.close()
+        raise CacheError(f"{path}: an sqlite file but not a tessera cost cache (tables {', '.join(tables)}); name "
+                         "another file")

@@ -1,11 +1,12 @@
 """Cost providers: the one interface the problem builder prices tasks through, and ``MeasuredCosts``, which builds
 and times every task that the persistent cache does not already hold.
 
-``MeasuredCosts`` looks every task up first, then measures the missing ones in batches: a few builder processes
-compile a batch into shared libraries in parallel, then a single runner process times them one after the other, so
-no timing ever overlaps another timing or a build. Each result, success or failure, is written to the cache the
-moment it is known, so a killed search loses only the measurements in flight and a restart redoes none of the rest.
-A failure (exception, crash, timeout) is cached too: the candidate is forbidden and not retried.
+``MeasuredCosts`` looks every task up first, then measures the missing ones in batches (``LocalMeasurer``): a few
+builder processes compile a batch into shared libraries in parallel, then a single runner process times them one after
+the other, so no timing ever overlaps another timing or a build. Each result, success or failure, is written to the
+cache the moment it is known, so a killed search loses only the measurements in flight and a restart redoes none of
+the rest. A failure (exception, crash, timeout) is cached too: the candidate is forbidden and not retried. On a Ray
+cluster every node runs a ``LocalMeasurer`` (``cost_models.cluster_costs``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import platform
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import tvm
 
 from cost_models.cache import TIMING_METHODS, Context, CostCache, CostRecord
 from cost_models.tasks import FREE, Task
-from cost_models.workers import Outcome, RunSettings, WorkerError, WorkerPool, resolve
+from cost_models.workers import Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
 from search.templates import TEMPLATE_VERSION
 
 DEFAULT_BUILD = "cost_models.workers.build_artifact"
@@ -35,10 +36,23 @@ class MeasureError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class NodeCount:
+    """One cluster node's part in a ``measure`` call: the records it delivered (``failures`` of them failed) and its
+    ``state``: ``starting`` (placed, loading), ``measuring``, ``idle``, ``lost`` (it died or stopped answering: its
+    unfinished tasks went to other nodes) or ``refused`` (``reason``: another CPU or versions than the target's)."""
+
+    node: str
+    measured: int
+    failures: int
+    state: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Progress:
     """Where a ``measure`` call stands: ``done`` of the ``total`` distinct tasks it has to measure are finished,
     ``failures`` of them failed; ``hits`` distinct tasks came from the cache (cached failures included); seconds
-    ``elapsed`` and the ``eta`` (None before the first result)."""
+    ``elapsed`` and the ``eta`` (None before the first result); on a cluster, each node's part (``nodes``)."""
 
     done: int
     total: int
@@ -46,6 +60,7 @@ class Progress:
     failures: int
     elapsed: float
     eta: float | None
+    nodes: tuple[NodeCount, ...] = ()
 
 
 class CostProvider(ABC):
@@ -85,6 +100,83 @@ def cpu_model() -> str:
 def machine_context(target: tvm.target.Target | str, threads: int, timing: str = "warm") -> Context:
     """The cache context of timings taken here with ``target``, ``threads`` and timing method ``timing``."""
     return Context(str(tvm.target.Target(target)), cpu_model(), threads, tvm.__version__, TEMPLATE_VERSION, timing)
+
+
+def check_settings(*, batch_size: int, build_timeout: float, run_timeout: float, repeat: int, min_repeat_ms: int,
+                   timing: str, f_build: str, f_run: str, builders: int = 1) -> None:
+    """Raise ``MeasureError`` for measurement settings that cannot work (``MeasuredCosts`` lists them)."""
+    if min(builders, batch_size, repeat) < 1 or min(build_timeout, run_timeout) <= 0 or min_repeat_ms < 0:
+        raise MeasureError("builders, batch_size and repeat must be >= 1, timeouts > 0 and min_repeat_ms >= 0")
+    if timing not in TIMING_METHODS:
+        raise MeasureError(f"unknown timing method {timing!r}; choose from {', '.join(TIMING_METHODS)}")
+    try:
+        resolve(f_build), resolve(f_run)  # fail here, not in every worker
+    except WorkerError as exc:
+        raise MeasureError(str(exc)) from exc
+
+
+class LocalMeasurer:
+    """Builds batches of tasks in ``builders`` worker processes in parallel, then times what built one task at a time
+    in a single runner process (``TVM_NUM_THREADS`` = ``settings.threads``), on this machine; no cache.
+
+    ``measure(batch)`` yields ``(key, record)`` for every task of the batch: the build failures once the batch is
+    built, then each timing (or its failure) as it ends. Processes start on the first batch (``start`` starts the
+    runner early, to import while the first batch builds) and stop on ``close``, which also deletes the libraries.
+    """
+
+    def __init__(self, target: str, settings: RunSettings, *, builders: int, build_timeout: float,
+                 run_timeout: float, f_build: str = DEFAULT_BUILD, f_run: str = DEFAULT_RUN) -> None:
+        self.target, self.settings = target, settings
+        self._workdir = tempfile.TemporaryDirectory(prefix="tessera-measure-")
+        workdir = self._workdir.name
+        self._builders = WorkerPool(
+            f_build, size=builders, timeout=build_timeout, environment={}, log_dir=workdir, label="build"
+        )
+        self._runner = WorkerPool(
+            f_run, size=1, timeout=run_timeout, environment={"TVM_NUM_THREADS": str(settings.threads)},
+            log_dir=workdir, label="run",
+        )
+
+    def start(self) -> None:
+        """Start the runner process now (it imports TVM in the background)."""
+        self._runner.start()
+
+    def measure(self, batch: Sequence[tuple[str, Task]]) -> Iterator[tuple[str, CostRecord]]:
+        """Build ``batch`` ((key, task) pairs), then time what built; yields each task's record as it is known."""
+        built: list[tuple[str, Artifact]] = []
+        failed: list[tuple[str, CostRecord]] = []
+
+        def on_built(index: int, outcome: Outcome) -> None:
+            key = batch[index][0]
+            if outcome.error is None:
+                built.append((key, outcome.value))
+            else:
+                failed.append((key, CostRecord.failed(outcome.error)))
+
+        self._builders.map([(task, self.target, self._workdir.name) for _, task in batch], on_built)
+        yield from failed
+        for key, artifact in built:
+            outcome = self._time(artifact)
+            if outcome.error is None:
+                timing = outcome.value
+                yield key, CostRecord(timing.median_ms, timing.iqr_ms, timing.repeats, measured_at=time.time())
+            else:
+                yield key, CostRecord.failed(outcome.error)
+
+    def _time(self, artifact: Artifact) -> Outcome:
+        """Time one built library in the runner process, then delete it."""
+        outcomes: list[Outcome] = []
+        try:
+            self._runner.map([(artifact, self.settings)], lambda _, outcome: outcomes.append(outcome))
+        finally:
+            Path(artifact.path).unlink(missing_ok=True)
+        return outcomes[0]
+
+    def close(self) -> None:
+        """Stop the worker processes and delete the build directory."""
+        self._builders.close()
+        self._runner.close()
+        self._workdir.cleanup()
 
 
 class MeasuredCosts(CostProvider):
@@ -142,27 +234,14 @@ class MeasuredCosts(CostProvider):
         cores = len(os.sched_getaffinity(0))
         if not 1 <= threads <= cores:
             raise MeasureError(f"threads must be between 1 and the {cores} usable cores, got {threads}")
-        if min(builders, batch_size, repeat) < 1 or min(build_timeout, run_timeout) <= 0 or min_repeat_ms < 0:
-            raise MeasureError("builders, batch_size and repeat must be >= 1, timeouts > 0 and min_repeat_ms >= 0")
-        if timing not in TIMING_METHODS:
-            raise MeasureError(f"unknown timing method {timing!r}; choose from {', '.join(TIMING_METHODS)}")
-        try:
-            resolve(f_build), resolve(f_run)  # fail here, not in every worker
-        except WorkerError as exc:
-            raise MeasureError(str(exc)) from exc
+        check_settings(builders=builders, batch_size=batch_size, build_timeout=build_timeout, run_timeout=run_timeout,
+                       repeat=repeat, min_repeat_ms=min_repeat_ms, timing=timing, f_build=f_build, f_run=f_run)
         self.cache, self.progress, self.batch_size = cache, progress, batch_size
         self.context = machine_context(target, threads, timing)
         self.target = self.context.target
         self.settings = RunSettings(threads, repeat, min_repeat_ms, timing)
-        self._workdir = tempfile.TemporaryDirectory(prefix="tessera-measure-")
-        workdir = self._workdir.name
-        self._builders = WorkerPool(
-            f_build, size=builders, timeout=build_timeout, environment={}, log_dir=workdir, label="build"
-        )
-        self._runner = WorkerPool(
-            f_run, size=1, timeout=run_timeout, environment={"TVM_NUM_THREADS": str(threads)}, log_dir=workdir,
-            label="run",
-        )
+        self._measurer = LocalMeasurer(self.target, self.settings, builders=builders, build_timeout=build_timeout,
+                                       run_timeout=run_timeout, f_build=f_build, f_run=f_run)
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         """Records of ``tasks`` in order: cached ones looked up, the rest measured (and cached) now."""
@@ -170,56 +249,29 @@ class MeasuredCosts(CostProvider):
         keys = [None if task.free else task.key for task in tasks]
         records = self.cache.get_many(self.context, [key for key in keys if key is not None])
         missing = {key: task for key, task in zip(keys, tasks) if key is not None and key not in records}
-        tracker = _Tracker(len(missing), len(records), self.progress)
+        tracker = ProgressTracker(len(missing), len(records), self.progress)
         if missing:
-            self._runner.start()  # imports in the background during the first builds
+            self._measurer.start()  # imports in the background during the first builds
         pending = list(missing.items())
         for start in range(0, len(pending), self.batch_size):
-            for key, record in self._measure_batch(pending[start : start + self.batch_size], tracker):
+            for key, record in self._measurer.measure(pending[start : start + self.batch_size]):
+                self.cache.put(self.context, key, record)
                 records[key] = record
+                tracker.finished(record.ok)
         return [FREE if key is None else records[key] for key in keys]
-
-    def _measure_batch(self, batch: list[tuple[str, Task]], tracker: _Tracker) -> list[tuple[str, CostRecord]]:
-        results: list[tuple[str, CostRecord]] = []
-        built: list[tuple[str, object]] = []
-
-        def record(key: str, result: CostRecord) -> None:
-            self.cache.put(self.context, key, result)
-            results.append((key, result))
-            tracker.finished(result.ok)
-
-        def on_built(index: int, outcome: Outcome) -> None:
-            key = batch[index][0]
-            if outcome.error is None:
-                built.append((key, outcome.value))
-            else:
-                record(key, CostRecord.failed(outcome.error))
-
-        def on_timed(index: int, outcome: Outcome) -> None:
-            key, artifact = built[index]
-            Path(artifact.path).unlink(missing_ok=True)
-            if outcome.error is None:
-                timing = outcome.value
-                record(key, CostRecord(timing.median_ms, timing.iqr_ms, timing.repeats, measured_at=time.time()))
-            else:
-                record(key, CostRecord.failed(outcome.error))
-
-        self._builders.map([(task, self.target, self._workdir.name) for _, task in batch], on_built)
-        self._runner.map([(artifact, self.settings) for _, artifact in built], on_timed)
-        return results
 
     def close(self) -> None:
         """Stop the worker processes and delete the build directory."""
-        self._builders.close()
-        self._runner.close()
-        self._workdir.cleanup()
+        self._measurer.close()
 
 
-class _Tracker:
-    """Counts finished measurements and reports ``Progress`` to the callback."""
+class ProgressTracker:
+    """Counts finished measurements and reports ``Progress`` to ``callback``; ``nodes`` gives the cluster nodes'
+    counts of each event (none on one machine)."""
 
-    def __init__(self, total: int, hits: int, callback: Callable[[Progress], None] | None) -> None:
-        self.total, self.hits, self.callback = total, hits, callback
+    def __init__(self, total: int, hits: int, callback: Callable[[Progress], None] | None,
+                 nodes: Callable[[], tuple[NodeCount, ...]] = tuple) -> None:
+        self.total, self.hits, self.callback, self.nodes = total, hits, callback, nodes
         self.done = self.failures = 0
         self.started = time.monotonic()
         self.report()
@@ -237,4 +289,4 @@ class _Tracker:
             eta = 0.0
         else:
             eta = elapsed / self.done * (self.total - self.done) if self.done else None
-        self.callback(Progress(self.done, self.total, self.hits, self.failures, elapsed, eta))
+        self.callback(Progress(self.done, self.total, self.hits, self.failures, elapsed, eta, self.nodes()))

@@ -8,8 +8,9 @@ XGBoost; opening a source (or checking a hybrid one's parameters) does.
 
 Built in:
 
-- ``measured``: build and time every task the cost cache lacks (``cost_models.measure.MeasuredCosts``) with a timing
-  method (``timing``: ``warm`` by default, ``context`` or ``cold``; see ``cost_models.timer``);
+- ``measured``: build and time every task the cost cache lacks (``cost_models.measure.MeasuredCosts``, or on a Ray
+  cluster ``cost_models.cluster_costs.ClusterCosts``) with a timing method (``timing``: ``warm`` by default,
+  ``context`` or ``cold``; see ``cost_models.timer``);
 - ``xgboost``: a regression cost-model file predicts every task (``cost_models.learned.PredictedCosts``);
 - ``calibrated``: measure as ``measured``, then price each task by its in-network time where profiles of exported
   plans left one in the cache, else by its isolated time scaled by its kind's in-network ratio
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     import tvm
 
     from cost_models.cache import CostCache
+    from cost_models.cluster import Cluster
+    from cost_models.cluster_costs import ClusterCosts
     from cost_models.measure import CostProvider, MeasuredCosts, Progress
     from cost_models.xgb_model import XGBCostModel
 
@@ -55,13 +58,15 @@ class CostSourceError(ValueError):
 class CostSource(ABC):
     """Base of every cost source: its fields are its parameters, each with ``metadata["about"]`` describing it.
 
-    Subclasses set ``name`` and ``description``, check their parameters in ``__post_init__`` (raising
-    ``CostSourceError``), implement ``open`` and extend ``provenance``.
+    Subclasses set ``name`` and ``description`` (and ``measures`` False if they time nothing), check their parameters
+    in ``__post_init__`` (raising ``CostSourceError``), implement ``open`` and extend ``provenance``.
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     """What the source does, a clause for the command line's help."""
+    measures: ClassVar[bool] = True
+    """Whether the source times tasks (and so can do it on a cluster)."""
 
     @classmethod
     def parameters(cls) -> dict[str, bool]:
@@ -70,11 +75,12 @@ class CostSource(ABC):
 
     @abstractmethod
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
-             progress: Callable[[Progress], None] | None) -> CostProvider:
+             progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
         """The provider pricing tasks for ``target`` (a ``tvm.target.Target``) timed with ``threads`` runtime threads.
 
-        ``cache`` is the sqlite cost cache (created if missing), ``progress`` receives measurement progress. A cache
-        or model file that cannot be used raises ``CostSourceError``.
+        ``cache`` is the sqlite cost cache (created if missing), ``progress`` receives measurement progress, and the
+        sources that measure do it on ``cluster`` if one is given (``cost_models.cluster``). A cache or model file
+        that cannot be used, or a cluster that cannot be joined (``ClusterError``), raises ``CostSourceError``.
         """
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
@@ -141,12 +147,14 @@ def _model_file() -> Any:
 
 
 def _cache(path: str | Path) -> CostCache:
-    """The cost cache at ``path``, opened now so that a file that is no cost cache is refused here."""
+    """The cost cache at ``path``; an existing file is opened now, so that one that is no cost cache is refused here,
+    a missing one is created at its first use (not by a run refused before it measures)."""
     from cost_models.cache import CacheError, CostCache
 
     try:
         store = CostCache(path)
-        len(store)
+        if store.path.exists():
+            len(store)
     except CacheError as exc:
         raise CostSourceError(str(exc)) from exc
     return store
@@ -173,9 +181,18 @@ def _check_timing(timing: str) -> None:
         raise CostSourceError(f"unknown timing method {timing!r}; choose from {', '.join(TIMING_METHODS)}")
 
 
-def _measured(provider: MeasuredCosts) -> dict[str, Any]:
-    """The cache file and measurement context of a ``MeasuredCosts``."""
-    return {"cache": str(provider.cache.path), "context": dict(vars(provider.context))}
+def refuse_cluster(source: CostSource) -> None:
+    """Raise ``CostSourceError`` if ``source`` measures nothing, and so cannot run on a cluster."""
+    if not source.measures:
+        raise CostSourceError(f"{source.name} costs measure nothing, so nothing runs on a cluster; a cluster's "
+                              f"address applies to the {_and(n for n, cls in COST_SOURCES.items() if cls.measures)} "
+                              "costs")
+
+
+def _measured(provider: MeasuredCosts | ClusterCosts) -> dict[str, Any]:
+    """The cache file and measurement context of a ``MeasuredCosts``, and a ``ClusterCosts``' cluster figures."""
+    cluster = {"cluster": provider.stats} if hasattr(provider, "cluster") else {}
+    return {"cache": str(provider.cache.path), "context": dict(vars(provider.context)), **cluster}
 
 
 @register
@@ -191,10 +208,15 @@ class MeasuredSource(CostSource):
         _check_timing(self.timing)
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
-             progress: Callable[[Progress], None] | None) -> MeasuredCosts:
-        from cost_models.measure import MeasuredCosts
+             progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
+        if cluster is None:
+            from cost_models.measure import MeasuredCosts
 
-        return MeasuredCosts(_cache(cache), target=target, threads=threads, timing=self.timing, progress=progress)
+            return MeasuredCosts(_cache(cache), target=target, threads=threads, timing=self.timing, progress=progress)
+        from cost_models.cluster_costs import ClusterCosts
+
+        return ClusterCosts(_cache(cache), target=target, threads=threads, cluster=cluster, timing=self.timing,
+                            progress=progress)
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
         return {**super().provenance(provider), **_measured(provider)}
@@ -207,12 +229,15 @@ class XGBoostSource(CostSource):
 
     name = "xgboost"
     description = "predict every task with --cost-model"
+    measures = False
     model: str | Path = _model_file()
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
-             progress: Callable[[Progress], None] | None) -> CostProvider:
+             progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
         from cost_models.learned import PredictedCosts
 
+        if cluster is not None:
+            refuse_cluster(self)
         return PredictedCosts(_model(self.model))
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
@@ -243,11 +268,11 @@ class HybridSource(CostSource):
             raise CostSourceError(str(exc)) from exc
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
-             progress: Callable[[Progress], None] | None) -> CostProvider:
+             progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
         from cost_models.learned import HybridCosts
 
         model = _model(self.model)
-        measured = MeasuredSource(self.timing).open(cache, target, threads, progress)
+        measured = MeasuredSource(self.timing).open(cache, target, threads, progress, cluster)
         return HybridCosts(measured, model, fraction=self.fraction, rounds=self.rounds)
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
@@ -269,10 +294,10 @@ class CalibratedSource(CostSource):
         _check_timing(self.timing)
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
-             progress: Callable[[Progress], None] | None) -> CostProvider:
+             progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
         from cost_models.calibration import CalibratedCosts
 
-        return CalibratedCosts(MeasuredSource(self.timing).open(cache, target, threads, progress))
+        return CalibratedCosts(MeasuredSource(self.timing).open(cache, target, threads, progress, cluster))
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
         return {**super().provenance(provider), **_measured(provider.measured), "calibration": provider.stats}

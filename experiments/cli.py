@@ -14,23 +14,67 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from solvers.base import SolverError
 from solvers.problem import ProblemError
 
+if TYPE_CHECKING:
+    from cost_models.exchange import CacheStats
+
 USAGE_ERROR = 2
 INTERNAL_ERROR = 3
+MAX_COMPILE_THREADS = 1024
+"""The most cores ``tessera export --threads`` compiles for."""
+
+
+class UsageError(ValueError):
+    """A command line naming an output the command must not write: a directory where a file goes, a file where a
+    directory goes, or one of the command's own inputs."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors (a missing or malformed argument) are one ``error: ...`` line and exit code
+    2, as every other bad input; its subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _check_output_file(out: str, inputs: dict[str, str | None]) -> None:
+    """Refuse, before any work, an output file ``out`` that is a directory or one of ``inputs`` (what each is ->
+    its path)."""
+    path = Path(out)
+    if path.is_dir():
+        raise UsageError(f"{out} is a directory; name the file to write")
+    for what, given in inputs.items():
+        if given and path.exists() and Path(given).exists() and path.samefile(given):
+            raise UsageError(f"{out} is the {what}; write to another file")
+
+
+def _check_output_directory(out: str, writes: Sequence[str], inputs: dict[str, str | None]) -> None:
+    """Refuse, before any work, an output directory ``out`` that is a file, or whose entries ``writes`` (what the
+    command writes into it) include one of ``inputs`` (what each is -> its path)."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{out} is a file; name a directory to write {', '.join(writes)} into")
+    for what, given in inputs.items():
+        if given and Path(given).exists() and any(Path(given).resolve().is_relative_to((path / name).resolve())
+                                                  for name in writes):
+            raise UsageError(f"{out} holds the {what} {given}, which the command would overwrite; write to another "
+                             "directory")
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
+    from cost_models.cache import CacheError
     from cost_models.sources import CostSourceError
     from cost_models.xgb_model import ModelError
     from experiments.config import ExperimentError
     from search.errors import SearchError
 
-    return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, CostSourceError, FileNotFoundError,
-            PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+    return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, CostSourceError, CacheError,
+            UsageError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
 
 
 def _add_input_shape(p: argparse.ArgumentParser, default: str) -> None:
@@ -61,11 +105,7 @@ def _run_solve(args: argparse.Namespace) -> int:
     from solvers.problem import write_json_atomic
 
     if args.out:
-        out = Path(args.out)
-        if out.is_dir():
-            raise ProblemError(f"--out {args.out} is a directory; name the plan file to write")
-        if out.exists() and Path(args.problem).exists() and out.samefile(args.problem):
-            raise ProblemError(f"--out {args.out} is the problem file; write the plan to another file")
+        _check_output_file(args.out, {"problem file": args.problem})
     problem = read_problem(args.problem)
     params = {} if args.time_limit is None else {"time_limit": args.time_limit}
     solution = solve(problem, args.solver, bound=args.bound, **params)
@@ -76,7 +116,7 @@ def _run_solve(args: argparse.Namespace) -> int:
         plan = {"model": problem.meta.get("model", ""), "args": problem.meta.get("args", {}), **unit,
                 "choices": result["assignment"], "solution": summary}
         write_json_atomic(args.out, plan)
-    print(json.dumps(result))
+    print(json.dumps(result, allow_nan=False))
     if not solution.assignment:
         print(f"error: {args.solver} found no finite-cost assignment (status: {solution.status})", file=sys.stderr)
         return 1
@@ -96,11 +136,9 @@ def _run_convert(args: argparse.Namespace) -> int:
     from solvers.formats import format_of, read_problem, write_problem
 
     format_of(args.output)  # an unknown output format is refused before the input is read
-    source, target = Path(args.input), Path(args.output)
-    if target.exists() and source.exists() and source.samefile(target):
-        raise ProblemError(f"{args.output} is the input file; write to another file")
-    problem = read_problem(source)
-    write_problem(problem, target)
+    _check_output_file(args.output, {"input file": args.input})
+    problem = read_problem(args.input)
+    write_problem(problem, args.output)
     offset = problem.meta.get("offset", 0.0)
     shifted = f"; offset {offset:g} kept in meta (the file's objective = cost + offset)" if offset else ""
     print(f"wrote {args.output}: {problem.num_nodes} nodes, {len(problem.edges)} edges{shifted}")
@@ -125,6 +163,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
 def _run_generate(args: argparse.Namespace) -> int:
     from solvers.generators import generate
 
+    _check_output_file(args.out, {})
     problem = generate(args.kind, seed=args.seed, nodes=args.nodes, candidates=args.candidates)
     problem.save(args.out)
     print(f"wrote {args.out}: {args.kind}, {problem.num_nodes} nodes, {len(problem.edges)} edges")
@@ -169,10 +208,13 @@ def _add_compare(sub: argparse._SubParsersAction) -> None:
 
 def _run_compare(args: argparse.Namespace) -> int:
     from experiments.compare import LEGEND, compare, format_table
+    from solvers.base import make_solver
     from solvers.generators import generate
 
     limit = {"time_limit": args.time_limit}
     settings = {"auto": limit, "dp": {}, "pbqp": {}, "ilp": limit, "toulbar2": limit, "greedy": {}}
+    for name, params in settings.items():
+        make_solver(name, **params)  # a bad limit is one error line, not a failing row per solver
     rows = []
     for kind, label in (("densenet", "densenet201-like"), ("ssd", "ssd-like")):
         problem = generate(kind, seed=0, candidates=8)
@@ -204,14 +246,20 @@ def _run_export(args: argparse.Namespace) -> int:
     import warnings
 
     from experiments.deploy import export_plan
+    from search.artifact import save_artifact
 
+    _check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
+                            {"plan file": args.plan, "model file": args.model})
+    if not 1 <= args.threads <= MAX_COMPILE_THREADS:
+        raise UsageError(f"--threads must be an integer from 1 to {MAX_COMPILE_THREADS} (cores to compile for), got "
+                         f"{args.threads}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         compiled = export_plan(args.model, args.plan, batch=args.batch, image_size=args.image_size,
                                input_shape=args.input_shape, threads=args.threads, seed=args.seed)
     for warning in caught:
         print(f"note: {warning.message}", file=sys.stderr)
-    compiled.save(args.out)
+    save_artifact(compiled, args.out)
     m, check = compiled.manifest, compiled.manifest["numerical_check"]
     print(f"wrote {args.out}: {len(compiled.plan.choices)} nodes, {m['kernels']} kernels, {m['layout_transforms']} "
           f"layout transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})")
@@ -229,15 +277,38 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    from search.artifact import load_artifact, measure_latency
+    from search.artifact import time_artifact
 
-    latency = measure_latency(load_artifact(args.artifact), repeat=args.repeat, threads=args.threads)
+    latency = time_artifact(args.artifact, repeat=args.repeat, threads=args.threads)
     if args.json:
-        print(json.dumps(latency.to_dict()))
+        print(json.dumps(latency.to_dict(), allow_nan=False))
     else:
         print(f"median {latency.median_ms:.4g} ms, spread (IQR) {latency.spread_ms:.3g} ms, min {latency.min_ms:.4g} "
               f"ms, max {latency.max_ms:.4g} ms over {latency.repeat} x {latency.number} runs, "
               f"threads {latency.runtime_threads} (TVM_NUM_THREADS={latency.threads})")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- show
+def _add_show(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("show", help="draw a plan: each operator's layouts, schedule and cost, and the layout "
+                                    "transforms on the edges (SVG or PNG)")
+    p.add_argument("plan", help="plan JSON file, or a directory holding plan.json (an artifact, tune's output)")
+    p.add_argument("--out", required=True, help="picture to write: .svg or .png")
+    p.add_argument("--problem", default=None,
+                   help="cost problem pricing the plan (default: problem.json beside the plan, or above an artifact; "
+                        "without one, layouts and schedules only)")
+    p.set_defaults(run=_run_show)
+
+
+def _run_show(args: argparse.Namespace) -> int:
+    from experiments.show import draw_plan
+
+    drawing = draw_plan(args.plan, args.out, problem=args.problem)
+    if drawing.note:
+        print(f"note: {drawing.note}", file=sys.stderr)
+    costs = f"costs from {drawing.problem}" if drawing.problem else "no costs (no problem file)"
+    print(f"wrote {drawing.path}: {drawing.nodes} nodes, {drawing.conversions} layout conversions, {costs}")
     return 0
 
 
@@ -310,20 +381,38 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
                    help="measured, hybrid: warm (repeats back to back), context (weights and output flushed from the "
                         "caches before each call, the input kept) or cold (the last-level cache evicted before each "
                         "call); records of different methods never mix in the cache (default: warm)")
+    p.add_argument("--address", default=None, metavar="HOST:PORT",
+                   help="measure on this Ray cluster, joined with Ray's token authentication (RAY_AUTH_TOKEN or "
+                        "~/.ray/auth_token): its nodes offering the timing_slot resource build and time what the cache "
+                        "lacks, every result written into the cache here as it arrives (see the README)")
+    p.add_argument("--key-by-node", action="store_true",
+                   help="with --address: nodes whose CPU or versions differ from this machine's time too, for records "
+                        "kept under their own context (the problem uses this machine's only)")
 
 
 def _measurement_kwargs(args: argparse.Namespace) -> dict:
     from cost_models.cache import DEFAULT_CACHE
     from cost_models.sources import cost_source
     from experiments.progress import ProgressBar
+    from search.zoo import check_model
 
+    check_model(args.model, batch=args.batch, image_size=args.image_size, seed=args.seed,
+                input_shape=args.input_shape)  # before a cost cache is opened or a cluster joined
     options = {"model": args.cost_model, "fraction": args.measure_fraction, "rounds": args.hybrid_rounds,
                "timing": args.timing}
     source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
     return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
             "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
             "cache": args.cache or DEFAULT_CACHE, "costs": source, "transforms": args.transforms,
-            "progress": ProgressBar()}
+            "address": args.address, "key_by_node": args.key_by_node, "progress": ProgressBar()}
+
+
+def _measurement_inputs(args: argparse.Namespace) -> dict[str, str | None]:
+    """The files extract and tune read, which their outputs must not overwrite."""
+    from cost_models.cache import DEFAULT_CACHE
+
+    cache = str(Path(args.cache or DEFAULT_CACHE).expanduser())
+    return {"model file": args.model, "cost-model file": args.cost_model, "cost cache": cache}
 
 
 def _add_extract(sub: argparse._SubParsersAction) -> None:
@@ -336,6 +425,7 @@ def _add_extract(sub: argparse._SubParsersAction) -> None:
 def _run_extract(args: argparse.Namespace) -> int:
     from experiments.tune import extract
 
+    _check_output_file(args.out, _measurement_inputs(args))
     kwargs = _measurement_kwargs(args)
     try:
         extracted = extract(args.model, **kwargs)
@@ -369,8 +459,15 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_tune(args: argparse.Namespace) -> int:
+    from experiments.tracking_store import check_tracking_uri
     from experiments.tune import tune
+    from search.artifact import check_timing
 
+    _check_output_directory(args.out, ("problem.json", "plan.json", "plan.svg", "summary.json", "artifact", "plans"),
+                            _measurement_inputs(args))
+    check_timing(args.repeat)  # rounds of timing, as many as `tessera run` takes
+    if args.tracking_uri:
+        check_tracking_uri(args.tracking_uri, create=True)  # a bad store is an error now, not after the tuning
     kwargs = _measurement_kwargs(args)
     try:
         summary = tune(args.model, args.out, solver=args.solver, time_limit=args.time_limit, repeat=args.repeat,
@@ -409,14 +506,21 @@ def _add_costmodel(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_costmodel(args: argparse.Namespace) -> int:
-    from cost_models.cache import DEFAULT_CACHE
+    from cost_models.cache import DEFAULT_CACHE, CacheError
     from experiments.costmodel import evaluate_on, train
+    from search.zoo.shapes import input_shapes
 
+    input_shapes(args.input_shape)  # the command line is checked before any file is looked at
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    cache = args.cache or DEFAULT_CACHE
+    cache = Path(args.cache or DEFAULT_CACHE).expanduser()
+    if not cache.is_file():  # read, never created
+        raise CacheError(f"{cache}: no such cost cache")
     space = {"threads": args.threads, "layouts": args.layouts, "space_size": args.space_size,
              "input_shape": args.input_shape}
     if args.action == "train":
+        _check_output_file(args.out, {"cost cache": str(cache), **{f"model file {m}": m for m in models}})
+        if not 0 <= args.seed < 2**31:
+            raise UsageError(f"--seed must be an integer from 0 to 2**31 - 1, got {args.seed}")
         model, data = train(cache, models, args.out, objective=args.objective, seed=args.seed, **space)
         for network in data:
             print(f"{network.model}: {len(network.records)} measured tasks, {network.missing} not in the cache")
@@ -431,6 +535,60 @@ def _run_costmodel(args: argparse.Namespace) -> int:
         print(f"| {path} | {row['model']} | {row['pairwise_accuracy']:.3f} | {row['top1']:.3f} | {row['top5']:.3f} "
               f"| {r2} | {row['groups']} | {row['seen_nodes_left_out']} |")
     return 0
+
+
+# ---------------------------------------------------------------------------------------------------- cache
+def _add_cache(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cache", help="the cost cache: statistics, export and import as JSON Lines, merge caches")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions.add_parser("stats", help="records by machine context and by measured kind, failures, dates")
+    q = actions.add_parser("export", help="write every record to a JSON Lines file (.gz compresses)")
+    q.add_argument("file", help="file to write (replaced atomically)")
+    q = actions.add_parser("import", help="add the records of a file 'export' wrote")
+    q.add_argument("file", help="JSON Lines file (.gz: compressed)")
+    q = actions.add_parser("merge", help="add the records of other cost caches")
+    q.add_argument("caches", nargs="+", help="sqlite cost caches to read (not changed)")
+    for q in actions.choices.values():
+        q.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
+    p.set_defaults(run=_run_cache)
+
+
+def _run_cache(args: argparse.Namespace) -> int:
+    from cost_models import exchange
+    from cost_models.cache import DEFAULT_CACHE, CacheError, CostCache
+
+    writes = args.action in ("import", "merge")
+    cache = CostCache(args.cache or DEFAULT_CACHE, read_only=not writes)
+    if not writes and not cache.path.is_file():
+        raise CacheError(f"{cache.path}: no such cost cache")
+    if args.action == "stats":
+        for line in _stats_lines(cache.path, exchange.stats(cache)):
+            print(line)
+        return 0
+    if args.action == "export":
+        print(f"wrote {args.file}: {exchange.export_records(cache, args.file)} records")
+        return 0
+    if args.action == "import":
+        counts = exchange.import_records(cache, exchange.read_records(args.file))
+    else:
+        counts = exchange.merge_caches(cache, args.caches)
+    print(f"{cache.path}: {counts.read} records read, {counts.added} added, {counts.replaced} replaced, "
+          f"{counts.kept} kept (a success beats a failure, else the newer measurement wins)")
+    return 0
+
+
+def _stats_lines(path: Path, s: CacheStats) -> list[str]:
+    """``tessera cache stats``' lines for the ``CacheStats`` ``s`` of the cache at ``path``."""
+    import time
+
+    def day(seconds: float) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
+
+    dates = f", measured {day(s.first)} to {day(s.last)}" if s.records else ""
+    lines = [f"{path}: {s.records} records, {s.failed} failed{dates}"]
+    for title, counts in (("by machine context", s.contexts), ("by kind", s.kinds)):
+        lines += [f"{title}:", *(f"  {count:8d}  {name}" for name, count in counts.items())]
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------------- ablate / report
@@ -472,9 +630,7 @@ def _run_report(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tessera", description="Per-operator layout and schedule search for deep-learning networks."
-    )
+    parser = _Parser(prog="tessera", description="Per-operator layout and schedule search for deep-learning networks.")
     parser.add_argument("--version", action="version", version=f"tessera {importlib.metadata.version('tessera')}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -483,9 +639,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_models(sub)
     _add_export(sub)
     _add_run(sub)
+    _add_show(sub)
     _add_extract(sub)
     _add_tune(sub)
     _add_costmodel(sub)
+    _add_cache(sub)
     _add_generate(sub)
     _add_demo(sub)
     _add_compare(sub)

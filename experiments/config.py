@@ -36,6 +36,8 @@ An experiment file looks like::
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
     timing = ["warm", "context"]   # the sources that measure: timing method(s) (default warm; cost_models.timer)
     transforms = ["shared", "pairwise"]  # layout transforms priced once per conversion (default) or per read
+    # address = "10.0.0.1:6379"    # measure on this Ray cluster (as tessera extract --address); not part of the
+                                   # trial's id or hash; with tessera ablate --address on the same cluster, or --serial
 
     [[solvers]]
     name = "ilp"                   # any other key is a solver parameter; a list value is a grid axis
@@ -99,6 +101,7 @@ class ProblemSpec:
     measure_fraction: float | None = None
     timing: str | None = None  # None: warm
     transforms: str | None = None  # None: shared
+    address: str | None = None  # a Ray cluster measuring it; where, not what: outside the trial's id and hash
 
     @property
     def measured(self) -> bool:
@@ -125,8 +128,12 @@ class ProblemSpec:
         return f"{self.generator}{nodes}-k{self.candidates}-s{self.seed}"
 
     def settings(self) -> dict[str, Any]:
-        """The fields that are set, for hashing and logging."""
+        """The fields that are set, for logging (``identity`` for hashing)."""
         return {key: value for key, value in vars(self).items() if value is not None}
+
+    def identity(self) -> dict[str, Any]:
+        """The set fields that decide the problem, hashed into its trials' ``config_hash`` (all but ``address``)."""
+        return {key: value for key, value in self.settings().items() if key != "address"}
 
     def extract(self, progress: Callable[[Any], None] | None = None) -> Extracted:
         """Measure (what the cost cache lacks of) or price a model instance: ``experiments.tune.extract``."""
@@ -137,7 +144,7 @@ class ProblemSpec:
         shape = None if self.input_shape is None else self.input_shape.split(";")
         return extract(self.model, batch=self.batch, image_size=self.image_size, input_shape=shape, seed=self.seed,
                        threads=self.threads, space_size=self.space_size, layouts=self.layouts, cache=self.cache,
-                       costs=source, transforms=self.transforms or "shared", progress=progress)
+                       costs=source, transforms=self.transforms or "shared", progress=progress, address=self.address)
 
     def load(self) -> Problem:
         """Generate, read or measure the problem."""
@@ -275,7 +282,7 @@ def _trial(
     settings = ",".join(f"{key}={value}" for key, value in params.items())
     label = f"{solver}({settings})" if settings else solver
     trial_id = f"{problem.label}/{label}/r{repeat}"
-    digest = _hash({"problem": problem.settings(), "solver": solver, "params": dict(params), "repeat": repeat,
+    digest = _hash({"problem": problem.identity(), "solver": solver, "params": dict(params), "repeat": repeat,
                     "metrics": list(metrics)})
     return Trial(trial_id, digest, problem, solver, dict(params), repeat, metrics)
 

@@ -155,6 +155,7 @@ class ModelProblem(ProblemEntry):
     measure_fraction: FractionAxis = [0.2]
     timing: TimingMethods | None = None
     transforms: TransformPricings | None = None
+    address: Annotated[str, Strict(), expect("a Ray cluster's HOST:PORT")] | None = None
 
     @field_validator("model")
     @classmethod
@@ -171,6 +172,17 @@ class ModelProblem(ProblemEntry):
             return [",".join(parse_layouts(text)) for text in texts]
         except SearchError as exc:
             raise ValueError(str(exc)) from exc
+
+    @field_validator("address")
+    @classmethod
+    def _cluster_address(cls, address: str) -> str:
+        from cost_models.cluster import Cluster
+
+        try:
+            Cluster(address)
+        except CostSourceError as exc:
+            raise ValueError(str(exc)) from exc
+        return address
 
     @field_validator("input_shape")
     @classmethod
@@ -209,6 +221,9 @@ class ModelProblem(ProblemEntry):
                 raise ValueError(f"no such cost-model file {self.cost_model}")
         if self.timing is not None and "timing" not in takes:
             raise ValueError(f"timing applies to the sources that measure, not to costs {self.costs}")
+        if self.address is not None and not all(COST_SOURCES[source].measures for source in self.costs):
+            raise ValueError(f"address applies to the sources that measure, and costs {self.costs} has one that "
+                             "does not; give it a problem table of its own")
         for fields in self._sources():
             try:
                 cost_source_of(fields)
@@ -238,7 +253,7 @@ class ModelProblem(ProblemEntry):
                  else {"batch": [None], "image_size": [None], "input_shape": self.input_shape})
         return {"model": [self.model], "cache": [self.cache], **shape, "seed": self.seed,
                 "space_size": self.space_size, "layouts": self.layouts, "threads": self.threads,
-                "transforms": self.transforms or [None]}
+                "transforms": self.transforms or [None], "address": [self.address]}
 
     def axes(self) -> dict[str, list[Any]]:
         """As for every problem table; the ``source`` axis holds dicts of fields (merged into the instance)."""

@@ -3,14 +3,18 @@
 A tracking URI is checked before MLflow sees it, so that a wrong one is one ``ExperimentError`` rather than a file
 MLflow creates, a traceback or minutes of retries: ``sqlite:///PATH`` must name a file, an existing SQLite database or,
 where the caller may create the store (``create=True``), a new file in an existing directory; any other URI must use
-one of MLflow's database or server schemes (MLflow no longer takes its file store, so a plain path is refused too).
+one of MLflow's database or server schemes (MLflow no longer takes its file store, so a plain path is refused too),
+and an ``http``/``https`` server must accept a connection within ``CONNECT_SECONDS`` (MLflow itself retries for
+minutes).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from experiments.config import ExperimentError
 
@@ -18,6 +22,9 @@ SERVER_SCHEMES = ("postgresql", "mysql", "mssql", "http", "https", "databricks")
 """Schemes of tracking URIs other than ``sqlite`` (a database URI may name its driver: ``postgresql+psycopg2``)."""
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+CONNECT_SECONDS = 10.0
+"""How long an MLflow tracking server may take to accept a connection."""
 
 
 def default_tracking_uri() -> str:
@@ -42,6 +49,8 @@ def check_tracking_uri(tracking_uri: str | None, *, create: bool) -> str:
     scheme = uri.partition("://")[0].partition("+")[0] if "://" in uri else ""
     if scheme == "sqlite":
         _check_sqlite(uri, create)
+    elif scheme in ("http", "https"):
+        _check_server(uri)
     elif scheme not in SERVER_SCHEMES:
         raise ExperimentError(f"tracking URI {uri!r} is not an MLflow store: give sqlite:///PATH.db or a "
                               f"{', '.join(SERVER_SCHEMES[:-1])} or {SERVER_SCHEMES[-1]} URI")
@@ -70,6 +79,23 @@ def _check_sqlite(uri: str, create: bool) -> None:
         raise ExperimentError(f"no MLflow store at {path} (tracking URI {uri!r})")
     elif not path.parent.is_dir():
         raise ExperimentError(f"tracking URI {uri!r}: the directory {path.parent} does not exist")
+
+
+def _check_server(uri: str) -> None:
+    try:
+        parts = urlsplit(uri)
+        host, port = parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise ExperimentError(f"tracking URI {uri!r} is malformed ({exc})") from exc
+    if not host:
+        raise ExperimentError(f"tracking URI {uri!r} names no host")
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_SECONDS):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ExperimentError(f"no MLflow tracking server answers at {host}:{port} ({reason}; tracking URI "
+                              f"{uri!r})") from exc
 
 
 def client(tracking_uri: str | None = None, *, create: bool = True) -> Any:

@@ -114,6 +114,8 @@ def extract(
     costs: CostSource | str = "measured",
     transforms: str = "shared",
     progress: Callable[[Any], None] | None = None,
+    address: str | None = None,
+    key_by_node: bool = False,
 ) -> Extracted:
     """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
 
@@ -138,33 +140,47 @@ def extract(
         several times in one layout).
     progress : callable, optional
         Receives the cost provider's progress events (see ``experiments.progress.ProgressBar``).
+    address : str, optional
+        ``HOST:PORT`` of a Ray cluster to measure on (``cost_models.cluster_costs``): the tasks the cache lacks are
+        built and timed on its nodes offering the ``timing_slot`` resource, every result written into ``cache`` here
+        as it arrives; joined with Ray's token authentication before the network is loaded.
+    key_by_node : bool
+        With ``address``: nodes whose CPU or versions differ from this machine's time too, for records kept under
+        their own context (the problem uses this machine's only); without it they are refused.
 
     Raises
     ------
     SearchError
-        Unknown model, bad sizes, threads, layouts or space size.
+        Unknown model, bad sizes, threads, layouts or space size; ``key_by_node`` without ``address``.
     CostSourceError
-        An unknown cost source or one that cannot open: a bad parameter, an unusable cache or model file.
+        An unknown cost source or one that cannot open: a bad parameter, an unusable cache or model file, a cluster
+        that cannot be joined or measured on (``cost_models.cluster.ClusterError``).
     """
+    from cost_models.cluster import Cluster
     from cost_models.pricing import build_problem
-    from cost_models.sources import cost_source
+    from cost_models.sources import cost_source, refuse_cluster
     from search import space as spaces
     from search.export import make_target
 
     source = cost_source(costs)
     if transforms not in TRANSFORMS:
         raise SearchError(f"transforms must be one of {', '.join(TRANSFORMS)}, got {transforms!r}")
+    if key_by_node and address is None:
+        raise SearchError("key_by_node (--key-by-node) applies to measuring on a cluster; give its address (--address)")
+    cluster = {} if address is None else {"cluster": Cluster(address, key_by_node)}
+    if cluster:
+        refuse_cluster(source)
     threads = use_threads(threads)
     layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
     space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
+    tally = _Tally(progress)
     graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
-                                      input_shape=input_shape)
+                                      input_shape=input_shape)  # a bad model file is refused before a cache is made
     space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size)
     meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size,
             "transforms": transforms}
-    tally = _Tally(progress)
-    start = time.perf_counter()
-    with source.open(cache, make_target(threads), threads, tally) as provider:
+    with source.open(cache, make_target(threads), threads, tally, **cluster) as provider:
+        start = time.perf_counter()
         problem = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=transforms == "shared")
         problem.meta["costs"] = source.provenance(provider)
     return Extracted(graph, problem, label, args, tally.tasks, tally.new, tally.failed, time.perf_counter() - start)

@@ -1,6 +1,7 @@
-"""Load an exported artifact directory and time it.
+"""Save an exported artifact directory (all of it or nothing), load it and time it.
 
-An artifact (written by ``CompiledPlan.save``) holds ``model.so``, ``plan.json`` and ``manifest.json``.
+An artifact (written by ``CompiledPlan.save``, or ``save_artifact``) holds ``model.so``, ``plan.json`` and
+``manifest.json``.
 """
 
 from __future__ import annotations
@@ -9,15 +10,19 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from search.errors import SearchError
 from search.plan import Plan
+
+if TYPE_CHECKING:
+    from search.export import CompiledPlan
 
 
 def random_arrays(shapes: Iterable[Sequence[int]], seed: int) -> list[np.ndarray]:
@@ -84,8 +89,12 @@ class Latency:
         return {**self.__dict__, "spread_ms": self.spread_ms}
 
 
+MAX_REPEAT = 10_000
+"""The most timed repeats ``measure_latency`` takes (each about 50 ms)."""
+
+
 def load_artifact(directory: str | Path) -> Artifact:
-    """Read an artifact directory; SearchError if it is not one."""
+    """Read an artifact directory; SearchError if it is not one, or if a file of it is corrupt."""
     root = Path(directory)
     needed = [root / "manifest.json", root / "plan.json"]
     missing = [p.name for p in needed if not p.is_file()]
@@ -95,16 +104,62 @@ def load_artifact(directory: str | Path) -> Artifact:
         manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
     except ValueError as exc:  # not UTF-8, not JSON
         raise SearchError(f"{root / 'manifest.json'} is corrupt ({exc}); export the artifact again") from exc
-    if not isinstance(manifest, dict):
-        raise SearchError(f"{root / 'manifest.json'} is corrupt (not a JSON object); export the artifact again")
+    shapes = manifest.get("input_shapes") if isinstance(manifest, dict) else None
+    if not isinstance(shapes, dict) or not isinstance(manifest.get("library", ""), str):
+        raise SearchError(f"{root / 'manifest.json'} is corrupt (not a manifest of an export); export the artifact "
+                          "again")
     library_path = root / manifest.get("library", "model.so")
     if not library_path.is_file():
         raise SearchError(f"{root} is not a tessera artifact (missing {library_path.name})")
+    plan = Plan.load(root / "plan.json")
     import tvm
 
-    with quiet_tvm_log():
-        library = tvm.runtime.load_module(str(library_path))
-    return Artifact(root, library, Plan.load(root / "plan.json"), manifest)
+    try:
+        with quiet_tvm_log():
+            library = tvm.runtime.load_module(str(library_path))
+    except RuntimeError as exc:  # tvm.error.InternalError: not a shared library, or not one TVM wrote
+        reason = str(exc).strip().splitlines()[-1]
+        raise SearchError(f"{library_path} is corrupt ({reason}); export the artifact again") from exc
+    return Artifact(root, library, plan, manifest)
+
+
+def save_artifact(compiled: CompiledPlan, directory: str | Path) -> Path:
+    """``compiled.save`` into ``directory`` through a temporary directory beside it, removed in any case: the files
+    are moved into place only once all are written, so a failure to write them leaves ``directory`` as it was."""
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise SearchError(f"{out} is a file; name a directory to write the artifact into")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as scratch:
+        written = compiled.save(Path(scratch) / "artifact")
+        if not out.exists():
+            os.replace(written, out)
+        else:  # an earlier artifact: its files replaced one by one, any others left alone
+            for item in written.iterdir():
+                os.replace(item, out / item.name)
+    return out
+
+
+def time_artifact(directory: str | Path, repeat: int = 10, threads: int | None = None) -> Latency:
+    """``measure_latency`` of the artifact in ``directory``, its arguments checked before it is loaded."""
+    check_timing(repeat, threads)
+    return measure_latency(load_artifact(directory), repeat=repeat, threads=threads)
+
+
+def check_timing(repeat: Any, threads: Any = None, number: Any = None) -> None:
+    """Raise ``SearchError`` unless ``repeat`` is an integer from 1 to ``MAX_REPEAT``, ``number`` None or a positive
+    integer, and ``threads`` None or an integer from 1 to the cores this process may use."""
+    cores = len(os.sched_getaffinity(0))
+    if not _is_integer(repeat) or not 1 <= repeat <= MAX_REPEAT:
+        raise SearchError(f"repeat must be an integer from 1 to {MAX_REPEAT}, got {repeat!r}")
+    if number is not None and (not _is_integer(number) or number < 1):
+        raise SearchError(f"number must be a positive integer, got {number!r}")
+    if threads is not None and (not _is_integer(threads) or not 1 <= threads <= cores):
+        raise SearchError(f"threads must be an integer from 1 to the {cores} usable cores, got {threads!r}")
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def measure_latency(
@@ -116,10 +171,9 @@ def measure_latency(
     this process has not started yet, and ``runtime_threads`` reports what the runtime actually used.
     ``number`` runs per repeat default to enough for ~50 ms.
     """
+    check_timing(repeat, threads, number)
     import tvm
 
-    if repeat < 1:
-        raise SearchError(f"repeat must be >= 1, got {repeat}")
     threads = int(threads or artifact.manifest.get("threads", 1))
     os.environ["TVM_NUM_THREADS"] = str(threads)
     dev = tvm.cpu()

@@ -57,8 +57,13 @@ class Plan:
         choices = data["choices"]
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in choices.items()):
             raise SearchError("plan 'choices' must map node names to candidate strings")
-        return cls(dict(choices), str(data.get("model", "")), dict(data.get("args") or {}),
-                   str(data.get("vector_unit") or ""))
+        fields = {"model": "", "args": {}, "vector_unit": ""}  # each absent or null: its default
+        values = {key: default if data.get(key) is None else data[key] for key, default in fields.items()}
+        for key, value in values.items():
+            if not isinstance(value, type(fields[key])):
+                kind = "an object" if key == "args" else "a string"
+                raise SearchError(f"plan {key!r} must be {kind}, got {value!r}")
+        return cls(dict(choices), values["model"], dict(values["args"]), values["vector_unit"])
 
     def save(self, path: str | Path) -> None:
         write_json_atomic(path, self.to_dict())

@@ -155,7 +155,8 @@ def register(cls: type[Solver]) -> type[Solver]:
 
 def make_solver(solver: str | type[Solver] | Solver, **params: Any) -> Solver:
     """An instance from a registered name or a ``Solver`` subclass (with parameters), or an instance passed through
-    unchanged. Unknown names and parameters raise ``SolverError``."""
+    unchanged. Unknown names and parameters, and bad parameter values, raise ``SolverError`` (so a bad time limit is
+    refused before the work that leads to the solve)."""
     if isinstance(solver, Solver):
         if params:
             raise SolverError("parameters can only be given with a solver name or class, not with an instance")
@@ -172,7 +173,9 @@ def make_solver(solver: str | type[Solver] | Solver, **params: Any) -> Solver:
         raise SolverError(
             f"{cls.name}: unknown parameter(s) {', '.join(sorted(unknown))}; it takes {', '.join(sorted(accepted))}"
         )
-    return cls(**params)
+    instance = cls(**params)
+    instance._check_params()
+    return instance
 
 
 def solve(

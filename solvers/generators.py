@@ -11,7 +11,8 @@ candidates are the layouts (one each). Every candidate carries a layout label, t
   log-normal factor per edge and pair.
 
 A multi-input node (a concat, or a conv into which a residual add is fused) has one edge per input, each with its own
-tensor size. Nodes are listed in topological order and edges run producer -> consumer.
+tensor size. Nodes are listed in topological order and edges run producer -> consumer. Sizes are bounded
+(``MAX_NODES``, ``MAX_CANDIDATES``, ``MAX_ENTRIES``): a request past them is refused before its arrays are allocated.
 
 Examples
 --------
@@ -35,6 +36,14 @@ from solvers.problem import Problem, ProblemError
 LAYOUTS = ("NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c", "NCHW32c")
 """Layout labels candidates are drawn from; concat nodes have one candidate per layout."""
 
+MAX_NODES = 100_000
+"""The most nodes (``nodes``, or layers in all ``blocks``) a generator builds."""
+MAX_CANDIDATES = 1_000
+"""The most candidates per tunable operator."""
+MAX_ENTRIES = 10**7
+"""The most cost entries (node costs and edge matrix entries; about 80 MB as floats) in a generated problem: a
+request for more is refused before its arrays are allocated."""
+
 _US_PER_FLOP = 1e-5  # 100 GFLOP/s
 _US_PER_TRANSFORMED_ELEMENT = 8e-4  # 4-byte elements at 5 GB/s: strided reads
 _US_PER_COPIED_ELEMENT = 2e-4  # 4-byte elements at 20 GB/s: contiguous copies
@@ -48,8 +57,8 @@ def layout_of(candidate: str) -> str:
 class _Builder:
     """Collects nodes and edges with their random costs; ``problem()`` returns the validated ``Problem``."""
 
-    def __init__(self, candidates: int, seed: int) -> None:
-        self.k = candidates
+    def __init__(self, generator: str, candidates: int, seed: int) -> None:
+        self.generator, self.k, self.entries = generator, candidates, 0
         self.rng = np.random.default_rng(seed)
         n = len(LAYOUTS)
         self.layout_speed = self.rng.lognormal(0.0, 0.1, n)  # some layouts suit the machine a little better
@@ -61,6 +70,7 @@ class _Builder:
 
     def op(self, name: str, flops: float, out_elements: float, inputs: Sequence[str] = ()) -> str:
         """A tunable operator; ``out_elements`` is the size of the tensor its consumers read."""
+        self._reserve(self.k)
         labels = self.rng.integers(0, len(LAYOUTS), self.k)
         base = flops * _US_PER_FLOP * self.rng.lognormal(0.0, 0.2)
         costs = base * self.layout_speed[labels] * self.rng.lognormal(0.0, 0.3, self.k)
@@ -87,16 +97,22 @@ class _Builder:
 
     def _edge(self, src: str, dst: str) -> None:
         a, b = self.labels[src], self.labels[dst]
+        self._reserve(len(a) * len(b))
         n = len(LAYOUTS)
         per_pair = self.transform_factor * self.rng.lognormal(0.0, 0.1, (n, n))
         costs = self.tensor[src] * _US_PER_TRANSFORMED_ELEMENT * per_pair[np.ix_(a, b)]
         costs = np.where(a[:, None] == b[None, :], 0.0, _rounded(costs))
         self.edges.append((src, dst, costs))
 
-    def problem(self, generator: str, seed: int, **params: Any) -> Problem:
+    def _reserve(self, entries: int) -> None:
+        """Count ``entries`` more cost entries, refusing them past ``MAX_ENTRIES`` before they are allocated."""
+        self.entries += entries
+        check_entries(self.generator, self.entries)
+
+    def problem(self, seed: int, **params: Any) -> Problem:
         params = {"candidates": self.k, **params}
         params = {key: int(v) if isinstance(v, np.integer) else v for key, v in params.items()}  # JSON-friendly
-        meta = {"generator": generator, "params": params, "seed": int(seed), "unit": "us"}
+        meta = {"generator": self.generator, "params": params, "seed": int(seed), "unit": "us"}
         return Problem.build(self.nodes, self.edges, meta)
 
 
@@ -113,7 +129,8 @@ def _conv_flops(h: int, c_out: int, c_in: int, kernel: int) -> float:
 def chain(nodes: int, candidates: int, seed: int) -> Problem:
     """A chain of ``nodes`` convolutions: five stages halving the feature map and doubling the channels."""
     check_sizes(nodes=nodes, candidates=candidates, seed=seed)
-    b = _Builder(candidates, seed)
+    check_entries("chain", nodes * candidates + (nodes - 1) * candidates**2)
+    b = _Builder("chain", candidates, seed)
     prev: list[str] = []
     c_in = 3
     for i in range(nodes):
@@ -122,7 +139,7 @@ def chain(nodes: int, candidates: int, seed: int) -> Problem:
         kernel = 3 if i % 2 else 1
         prev = [b.op(f"conv{i}", _conv_flops(h, c, c_in, kernel), h * h * c, prev)]
         c_in = c
-    return b.problem("chain", seed, nodes=nodes)
+    return b.problem(seed, nodes=nodes)
 
 
 def densenet(candidates: int, seed: int, blocks: Sequence[int] = (6, 12, 48, 32)) -> Problem:
@@ -135,7 +152,7 @@ def densenet(candidates: int, seed: int, blocks: Sequence[int] = (6, 12, 48, 32)
     """
     blocks = tuple(blocks)
     check_sizes(candidates=candidates, seed=seed, blocks=blocks)
-    b, growth = _Builder(candidates, seed), 32
+    b, growth = _Builder("densenet", candidates, seed), 32
     h, c = 56, 64
     block_input = b.op("stem", _conv_flops(112, 64, 3, 7), h * h * c)
     for n_block, layers in enumerate(blocks, start=1):
@@ -154,7 +171,7 @@ def densenet(candidates: int, seed: int, blocks: Sequence[int] = (6, 12, 48, 32)
         else:
             flops, h, c = _conv_flops(h, c // 2, c, 1), max(h // 2, 1), c // 2  # the pool halves the map
             block_input = b.op(f"transition{n_block}/conv", flops, h * h * c, [cat])
-    return b.problem("densenet", seed, blocks=list(blocks))
+    return b.problem(seed, blocks=list(blocks))
 
 
 def ssd(candidates: int, seed: int) -> Problem:
@@ -166,7 +183,7 @@ def ssd(candidates: int, seed: int) -> Problem:
     pixels (stage 2, 3, 4 outputs and the extra blocks); each scale has a class conv and a box conv.
     """
     check_sizes(candidates=candidates, seed=seed)
-    b = _Builder(candidates, seed)
+    b = _Builder("ssd", candidates, seed)
     h, c = 75, 64
     x = b.op("stem", _conv_flops(150, 64, 3, 7), h * h * c)
     features: list[tuple[str, int, int]] = []
@@ -191,13 +208,14 @@ def ssd(candidates: int, seed: int) -> Problem:
     for n_head, ((feature, h, c), anchors) in enumerate(zip(features, (4, 6, 6, 6, 4, 4)), start=1):
         b.op(f"head{n_head}/class", _conv_flops(h, anchors * 81, c, 3), h * h * anchors * 81, [feature])
         b.op(f"head{n_head}/box", _conv_flops(h, anchors * 4, c, 3), h * h * anchors * 4, [feature])
-    return b.problem("ssd", seed)
+    return b.problem(seed)
 
 
 def random_graph(nodes: int, candidates: int, seed: int, degree: int = 3) -> Problem:
     """A random sparse DAG: each node after the first reads 1 to ``degree`` distinct earlier nodes."""
     check_sizes(nodes=nodes, candidates=candidates, seed=seed, degree=degree)
-    b = _Builder(candidates, seed)
+    check_entries("random", nodes * candidates + (nodes - 1) * candidates**2)  # every node but the first has an input
+    b = _Builder("random", candidates, seed)
     shapes: list[tuple[int, int]] = []
     for i in range(nodes):
         h, c = int(b.rng.choice((7, 14, 28, 56))), int(b.rng.choice((64, 128, 256, 512)))
@@ -206,7 +224,7 @@ def random_graph(nodes: int, candidates: int, seed: int, degree: int = 3) -> Pro
         kernel = int(b.rng.choice((1, 3)))
         b.op(f"op{i}", _conv_flops(h, c, c_in, kernel), h * h * c, [f"op{j}" for j in sorted(inputs)])
         shapes.append((h, c))
-    return b.problem("random", seed, nodes=nodes, degree=degree)
+    return b.problem(seed, nodes=nodes, degree=degree)
 
 
 GENERATORS: dict[str, Callable[..., Problem]] = {
@@ -234,15 +252,28 @@ def generate(kind: str, *, seed: int, nodes: int | None = None, candidates: int 
 
 
 def check_sizes(*, seed: Any, blocks: Any = (1,), **counts: Any) -> None:
-    """Raise ``ProblemError`` unless every count is a positive integer, ``seed`` a non-negative one and ``blocks`` a
-    non-empty sequence of positive integers."""
+    """Raise ``ProblemError`` unless every count is a positive integer (``nodes`` at most ``MAX_NODES``,
+    ``candidates`` at most ``MAX_CANDIDATES``), ``seed`` a non-negative one and ``blocks`` a non-empty sequence of
+    positive integers (at most ``MAX_NODES`` in all)."""
+    limits = {"nodes": MAX_NODES, "candidates": MAX_CANDIDATES}
     for what, value in counts.items():
         if not _is_int(value) or value < 1:
             raise ProblemError(f"{what} must be a positive integer, got {value!r}")
+        if value > limits.get(what, value):
+            raise ProblemError(f"{what} must be at most {limits[what]:,}, got {value:,}")
     if not _is_int(seed) or seed < 0:
         raise ProblemError(f"seed must be a non-negative integer, got {seed!r}")
     if not blocks or not all(_is_int(n) and n >= 1 for n in blocks):
         raise ProblemError(f"blocks must be a non-empty sequence of positive integers, got {blocks!r}")
+    if sum(blocks) > MAX_NODES:
+        raise ProblemError(f"blocks must hold at most {MAX_NODES:,} layers in all, got {sum(blocks):,}")
+
+
+def check_entries(generator: str, entries: int) -> None:
+    """Raise ``ProblemError`` when a problem of ``generator`` would hold more than ``MAX_ENTRIES`` cost entries."""
+    if entries > MAX_ENTRIES:
+        raise ProblemError(f"{generator}: the problem would hold {entries:,} cost entries or more, above the limit "
+                           f"of {MAX_ENTRIES:,}; ask for fewer nodes or candidates")
 
 
 def _is_int(value: Any) -> bool:

@@ -6,18 +6,27 @@ JSON) forbids that candidate or pair. The objective is the sum of the chosen nod
 
 Edges given more than once between the same two nodes (in either direction) are merged by adding their matrices,
 which leaves the cost of every assignment unchanged; the merged edge keeps the direction it was first given in.
+
+The largest finite costs of the nodes and edges may sum to ``COST_LIMIT`` at most: then no sum a solver forms (an
+assignment's cost, a reduction, a table of partial sums) can overflow a float.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
+
+COST_LIMIT = 1e300
+"""The largest sum of the nodes' and edges' largest finite costs a problem may have (a float holds up to 1.8e308)."""
 
 
 class ProblemError(ValueError):
@@ -146,6 +155,7 @@ class Problem:
             oriented = m if (u, v) == key else m.T
             edges.append(Edge(self.nodes[u].name, self.nodes[v].name, _readonly(np.ascontiguousarray(oriented))))
         edges = tuple(edges)
+        _check_cost_limit(self.nodes, edges)
         object.__setattr__(self, "edges", edges)
         object.__setattr__(self, "meta", dict(self.meta))
         object.__setattr__(self, "_index", index)
@@ -204,11 +214,7 @@ class Problem:
         except UnicodeDecodeError as exc:
             raise ProblemError(f"{path}: not UTF-8 text (byte {exc.start}); is it a problem file?") from exc
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ProblemError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from exc
-        try:
-            return cls.from_dict(data)
+            return cls.from_dict(parse_json(text))
         except ProblemError as exc:
             raise ProblemError(f"{path}: {exc}") from exc
 
@@ -308,6 +314,41 @@ class Problem:
         return found
 
 
+def _check_cost_limit(nodes: Sequence[Node], edges: Sequence[Edge]) -> None:
+    """Raise ``ProblemError`` when the largest finite costs of ``nodes`` and ``edges`` sum to more than
+    ``COST_LIMIT``, naming the node or edge with the largest."""
+    peaks = [float(np.max(a, where=np.isfinite(a), initial=0.0)) for a in (*(n.costs for n in nodes),
+                                                                           *(e.costs for e in edges))]
+    total = sum(peaks)  # inf past a float's range
+    if total <= COST_LIMIT:
+        return
+    places = [f"node {n.name!r}" for n in nodes] + [f"edge {e.src!r} -> {e.dst!r}" for e in edges]
+    top = int(np.argmax(peaks))
+    amount = f"{total:.3g}" if math.isfinite(total) else "more than a float holds"
+    raise ProblemError(f"costs too large: the largest finite costs of the nodes and edges sum to {amount}, above "
+                       f"the limit of {COST_LIMIT:g} that keeps every sum of costs a finite float ({places[top]} "
+                       f"alone {peaks[top]:.3g}); scale the costs down")
+
+
+def parse_json(text: str) -> Any:
+    """Standard JSON only: ``ProblemError`` for malformed text, ``NaN`` / ``Infinity`` (not JSON) and numbers too
+    large for a float (``1e400``), which would otherwise read as infinite, i.e. forbidden, costs."""
+
+    def constant(name: str) -> Any:
+        raise ProblemError(f"{name} is not a JSON number; write null to forbid a candidate or pair")
+
+    def number(literal: str) -> float | int:
+        too_large = len(literal) > 400 or math.isinf(float(literal))  # 400 digits: far above a float's 1.8e308
+        if too_large:
+            raise ProblemError(f"number {literal[:24]}{'...' if len(literal) > 24 else ''} is too large for a float")
+        return int(literal) if literal.lstrip("-").isdigit() else float(literal)
+
+    try:
+        return json.loads(text, parse_constant=constant, parse_float=number, parse_int=number)
+    except json.JSONDecodeError as exc:
+        raise ProblemError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from exc
+
+
 def _require_keys(raw: Any, keys: tuple[str, ...], where: str) -> None:
     if not isinstance(raw, dict):
         raise ProblemError(f"{where} must be an object")
@@ -321,9 +362,23 @@ def _to_json(array: np.ndarray) -> Any:
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write ``data`` as indented JSON through a temporary file and a rename, so readers never see half a file."""
+    """Write ``data`` as indented, standard JSON through a temporary file and a rename (see ``write_text_atomic``)."""
+    write_text_atomic(path, json.dumps(data, indent=1, allow_nan=False) + "\n")
+
+
+def write_text_atomic(path: str | Path, text: str, opener: Callable[..., IO[Any]] = open) -> None:
+    """Write ``text`` to a temporary file beside ``path`` (opened with ``opener``, e.g. ``gzip.open``) and rename it
+    into place, so readers never see half a file; on any failure the temporary file is removed and ``path`` is left
+    as it was. A directory at ``path`` raises ``IsADirectoryError`` naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "Is a directory; name the file to write", str(path))
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
-    tmp.replace(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with opener(tmp, "wt") as stream:
+            stream.write(text)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()

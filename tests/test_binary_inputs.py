@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.config import ExperimentError, load_config
-from search.artifact import load_artifact
+from search.artifact import load_artifact, time_artifact
 from search.errors import SearchError
 from search.plan import Plan
 from solvers.problem import Problem, ProblemError
@@ -29,3 +29,15 @@ def test_a_corrupt_artifact_manifest_is_a_search_error(tmp_path, manifest):
     (tmp_path / "plan.json").write_text("{}")
     with pytest.raises(SearchError, match="manifest.json is corrupt"):
         load_artifact(tmp_path)
+
+
+def test_a_truncated_library_is_a_search_error_and_timing_arguments_are_checked_first(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"input_shapes": {"data": [1, 3, 32, 32]}}')
+    (tmp_path / "plan.json").write_text('{"choices": {}}')
+    (tmp_path / "model.so").write_bytes(b"\x7fELF\x02\x01")
+    with pytest.raises(SearchError, match="model.so is corrupt .*file too short.*export the artifact again"):
+        load_artifact(tmp_path)
+    for repeat, threads, message in ((0, None, "repeat must be"), (10**12, None, "repeat must be"),
+                                     (3, 0, "threads must be"), (3, 10**6, "threads must be")):
+        with pytest.raises(SearchError, match=message):
+            time_artifact(tmp_path, repeat=repeat, threads=threads)

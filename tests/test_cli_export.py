@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -27,6 +28,16 @@ def test_export_writes_a_checked_artifact(artifact, capsys):
     assert manifest["model"] == "resnet18" and manifest["input_shapes"] == {"data": [1, 3, 32, 32]}
     assert manifest["numerical_check"]["passed"] and (artifact / "model.so").is_file()
     assert json.loads((artifact / "plan.json").read_text())["args"]["image_size"] == 32
+
+
+def test_export_into_an_earlier_artifact_replaces_its_files_and_leaves_nothing_else(artifact, tmp_path, capsys):
+    out = tmp_path / "again"
+    shutil.copytree(artifact, out)
+    (out / "notes.txt").write_text("mine")
+    assert main(["export", "resnet18", "--plan", "nchw", "--out", str(out), "--image-size", "32"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again"]  # no temporary directory beside it
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "model.so", "notes.txt", "plan.json"]
+    assert json.loads((out / "manifest.json").read_text())["model"] == "resnet18"
 
 
 def test_run_prints_latency(artifact, capsys):

@@ -95,7 +95,7 @@ from tvm import relax
 from search.errors import SearchError
 from search.relax_exprs import static_shape
 from search.zoo import densenet, inception, mobilenet, resnet, ssd, vgg
-from search.zoo.shapes import InputShape, ShapesLike, input_shapes
+from search.zoo.shapes import MAX_INPUT_ELEMENTS, InputShape, ShapesLike, check_input_size, input_shapes
 
 
 @dataclass(frozen=True)
@@ -142,6 +142,15 @@ def _check_sizes(name: str, spec: ModelSpec, batch: int, image_size: int) -> Non
         raise SearchError(f"{name}: batch must be a positive integer, got {batch!r}")
     if not isinstance(image_size, numbers.Integral) or image_size < spec.min_image_size:
         raise SearchError(f"{name}: image_size must be an integer >= {spec.min_image_size}, got {image_size!r}")
+    check_input_size((batch, 3, image_size, image_size), f"{name}'s input {batch}x3x{image_size}x{image_size}")
+
+
+def _check_seed(seed: object) -> int:
+    """``seed`` if it is an integer from 0 to 2**63 - 1 (what seeds the weights and inputs); ``SearchError``
+    otherwise."""
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise SearchError(f"seed must be an integer from 0 to 2**63 - 1, got {seed!r}")
+    return int(seed)
 
 
 def load_model(name_or_path: str, *, batch: int | None = None, image_size: int | None = None, seed: int = 0,
@@ -157,7 +166,7 @@ def load_model(name_or_path: str, *, batch: int | None = None, image_size: int |
         they are shorthand for its one (N, C, H, W) input: a static N, H or W must equal them, a dynamic one is
         bound to them (see ``search.zoo.onnx.inputs``).
     seed : int
-        Seed of the random weights (ignored for ONNX files, which carry their own).
+        Seed of the random weights, from 0 to 2**63 - 1 (ignored for ONNX files, which carry their own).
     input_shape : str, InputShape or a sequence of them, optional
         The input shapes, as ``--input-shape`` takes them: ``"1,3,640,640"`` for the only input or
         ``"NAME=1,3,640,640"`` per input. A zoo model takes one shape ``N,3,S,S`` (batch N, image size S); an ONNX
@@ -167,25 +176,44 @@ def load_model(name_or_path: str, *, batch: int | None = None, image_size: int |
     Raises
     ------
     SearchError
-        Unknown name, size out of range, a shape the model cannot take, an ONNX dimension left dynamic, or an ONNX
-        file that cannot be converted.
+        Unknown name, size or seed out of range (an input of more than ``MAX_INPUT_ELEMENTS``), a shape the model
+        cannot take, an ONNX dimension left dynamic, or an ONNX file that cannot be converted.
     """
-    name = str(name_or_path)
-    shapes = input_shapes(input_shape)
-    if shapes and (batch is not None or image_size is not None):
-        raise SearchError(f"{name}: input_shape (--input-shape) and batch / image_size (--batch / --image-size) "
-                          "both given; give one of them")
+    name, seed, shapes, batch, image_size = _checked(name_or_path, batch, image_size, seed, input_shape)
     if name.lower().endswith(".onnx"):
         from search.zoo.onnx import load_onnx
 
         return load_onnx(name, batch=batch, image_size=image_size, input_shape=shapes)
+    return MODELS[name].builder(batch=batch, image_size=image_size, seed=seed)
+
+
+def check_model(name_or_path: str, *, batch: int | None = None, image_size: int | None = None, seed: int = 0,
+                input_shape: ShapesLike = None) -> None:
+    """Raise what ``load_model`` would for these arguments before it builds or reads anything (an unknown name, a
+    seed, size or shape out of range), so that a caller can refuse them before work of its own (opening a cost
+    cache, joining a cluster); an ONNX file is checked when it is loaded."""
+    _checked(name_or_path, batch, image_size, seed, input_shape)
+
+
+def _checked(name_or_path: str, batch: int | None, image_size: int | None, seed: int,
+             input_shape: ShapesLike) -> tuple[str, int, tuple[InputShape, ...], int | None, int | None]:
+    """(name, seed, shapes, batch, image size) checked as ``load_model`` takes them; for a zoo model, batch and
+    image size with their defaults filled in."""
+    name = str(name_or_path)
+    seed = _check_seed(seed)
+    shapes = input_shapes(input_shape)
+    if shapes and (batch is not None or image_size is not None):
+        raise SearchError(f"{name}: input_shape (--input-shape) and batch / image_size (--batch / --image-size) "
+                          "both given; give one of them")
+    if name.lower().endswith(".onnx"):  # its file is read, and checked, when it is loaded
+        return name, seed, shapes, batch, image_size
     spec = _spec(name)
     if shapes:
         batch, image_size = _zoo_shape(name, shapes)
     size = spec.image_size if image_size is None else image_size
     batch = 1 if batch is None else batch
     _check_sizes(name, spec, batch, size)
-    return spec.builder(batch=int(batch), image_size=int(size), seed=int(seed))
+    return name, seed, shapes, int(batch), int(size)
 
 
 def _zoo_shape(name: str, shapes: tuple[InputShape, ...]) -> tuple[int, int]:
@@ -272,5 +300,5 @@ def describe(name_or_path: str, input_shape: ShapesLike = None) -> tuple[dict[st
     return {p.name: static_shape(p) for p in mod["main"].params}, model_stats(mod)
 
 
-__all__ = ["MODELS", "InputShape", "ModelSpec", "ModelStats", "describe", "input_shapes", "load_model", "model_stats",
-           "reference_outputs"]
+__all__ = ["MAX_INPUT_ELEMENTS", "MODELS", "InputShape", "ModelSpec", "ModelStats", "check_model", "describe",
+           "input_shapes", "load_model", "model_stats", "reference_outputs"]

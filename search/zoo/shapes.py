@@ -10,12 +10,25 @@ so plans record what reloads the same shapes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from search.errors import SearchError
 
 _FORM = "give D0,D1,... or NAME=D0,D1,... with positive integers, e.g. 1,3,640,640"
+
+MAX_INPUT_ELEMENTS = 2**26
+"""The most elements of one model input (256 MiB of float32): a larger input is refused before any network is built,
+since its activations would exhaust memory or overflow TVM's 32-bit tensor indices."""
+
+
+def check_input_size(dims: tuple[int, ...], what: str) -> None:
+    """Raise ``SearchError`` naming ``what`` when an input of shape ``dims`` has more than ``MAX_INPUT_ELEMENTS``."""
+    elements = math.prod(dims)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise SearchError(f"{what} has {elements:,} elements, more than the {MAX_INPUT_ELEMENTS:,} (256 MiB of "
+                          "float32) tessera takes per input")
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,7 @@ class InputShape:
             raise SearchError(f"input shape {text!r} is not a list of dimensions; {_FORM}") from None
         if not all(v > 0 for v in values):
             raise SearchError(f"input shape {text!r} has a dimension below 1; {_FORM}")
+        check_input_size(values, f"input shape {text!r}")
         return cls(name or None, values)
 
     def __str__(self) -> str:

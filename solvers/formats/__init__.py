@@ -16,11 +16,9 @@ Examples
 from __future__ import annotations
 
 import bz2
-import contextlib
 import gzip
 import json
 import lzma
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -28,7 +26,7 @@ from typing import IO, Any
 from solvers.formats.cfn import read_cfn, write_cfn
 from solvers.formats.uai import read_uai, write_uai
 from solvers.formats.wcsp import read_wcsp, write_wcsp
-from solvers.problem import Problem, ProblemError
+from solvers.problem import Problem, ProblemError, parse_json, write_text_atomic
 
 READERS: dict[str, Callable[[str], Problem]] = {".wcsp": read_wcsp, ".cfn": read_cfn, ".uai": read_uai}
 WRITERS: dict[str, Callable[[Problem], str]] = {".wcsp": write_wcsp, ".cfn": write_cfn, ".uai": write_uai}
@@ -64,9 +62,9 @@ def read_problem(path: str | Path) -> Problem:
         raise ProblemError(f"cannot read {path}: {exc}") from exc
     try:
         if kind == ".json":
-            return Problem.from_dict(json.loads(text))
+            return Problem.from_dict(parse_json(text))
         problem = READERS[kind](text)
-    except ValueError as exc:  # ProblemError, and json.JSONDecodeError
+    except ValueError as exc:  # ProblemError, and a float() of the readers
         raise ProblemError(f"{path}: {exc}") from exc
     return Problem(problem.nodes, problem.edges, {**problem.meta, "source": Path(path).name})
 
@@ -80,18 +78,10 @@ def write_problem(problem: Problem, path: str | Path) -> None:
         text = json.dumps(problem.to_dict(), indent=1, allow_nan=False) + "\n"
     else:
         text = WRITERS[kind](problem)
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with _opener(path)(tmp, "wt") as stream:
-            stream.write(text)
-        os.replace(tmp, path)
+        write_text_atomic(path, text, _opener(path))
     except OSError as exc:
         raise ProblemError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 def _compression(path: str | Path) -> str | None:

@@ -17,7 +17,7 @@ import re
 
 import numpy as np
 
-from solvers.formats.tables import Tables, functions_of, hard_cost
+from solvers.formats.tables import EntryBudget, Tables, functions_of, hard_cost
 from solvers.formats.tokens import Tokens
 from solvers.problem import Problem
 
@@ -44,12 +44,13 @@ def read_cfn(text: str) -> Problem:
         raise tokens.error(f"mustbe must be '<' or '>' and a number, got {bound_text!r}")
     maximize = bound_text[0] == ">"
     _close(tokens, "the problem")
-    names, values = _variables(tokens, json_mode)
+    budget = EntryBudget(tokens.error)
+    names, values = _variables(tokens, json_mode, budget)
     meta = {"format": "cfn", "name": name, "objective": "maximize" if maximize else "minimize",
             "mustbe": bound_text}
     tables = Tables(names, values, meta)
     sign = -1.0 if maximize else 1.0
-    for label, scope, table in _functions(tokens, json_mode, names, values):
+    for label, scope, table in _functions(tokens, json_mode, names, values, budget):
         tables.add(label, scope, sign * table)
     if tokens.peek() is not None:  # toulbar2 does not require the file's closing brace, nor do we
         _close(tokens, "the file")
@@ -83,7 +84,7 @@ def write_cfn(problem: Problem) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- reading
-def _variables(tokens: Tokens, json_mode: bool) -> tuple[list[str], list[list[str]]]:
+def _variables(tokens: Tokens, json_mode: bool, budget: EntryBudget) -> tuple[list[str], list[list[str]]]:
     _tag(tokens, json_mode, "variables")
     _open(tokens, "the variables")
     names: list[str] = []
@@ -108,6 +109,7 @@ def _variables(tokens: Tokens, json_mode: bool) -> tuple[list[str], list[list[st
                 raise tokens.error(f"variable {name!r}: expected a domain or its size, got {token!r}") from None
             if size <= 0:
                 raise tokens.error(f"variable {name!r} has domain size {size}: interval variables are not supported")
+            budget.take(size, f"variable {name!r}")
             domain = [f"v{j}" for j in range(size)]
         names.append(name)
         values.append(domain)
@@ -117,7 +119,7 @@ def _variables(tokens: Tokens, json_mode: bool) -> tuple[list[str], list[list[st
 
 
 def _functions(
-    tokens: Tokens, json_mode: bool, names: list[str], values: list[list[str]]
+    tokens: Tokens, json_mode: bool, names: list[str], values: list[list[str]], budget: EntryBudget
 ) -> list[tuple[str, list[int], np.ndarray]]:
     """Every cost function as ``(label, scope, table)``, shared tables resolved."""
     _tag(tokens, json_mode, "functions")
@@ -154,7 +156,8 @@ def _functions(
                 raise tokens.error(f"function {label}: expected 'costs', got {token!r}")
             token = tokens.take(f"the costs of function {label}")
         if token in OPEN:
-            read.append((name, label, scope, _table(tokens, label, shape, default, [values[i] for i in scope])))
+            read.append((name, label, scope, _table(tokens, label, shape, default, [values[i] for i in scope],
+                                                    budget)))
         else:
             if default is not None:
                 raise tokens.error(f"function {label} shares a table and cannot have a default cost")
@@ -174,7 +177,7 @@ def _functions(
 
 
 def _table(tokens: Tokens, label: str, shape: tuple[int, ...], default: float | None,
-           domains: list[list[str]]) -> np.ndarray:
+           domains: list[list[str]], budget: EntryBudget) -> np.ndarray:
     """A dense table (``default`` None: every cost in order) or a sparse one (tuples of values and a cost)."""
     if default is None:
         costs = []
@@ -183,6 +186,7 @@ def _table(tokens: Tokens, label: str, shape: tuple[int, ...], default: float | 
         if len(costs) != math.prod(shape):
             raise tokens.error(f"function {label} has {len(costs)} costs for {math.prod(shape)} tuples")
         return np.array(costs, dtype=float).reshape(shape)
+    budget.take(math.prod(shape), f"the table of function {label}")
     table = np.full(shape, default)
     while (token := tokens.take(f"a tuple of function {label} or ']'")) not in CLOSE:
         tuple_ = []

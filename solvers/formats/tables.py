@@ -11,13 +11,32 @@ summed into ``meta["offset"]``: a file's objective is ``problem.evaluate(x) + me
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from solvers.problem import Problem, ProblemError
+
+MAX_ENTRIES = 10**8
+"""The most domain values and cost-table entries (all variables and functions together) a file may declare: a file
+declaring more (about 0.8 GB of costs) is refused before they are allocated."""
+
+
+class EntryBudget:
+    """Counts the values and table entries a file declares, refusing (``ProblemError`` from ``error``) the ones
+    past ``MAX_ENTRIES`` before they are allocated."""
+
+    def __init__(self, error: Callable[[str], ProblemError]) -> None:
+        self.error, self.used = error, 0
+
+    def take(self, count: int, what: str) -> None:
+        """Account for ``count`` more entries, which ``what`` declares."""
+        self.used += count
+        if self.used > MAX_ENTRIES:
+            raise self.error(f"{count:,} entries for {what} take the file past the {MAX_ENTRIES:.0e} domain values "
+                             "and cost entries tessera reads")
 
 
 @dataclass

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from solvers.formats.tables import Tables, functions_of
+from solvers.formats.tables import EntryBudget, Tables, functions_of
 from solvers.formats.tokens import Tokens
 from solvers.problem import Problem, ProblemError
 
@@ -33,6 +33,7 @@ def read_uai(text: str) -> Problem:
         raise tokens.error(f"expected MARKOV or BAYES, got {kind!r}")
     n = tokens.integer("the number of variables", 1)
     sizes = [tokens.integer(f"the domain size of variable {i}", 1) for i in range(n)]
+    EntryBudget(tokens.error).take(sum(sizes), "the domains")
     count = tokens.integer("the number of functions", 0)
     scopes = []
     for f in range(count):

@@ -11,9 +11,11 @@ forbidden entries are written as UB, one more than the largest finite total; nam
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from solvers.formats.tables import Tables, functions_of, hard_cost
+from solvers.formats.tables import EntryBudget, Tables, functions_of, hard_cost
 from solvers.formats.tokens import Tokens
 from solvers.problem import Problem, ProblemError
 
@@ -32,6 +34,8 @@ def read_wcsp(text: str) -> Problem:
         if size <= 0:
             raise tokens.error(f"variable {i} has domain size {size}: interval variables are not supported")
         sizes.append(size)
+    budget = EntryBudget(tokens.error)
+    budget.take(sum(sizes), "the domains")
     tables = Tables([f"x{i}" for i in range(n)], [[f"v{j}" for j in range(k)] for k in sizes],
                     {"format": "wcsp", "name": name, "upper_bound": upper})
     shared: list[np.ndarray] = []
@@ -59,6 +63,7 @@ def read_wcsp(text: str) -> Problem:
             if table.shape != shape:
                 raise tokens.error(f"function {label}: shared table {-tuples} has shape {table.shape}, not {shape}")
         else:
+            budget.take(math.prod(shape), f"the table of function {label}")
             table = np.full(shape, default_cost)
             for _ in range(tuples):
                 values = tuple(tokens.integer(f"a value of function {f}", 0) for _ in scope)

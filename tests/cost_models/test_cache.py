@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sqlite3
 import time
 
 import pytest
@@ -84,3 +85,15 @@ def test_not_a_cache(tmp_path):
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(CacheError, match="not a usable cost cache"):
         len(CostCache(bad))
+
+
+def test_another_programs_database_is_refused_unchanged(tmp_path):
+    other = tmp_path / "mlflow.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE runs (id INTEGER)")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    with pytest.raises(CacheError, match="mlflow.db: an sqlite file but not a tessera cost cache .tables runs."):
+        len(CostCache(other))
+    assert other.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]

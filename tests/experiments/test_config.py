@@ -47,6 +47,20 @@ def test_problem_files_resolve_against_the_config_and_hash_their_content(tmp_pat
     assert expand(load_config(tmp_path / "exp.toml"))[1].config_hash != first[1].config_hash
 
 
+def test_a_cluster_address_is_where_not_what_and_is_checked():
+    model = {"model": "resnet18", "image_size": 32, "space_size": 1}
+    here = expand(parse_config({**BASE, "problems": [model]}))
+    there = expand(parse_config({**BASE, "problems": [{**model, "address": "10.0.0.1:6379"}]}))
+    assert [(t.id, t.config_hash) for t in there] == [(t.id, t.config_hash) for t in here]
+    assert {t.problem.address for t in there} == {"10.0.0.1:6379"}
+    for bad, message in (("ray://10.0.0.1:10001", "Ray Client address"), ("10.0.0.1", "not HOST:PORT")):
+        with pytest.raises(ConfigError, match=message):
+            parse_config({**BASE, "problems": [{**model, "address": bad}]})
+    with pytest.raises(ConfigError, match="address applies to the sources that measure"):
+        parse_config({**BASE, "problems": [{**model, "costs": "xgboost", "cost_model": __file__,
+                                            "address": "10.0.0.1:6379"}]})
+
+
 def test_model_instances_are_measured_trials_with_a_grid_of_inputs_and_spaces(tmp_path):
     config = parse_config({"name": "m", "lower_bound": False, "solvers": [{"name": "pbqp"}],
                            "problems": [{"model": "resnet18", "image_size": [32, 64], "space_size": 4,
@@ -80,7 +94,7 @@ def grid(top: str = "", problem: str = 'generator = "chain"\nseed = 0', solver: 
 
 
 TOP_KEYS = "description, lower_bound, metrics, name, num_cpus, problems, repeats, solvers, time_limit, trial_timeout"
-MODEL_KEYS = ("batch, cache, cost_model, costs, image_size, input_shape, layouts, measure_fraction, model, seed, "
+MODEL_KEYS = ("address, batch, cache, cost_model, costs, image_size, input_shape, layouts, measure_fraction, model, seed, "
               "space_size, threads, timing, transforms")
 HUGE_TABLE = grid(problem=f'generator = "chain"\nseed = {list(range(1000))}\ncandidates = {list(range(1, 1001))}')
 HUGE_SOLVER = grid(solver=f'name = "pbqp"\nbranch = {list(range(1000))}\nperturbations = {list(range(1000))}')

@@ -90,6 +90,17 @@ def test_validation_messages(graph, change, message):
         validate(Plan(choices), graph)
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [({"choices": {"a": 1}}, "node names to candidate strings"), ({"choices": {}, "args": [1, 2]}, "'args' must be an"),
+     ({"choices": {}, "model": 7}, "'model' must be a string"), ({"choices": []}, "a 'choices' object")],
+)
+def test_malformed_plan_files_are_search_errors(data, message):
+    with pytest.raises(SearchError, match=message):
+        Plan.from_dict(data)
+    assert Plan.from_dict({"choices": {}, "model": None, "args": None}).args == {}  # null: the default
+
+
 def test_missing_node_is_reported(graph):
     choices = dict(baseline_plan(graph, "nchw").choices)
     del choices["concat_0"]

@@ -156,6 +156,12 @@ def test_bad_sizes_are_rejected():
         load_model("inception_v3", image_size=64)
     with pytest.raises(SearchError, match="batch must be a positive integer"):
         load_model("resnet18", batch=0)
+    with pytest.raises(SearchError, match=r"1000000x3x224x224 has 150,528,000,000 elements, more than the 67,108,864"):
+        load_model("resnet18", batch=10**6)
+    with pytest.raises(SearchError, match="input shape '1,3,99999,99999' has 29,999,400,003 elements"):
+        load_model("resnet18", input_shape="1,3,99999,99999")
+    with pytest.raises(SearchError, match="seed must be an integer from 0 to 2"):
+        load_model("resnet18", seed=-1)
 
 
 def test_model_stats_reads_blocked_layouts():

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from solvers import SOLVERS, Problem, Solution, Solver, SolverError, checks, testing
+from solvers.base import make_solver
 from solvers.checks import CHECKS, check_solver, solver_checks
 from solvers.greedy import GreedySolver
 from solvers.testing import brute_force
@@ -24,6 +25,13 @@ def test_contract(solver, check):
 
 def test_every_builtin_solver_is_registered_on_import():
     assert {"dp", "pbqp", "ilp", "greedy"} <= set(SOLVERS)
+
+
+@pytest.mark.parametrize("solver", sorted(SOLVERS))
+def test_make_solver_refuses_a_bad_value_before_any_solve(solver):
+    for bad in (-1, 0, math.nan, math.inf):
+        with pytest.raises(SolverError, match="time_limit must be a positive number"):
+            make_solver(solver, time_limit=bad)
 
 
 class Exhaustive(Solver):

@@ -6,12 +6,14 @@ from __future__ import annotations
 import doctest
 import itertools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from solvers import Problem, ProblemError, formats, solve
 from solvers.formats import format_of, read_problem, write_problem
+from solvers.problem import write_text_atomic
 from solvers.testing import random_problem
 
 
@@ -170,6 +172,52 @@ def test_unknown_suffix_and_unreadable_files(tmp_path):
     (tmp_path / "bad.cfn.gz").write_text("not gzip")
     with pytest.raises(ProblemError, match="bad.cfn.gz"):
         read_problem(tmp_path / "bad.cfn.gz")
+
+
+@pytest.mark.parametrize(
+    ("suffix", "text"),
+    [(".wcsp", "w 1 1000000000 0 10\n1000000000\n"),
+     (".wcsp", "w 2 100000 1 10\n100000 100000\n2 0 1 0 0\n"),
+     (".uai", "MARKOV\n1\n1000000000\n0\n"),
+     (".cfn", '{"problem": {"name": "p", "mustbe": "<10"}, "variables": {"a": 100000, "b": 100000}, '
+              '"functions": {"f": {"scope": ["a", "b"], "defaultcost": 0, "costs": []}}}')],
+    ids=["wcsp-domain", "wcsp-table", "uai-domain", "cfn-table"],
+)
+def test_files_declaring_too_many_entries_are_refused_before_allocating(tmp_path, suffix, text):
+    path = tmp_path / f"p{suffix}"
+    path.write_text(text)
+    with pytest.raises(ProblemError, match=r"entries for .* take the file past the 1e\+08"):
+        read_problem(path)
+
+
+class _FullDisk:
+    """A file opener whose stream fails half-way through a write, as on a full disk."""
+
+    def __init__(self, path: Path, mode: str) -> None:
+        self.stream = open(path, mode)
+
+    def __enter__(self) -> _FullDisk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stream.close()
+
+    def write(self, text: str) -> None:
+        self.stream.write(text[: len(text) // 2])
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path):
+    target = tmp_path / "p.json"
+    target.write_text("old")
+    with pytest.raises(OSError, match="No space left"):
+        write_text_atomic(target, "new text", _FullDisk)
+    (tmp_path / "folder.cfn").mkdir()
+    with pytest.raises(ProblemError, match="cannot write .*folder.cfn: Is a directory"):
+        write_problem(random_problem(1), tmp_path / "folder.cfn")
+    with pytest.raises(ProblemError, match="underflows"):
+        write_problem(Problem.build([("a", ["x"], [800.0])]), target.with_suffix(".uai"))
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["folder.cfn", "p.json"]
 
 
 def test_the_examples_run():

@@ -117,6 +117,10 @@ def test_random_graph_degree():
         ({"kind": "ssd", "seed": 0, "candidates": True}, "candidates must be a positive integer"),
         ({"kind": "densenet", "seed": -1}, "seed must be a non-negative integer"),
         ({"kind": "densenet", "seed": 0, "nodes": 10}, "nodes applies to chain and random"),
+        ({"kind": "random", "seed": 0, "nodes": 10**9}, "nodes must be at most 100,000"),
+        ({"kind": "chain", "seed": 0, "candidates": 10**6}, "candidates must be at most 1,000"),
+        ({"kind": "chain", "seed": 0, "nodes": 1000, "candidates": 1000}, "1,000,000,000 cost entries .* limit of"),
+        ({"kind": "densenet", "seed": 0, "candidates": 1000}, "densenet: .* cost entries or more, above the limit"),
     ],
 )
 def test_bad_arguments(kwargs, message):

@@ -10,7 +10,7 @@ dimension left unbound is an error that names the input, the axis and its symbol
 from __future__ import annotations
 
 from search.errors import SearchError
-from search.zoo.shapes import InputShape
+from search.zoo.shapes import InputShape, check_input_size
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
 
@@ -29,8 +29,8 @@ def bind_inputs(graph, shapes: tuple[InputShape, ...], batch: int | None, image_
     ------
     SearchError
         One message: an input that is not float32, a shape for no input or with the wrong rank, a dimension that
-        contradicts the file, a dynamic dimension left unbound, or ``batch`` / ``image_size`` for a graph that is
-        not one (N, C, H, W) input.
+        contradicts the file, a dynamic dimension left unbound, an input of more than ``MAX_INPUT_ELEMENTS``, or
+        ``batch`` / ``image_size`` for a graph that is not one (N, C, H, W) input.
     """
     from onnx import TensorProto
 
@@ -61,6 +61,8 @@ def bind_inputs(graph, shapes: tuple[InputShape, ...], batch: int | None, image_
             wanted = [(None, "")] * len(dims)
         bound[info.name] = tuple(_bind(source, info, axis, dim, *want) for axis, (dim, want) in
                                  enumerate(zip(dims, wanted)))
+        check_input_size(bound[info.name], f"{source}: input {info.name!r} "
+                                           f"({'x'.join(map(str, bound[info.name]))})")
     return bound
 
 

@@ -1,0 +1,156 @@
+"""Joining a Ray cluster to measure on: its address, the check that only token holders get in, and the connection.
+
+A cluster for measuring is started by hand (see the README): every node with ``RAY_AUTH_MODE=token`` and the same
+token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), and ``--resources '{"timing_slot": 1}'``
+on the nodes that may time. ``connect`` joins it from the driver within seconds or raises ``ClusterError`` with one
+line: nothing listening, a token the cluster refuses, or a cluster that lets anyone in without one (Ray's gRPC ports
+run anything they are sent, so tessera never measures on such a cluster). Importing this module imports no Ray.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from cost_models.sources import CostSourceError
+
+TIMING_SLOT = "timing_slot"
+"""Custom Ray resource, one per node, held by whatever times that machine (a measuring node, an experiment trial)."""
+
+CONNECT_SECONDS = 10.0
+"""How long each step of ``connect`` may wait for the cluster to answer."""
+
+# run by ``_lets_strangers_in``: exit status 0 when the cluster admits a process that has no token
+_PROBE = """
+import sys
+from ray._raylet import GcsClient
+from ray.exceptions import AuthenticationError
+try:
+    GcsClient(address=sys.argv[1])
+except AuthenticationError:
+    sys.exit(3)
+"""
+
+
+class ClusterError(CostSourceError):
+    """The cluster cannot be measured on: unreachable, a refused or missing token, a cluster open to anyone, no node
+    that may time, or every such node lost."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Measure on the Ray cluster whose head node's GCS listens at ``address`` (``HOST:PORT``).
+
+    ``key_by_node``: nodes whose CPU model or versions differ from the target's (this machine's) time too, each
+    record kept under its own node's context; the problem still uses the target's records only, timed on its nodes.
+    Without it such nodes are refused for timing.
+    """
+
+    address: str
+    key_by_node: bool = False
+
+    def __post_init__(self) -> None:
+        host, _, port = self.address.rpartition(":")
+        if self.address.startswith("ray://"):
+            raise ClusterError(f"{self.address} is a Ray Client address; give the head node's HOST:PORT (its GCS "
+                               "port, 6379 unless ray start --port chose another)")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ClusterError(f"Ray address {self.address!r} is not HOST:PORT")
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.address.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
+def connect(cluster: Cluster) -> tuple[Any, bool]:
+    """``(ray module, whether this call connected)`` once this process is on ``cluster`` with token authentication.
+
+    A process already on that cluster (a Ray worker of it, such as an experiment trial) stays on it and the call
+    returns False; one on another cluster is refused.
+
+    Raises
+    ------
+    ClusterError
+        ``RAY_AUTH_MODE`` set to something other than ``token``, nothing answering at the address within
+        ``CONNECT_SECONDS``, a token the cluster refuses (or none), a cluster that admits connections without a token,
+        or a process already on another cluster.
+    """
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    mode = os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if mode != "token":
+        raise ClusterError(f"measuring on a cluster needs Ray's token authentication, but RAY_AUTH_MODE is {mode!r}; "
+                           "set it to token here and on every node")
+    import ray
+
+    if ray.is_initialized():
+        if _cluster_id(ray.get_runtime_context().gcs_address) != _cluster_id(cluster.address):
+            raise ClusterError(f"this process is already on another Ray cluster than {cluster.address}")
+        return ray, False
+    try:
+        with socket.create_connection(cluster.host_port, timeout=CONNECT_SECONDS):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ClusterError(f"no Ray cluster answers at {cluster.address} ({reason}); start its head node with "
+                           "ray start --head (see the README)") from exc
+    _cluster_id(cluster.address)
+    if _lets_strangers_in(cluster.address):
+        raise ClusterError(f"the Ray cluster at {cluster.address} admits connections without a token; restart its "
+                           "nodes with RAY_AUTH_MODE=token and a shared RAY_AUTH_TOKEN (see the README)")
+    try:
+        with _quiet_stderr():
+            ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
+        raise ClusterError(f"cannot join the Ray cluster at {cluster.address}: {exc}") from exc
+    return ray, True
+
+
+def _cluster_id(address: str) -> str:
+    """The id of the cluster at ``address``, asked with this process's token."""
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError, RayError
+
+    try:
+        with _quiet_stderr():
+            return GcsClient(address=address).cluster_id.hex()
+    except AuthenticationError as exc:
+        raise ClusterError(f"the Ray cluster at {address} refused this process's token: give it the token its nodes "
+                           "were started with (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token)") from exc
+    except RayError as exc:
+        raise ClusterError(f"no Ray cluster answers at {address} ({str(exc).splitlines()[0]})") from exc
+
+
+def _lets_strangers_in(address: str) -> bool:
+    """Whether the cluster at ``address`` answers a process that has no token (asked from a fresh interpreter: the
+    token a process uses is fixed once Ray has read it)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_AUTH_TOKEN")}
+    env["RAY_AUTH_MODE"] = "disabled"
+    try:
+        probe = subprocess.run([sys.executable, "-c", _PROBE, address], env=env, capture_output=True,
+                               timeout=CONNECT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return False
+    return probe.returncode == 0
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2, where Ray's C++ client logs every retry of a failing connection (the failure is
+    then reported once, as an exception)."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
