@@ -5,7 +5,7 @@ Contenders: tessera's auto, dp, pbqp, ilp and greedy, each with the time limit; 
 vac=False``; costs scaled to integers with the rounding bound applied to its proven bound, its search stopped on the
 wall clock); and a plain CP-SAT model (a boolean per candidate with exactly-one, a boolean per allowed edge pair tied
 to its endpoints by row and column sums) with default parameters bar the time limit and one worker per usable core, on
-the same integer costs (``solvers/scaling.py``).
+the same integer costs (``solvers/scaling.py``). ``--solvers`` runs a subset of these contenders.
 
 Instances: a 1000-node chain, the SSD-like and DenseNet-201-like problems, a random 200-node DAG (each node reads 1 to
 3 earlier ones) and the DenseNet-BC-like problem of the second generator (``solvers/dense_blocks.py``), with 5 and 10
@@ -20,7 +20,8 @@ rounds differ), the median seconds with min..max, and for the peers their median
 fastest solver that proved optimality in every round (> 1: tessera is faster; ">" marks a peer that did not prove
 optimality in every round).
 
-    python benchmarks/peer_solvers.py [--quick] [--instances chain,ssd,densenet,random,blocks] [--candidates 5,10]
+    python benchmarks/peer_solvers.py [--quick] [--solvers auto,dp,pbqp,ilp,greedy,toulbar2,cp-sat]
+                                      [--instances chain,ssd,densenet,random,blocks] [--candidates 5,10]
                                       [--problems FILE_OR_FOLDER ...] [--public] [--work DIR] [--time-limit 60]
                                       [--repeats 5] [--out FILE]
 """
@@ -190,15 +191,21 @@ CONTENDERS |= {"toulbar2": toulbar2, "cp-sat": cpsat}
 
 
 def run(
-    label: str, problem: Problem, *, time_limit: float, repeats: int, first: int
+    label: str,
+    problem: Problem,
+    *,
+    time_limit: float,
+    repeats: int,
+    first: int,
+    contenders: Sequence[str] = tuple(CONTENDERS),
 ) -> tuple[str, dict[str, Summary]]:
-    """Every contender ``repeats`` times on one problem, reversing the order from round ``first`` on every other
-    round: a markdown section and the summaries; progress goes to stderr."""
+    """Each of ``contenders`` (names of ``CONTENDERS``) ``repeats`` times on one problem, reversing the order from
+    round ``first`` on every other round: a markdown section and the summaries; progress goes to stderr."""
     print(f"{label}: {problem.num_nodes} nodes, {len(problem.edges)} edges", file=sys.stderr, flush=True)
     costs = scale_costs(problem, solver="cp-sat")
-    rounds: dict[str, list[Result]] = {name: [] for name in CONTENDERS}
+    rounds: dict[str, list[Result]] = {name: [] for name in contenders}
     for r in range(repeats):
-        for name in reversed(CONTENDERS) if (first + r) % 2 else CONTENDERS:
+        for name in reversed(contenders) if (first + r) % 2 else contenders:
             result = CONTENDERS[name](problem, time_limit)
             rounds[name].append(result)
             print(f"  round {r + 1}/{repeats} {name}: {result.status} in {result.seconds:.2f} s", file=sys.stderr,
@@ -281,6 +288,8 @@ def _cpu_model() -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="k = 5 only and 5 s limits (a smoke run)")
+    parser.add_argument("--solvers", default=",".join(CONTENDERS),
+                        help=f"comma-separated contenders: {', '.join(CONTENDERS)} (default: all)")
     parser.add_argument("--instances", default=",".join(INSTANCES),
                         help=f"comma-separated generated instances: {', '.join(INSTANCES)} (empty: none)")
     parser.add_argument("--candidates", default=None, help="comma-separated candidate counts (default: 5,10)")
@@ -296,6 +305,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, help="markdown file whose solver section gets the report")
     parser.add_argument("--tracking-uri", default=None, help="MLflow store (default: sqlite:///mlflow.db here)")
     args = parser.parse_args(argv)
+    contenders = list(dict.fromkeys(name.strip() for name in args.solvers.split(",") if name.strip()))
+    unknown = [name for name in contenders if name not in CONTENDERS]
+    if unknown or not contenders:
+        what = f"unknown contender(s) {', '.join(unknown)}" if unknown else "no contender given"
+        parser.error(f"--solvers: {what}; choose from {', '.join(CONTENDERS)}")
     instances = [name.strip() for name in args.instances.split(",") if name.strip()]
     unknown = [name for name in instances if name not in INSTANCES]
     if unknown:
@@ -331,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     instances = [(label, generate(kind, seed=0, candidates=k, **INSTANCES[kind][1])) for label, kind, k in problems]
     logged = []
     for n, (label, problem) in enumerate(instances + files):
-        section, results = run(label, problem, time_limit=time_limit, repeats=repeats, first=n)
+        section, results = run(label, problem, time_limit=time_limit, repeats=repeats, first=n, contenders=contenders)
         report += ["", section]
         logged.append((label, problem, results))
     text = "\n".join(report) + "\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -199,7 +199,7 @@ def _star(u: int, adj: list[dict[int, np.ndarray]]) -> list[tuple[np.ndarray, np
     """The leaves of the star centred on ``u``, grouped by candidate count: indices, stacked matrices from ``u``
     (rows index ``u``) and whether they are all finite."""
     groups: dict[int, list[int]] = {}
-    for v in _independent(u, adj):
+    for v in independent_neighbours(u, adj):
         groups.setdefault(adj[u][v].shape[1], []).append(v)
     stars = []
     for leaves in groups.values():
@@ -208,7 +208,7 @@ def _star(u: int, adj: list[dict[int, np.ndarray]]) -> list[tuple[np.ndarray, np
     return stars
 
 
-def _independent(u: int, adj: list[dict[int, np.ndarray]]) -> tuple[int, ...]:
+def independent_neighbours(u: int, adj: Sequence[Mapping[int, np.ndarray]]) -> tuple[int, ...]:
     """Neighbours of ``u`` (in index order) that are not adjacent to one taken before: the leaves of its star."""
     taken: list[int] = []
     for v in sorted(adj[u]):
@@ -247,9 +247,7 @@ def pair_moves(
     >>> star_moves(p, (0, 0, 0)).assignment, pair_moves(p, (0, 0, 0)).assignment
     ((0, 0, 0), (0, 1, 1))
     """
-    hard = 1.0 + math.fsum(float(a[np.isfinite(a)].max()) for a in _tables(problem) if np.isfinite(a).any())
-    costs = [np.where(np.isfinite(node.costs), node.costs, hard) for node in problem.nodes]
-    adj = [{v: np.where(np.isfinite(m), m, hard) for v, m in nbrs.items()} for nbrs in oriented_adjacency(problem)]
+    _, costs, adj = penalised(problem)
     x = np.array(problem.to_indices(assignment), dtype=np.intp)
     field = [_field(v, costs, adj, x) for v in range(problem.num_nodes)]
     rounds = moves = 0
@@ -307,5 +305,15 @@ def star_pair_moves(
     return LocalSearchResult(x, rounds, moves, converged)
 
 
-def _tables(problem: Problem) -> list[np.ndarray]:
-    return [node.costs for node in problem.nodes] + list(problem.pairs.values())
+def penalised(problem: Problem) -> tuple[float, list[np.ndarray], list[dict[int, np.ndarray]]]:
+    """The problem's tables with every forbidden entry replaced by ``hard``, a finite cost above every finite
+    assignment's total: ``hard``, the node cost vectors and the oriented adjacency (``oriented_adjacency``, each
+    direction its own C-contiguous array, rows indexing the node)."""
+    tables = [node.costs for node in problem.nodes] + list(problem.pairs.values())
+    hard = 1.0 + math.fsum(float(a[np.isfinite(a)].max()) for a in tables if np.isfinite(a).any())
+    costs = [np.where(np.isfinite(node.costs), node.costs, hard) for node in problem.nodes]
+    adj: list[dict[int, np.ndarray]] = [{} for _ in problem.nodes]
+    for (u, v), m in problem.pairs.items():
+        finite = np.where(np.isfinite(m), m, hard)
+        adj[u][v], adj[v][u] = finite, np.ascontiguousarray(finite.T)
+    return hard, costs, adj

@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.base import Solution, Solver, SolverError, register
+from solvers.base import Solution, Solver, SolverError, TimeUp, register
+from solvers.functional import eliminate_functional
 from solvers.local_search import iterated_conditional_modes, star_moves, star_pair_moves
+from solvers.neighbourhood_search import neighbourhood_search
 from solvers.problem import Node, Problem
-from solvers.reductions import Reducer, back_substitute
+from solvers.reductions import Reducer, Reduction, back_substitute, reduce_problem
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,12 @@ def _local_choice(x: int, state: Reducer) -> int:
     return int(np.argmin(local))
 
 
+MAX_ROUNDS = 100
+"""Rounds of the neighbourhood search by default, fewer on a tiny core (``default_rounds``)."""
+
+HUBS = 4
+"""The neighbourhood search's first rounds try every candidate of this many highest-degree nodes of the core."""
+
 LOCAL_SEARCHES = {
     "star_pair": star_pair_moves,
     "star": star_moves,
@@ -98,13 +105,13 @@ moves (the two ends of an edge), star moves alone, ICM (one node)."""
 
 @register
 class PBQPSolver(Solver):
-    """Scholz-Eckstein PBQP reductions with a highest-degree RN heuristic and optional local improvement.
+    """Scholz-Eckstein PBQP reductions with a highest-degree RN heuristic, local search and a neighbourhood search.
 
     Parameters
     ----------
     time_limit
         Seconds the solve may take (None = unlimited). Running out during the first reductions returns
-        ``not_found``; running out later (branching, local improvement, perturbations) the best assignment so far.
+        ``not_found``; running out later (local search, branching, neighbourhood search) the best assignment so far.
     local_search
         After the reductions, when RN fired (otherwise the assignment is already optimal), improve the assignment by
         ``"star_pair"`` moves (default: star moves, each node re-optimised jointly with its neighbours, alternated
@@ -120,13 +127,16 @@ class PBQPSolver(Solver):
         (196 nodes), ``branch=1`` (22 more runs, 1.7-2.8 s on a loaded machine) finds the optimum, 0.03% below one
         run's cost, by moving a whole dense block to another layout.
     perturbations
-        When RN fired, this many times (default 0) reassign a random node and about half its neighbours at random
-        from the best assignment so far, run the local search again and keep the result if it is cheaper (iterated
-        local search, seeded by ``seed``). It is what brings the radio-link frequency assignment instances, whose hard
-        constraints lock single, star and pair moves in, from 17-190% above the optimum to 0-20% with 30
-        (docs/measurements.md); each costs a local search over the whole problem.
+        When RN fired, this many rounds of iterated large-neighbourhood search (``neighbourhood_search``) follow, on
+        the core the exact reductions leave less its functionally determined nodes (``functional``): each round
+        gives one node another candidate, re-solves its neighbours around it with these reductions and RN, descends
+        by pair and star moves and is kept if the cost is no worse. The first rounds try each candidate of the
+        ``HUBS`` highest-degree nodes, the rest a random centre, picked in proportion to its degree (seeded by
+        ``seed``). Default None: ``MAX_ROUNDS``, fewer on a tiny core (``default_rounds``); 0 turns the search
+        off. It makes the moves the local search cannot: a hub with the densely connected group around it (a dense
+        block to another layout), nodes that hard constraints tie (radio links at a fixed distance).
     seed
-        Seed of the perturbations.
+        Seed of the neighbourhood search's random centres and candidates.
 
     Examples
     --------
@@ -145,7 +155,7 @@ class PBQPSolver(Solver):
         local_search: str = "star_pair",
         max_local_rounds: int = 100,
         branch: int = 0,
-        perturbations: int = 0,
+        perturbations: int | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__(time_limit=time_limit)
@@ -162,8 +172,11 @@ class PBQPSolver(Solver):
             raise SolverError(f"{self.name}: local_search must be one of {choices}, got {self.local_search!r}")
         for name in ("max_local_rounds", "branch", "perturbations", "seed"):
             value = getattr(self, name)
+            if name == "perturbations" and value is None:
+                continue
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise SolverError(f"{self.name}: {name} must be a non-negative integer, got {value!r}")
+                allowed = "None or a non-negative integer" if name == "perturbations" else "a non-negative integer"
+                raise SolverError(f"{self.name}: {name} must be {allowed}, got {value!r}")
 
     def _solve(self, problem: Problem, start: float) -> Solution:
         choice, cost, rn, log = self._heuristic(problem, start)
@@ -175,8 +188,8 @@ class PBQPSolver(Solver):
             return Solution(self.name, problem.to_names(choice), cost, "optimal", lower_bound=cost, log=tuple(log))
         if self.branch:
             choice, cost = self._branch(problem, start, choice, cost, log)
-        if self.perturbations:
-            choice, cost = self._perturb(problem, start, choice, cost, log)
+        if self.perturbations != 0:
+            choice, cost = self._search(problem, start, choice, cost, log)
         if math.isinf(cost):
             return Solution(self.name, {}, math.inf, "not_found", log=tuple(log))
         return Solution(self.name, problem.to_names(choice), cost, "feasible", log=tuple(log))
@@ -236,27 +249,54 @@ class PBQPSolver(Solver):
         log.append(f"branch: {runs} run(s) on {len(hubs)} highest-degree node(s); best cost {cost:g}")
         return choice, cost
 
-    def _perturb(
+    def _search(
         self, problem: Problem, start: float, choice: tuple[int, ...], cost: float, log: list[str]
     ) -> tuple[tuple[int, ...], float]:
-        """Iterated local search from ``choice`` (see ``perturbations``); stops early when time is out."""
-        rng = np.random.default_rng(self.seed)
-        neighbors = problem.neighbors()
-        live = [np.flatnonzero(np.isfinite(node.costs)) for node in problem.nodes]
-        search = LOCAL_SEARCHES[self.local_search]
+        """The neighbourhood search (see ``perturbations``) from ``choice`` on the core that the exact reductions and
+        the elimination of functionally determined nodes leave; stops early (keeping the best) when time is out."""
+        try:
+            layers = _core(problem, lambda: self._check_time(start))
+        except TimeUp:
+            log.append(f"neighbourhood search: out of time before it started; cost {cost:g}")
+            return choice, cost
+        core = layers[-1].core
+        if core is None:  # RN fired, so some node survived the exact reductions: every assignment is forbidden
+            log.append("neighbourhood search: not run; eliminating functionally determined nodes proves every "
+                       f"assignment forbidden; cost {cost:g}")
+            return choice, cost
+        position = choice
+        for layer in layers:
+            position = tuple(position[v] for v in layer.core_nodes)
+        rounds = default_rounds(core) if self.perturbations is None else self.perturbations
         deadline = math.inf if self.time_limit is None else start + self.time_limit
-        done = kept = 0
-        while done < self.perturbations and time.perf_counter() < deadline:
-            done += 1
-            x = list(choice)
-            u = int(rng.integers(problem.num_nodes))
-            for w in (u, *neighbors[u]):
-                if w == u or rng.random() < 0.5:
-                    x[w] = int(rng.choice(live[w]))
-            if search is not None:
-                x = list(search(problem, x, max_rounds=int(self.max_local_rounds), deadline=deadline).assignment)
-            other = problem.evaluate(x)
-            if other < cost:
-                choice, cost, kept = tuple(x), other, kept + 1
-        log.append(f"perturbations: {done} of {self.perturbations}, {kept} improved the best; cost {cost:g}")
-        return choice, cost
+        result = neighbourhood_search(
+            core, position, rounds=rounds, hubs=HUBS, seed=self.seed, deadline=deadline,
+            repair=lambda neighbourhood: reduce_and_solve(neighbourhood)[0],
+        )
+        found = result.assignment
+        for layer in reversed(layers):
+            found = layer.expand(found)
+        other = problem.evaluate(found)
+        eliminated = layers[1].removed.get("functional", 0)
+        log.append(
+            f"neighbourhood search: {result.rounds} of {rounds} round(s) on a core of {core.num_nodes} nodes "
+            f"({eliminated} functionally determined node(s) eliminated), {result.improved} lowered the cost; "
+            f"cost {cost:g} -> {min(cost, other):g}"
+        )
+        return (found, other) if other < cost else (choice, cost)
+
+
+def _core(problem: Problem, check_time: Callable[[], None]) -> tuple[Reduction, Reduction]:
+    """The exact reductions, then the elimination of functionally determined nodes on their core (identity when
+    the first leaves no core)."""
+    reduction = reduce_problem(problem, check_time)
+    if reduction.core is None:
+        return reduction, reduction
+    return reduction, eliminate_functional(reduction.core, check_time)
+
+
+def default_rounds(core: Problem) -> int:
+    """Rounds of the neighbourhood search by default: ``MAX_ROUNDS``, or twice the number of ways to change one
+    node's candidate (allowed candidates less one, summed over the core's nodes) where that is fewer."""
+    changes = sum(int(np.isfinite(node.costs).sum()) - 1 for node in core.nodes)
+    return min(MAX_ROUNDS, 2 * changes)
