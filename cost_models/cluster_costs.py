@@ -41,9 +41,10 @@ from cost_models.measure import (
     Progress,
     ProgressTracker,
     check_settings,
+    look_up,
     machine_context,
 )
-from cost_models.tasks import FREE, Task
+from cost_models.tasks import Task
 from cost_models.workers import RunSettings
 
 DISCOVER_SECONDS = 5.0
@@ -143,15 +144,12 @@ class ClusterCosts(CostProvider):
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         """Records of ``tasks`` in order: cached ones looked up, the rest measured on the cluster (and cached) now."""
-        tasks = list(tasks)
-        keys = [None if task.free else task.key for task in tasks]
-        records = self.cache.get_many(self.context, [key for key in keys if key is not None])
-        missing = {key: task for key, task in zip(keys, tasks) if key is not None and key not in records}
-        tracker = ProgressTracker(len(missing), len(records), self.progress, self.node_counts)
-        if missing:
-            _Run(self, missing, records, tracker).run()
+        lookup = look_up(self.cache, self.context, tasks)
+        tracker = ProgressTracker(len(lookup.missing), len(lookup.records), self.progress, self.node_counts)
+        if lookup.missing:
+            _Run(self, lookup.missing, lookup.records, tracker).run()
         self.stats["nodes"] = {node.name: node.measured for node in self._nodes.values() if node.measured}
-        return [FREE if key is None else records[key] for key in keys]
+        return lookup.result()
 
     def close(self) -> None:
         """Stop every node's actor (and its processes), then leave the cluster if this provider joined it."""

@@ -245,24 +245,43 @@ class MeasuredCosts(CostProvider):
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         """Records of ``tasks`` in order: cached ones looked up, the rest measured (and cached) now."""
-        tasks = list(tasks)
-        keys = [None if task.free else task.key for task in tasks]
-        records = self.cache.get_many(self.context, [key for key in keys if key is not None])
-        missing = {key: task for key, task in zip(keys, tasks) if key is not None and key not in records}
-        tracker = ProgressTracker(len(missing), len(records), self.progress)
-        if missing:
+        lookup = look_up(self.cache, self.context, tasks)
+        tracker = ProgressTracker(len(lookup.missing), len(lookup.records), self.progress)
+        if lookup.missing:
             self._measurer.start()  # imports in the background during the first builds
-        pending = list(missing.items())
+        pending = list(lookup.missing.items())
         for start in range(0, len(pending), self.batch_size):
             for key, record in self._measurer.measure(pending[start : start + self.batch_size]):
                 self.cache.put(self.context, key, record)
-                records[key] = record
+                lookup.records[key] = record
                 tracker.finished(record.ok)
-        return [FREE if key is None else records[key] for key in keys]
+        return lookup.result()
 
     def close(self) -> None:
         """Stop the worker processes and delete the build directory."""
         self._measurer.close()
+
+
+@dataclass
+class Lookup:
+    """Tasks looked up in a cost cache: each task's key in order (None for a free task), the records the cache holds
+    (a provider adds the ones it measures) and the tasks it lacks, by key."""
+
+    keys: list[str | None]
+    records: dict[str, CostRecord]
+    missing: dict[str, Task]
+
+    def result(self) -> list[CostRecord]:
+        """A record per task, in order (``FREE`` for a free one), once every missing task has its record."""
+        return [FREE if key is None else self.records[key] for key in self.keys]
+
+
+def look_up(cache: CostCache, context: Context, tasks: Sequence[Task]) -> Lookup:
+    """What ``cache`` holds of ``tasks`` under ``context``, and what it lacks."""
+    keys = [None if task.free else task.key for task in tasks]
+    records = cache.get_many(context, [key for key in keys if key is not None])
+    missing = {key: task for key, task in zip(keys, tasks) if key is not None and key not in records}
+    return Lookup(keys, records, missing)
 
 
 class ProgressTracker:

@@ -105,6 +105,7 @@ def tune_metaschedule(
     image_size: int | None = None,
     seed: int = 0,
     work_dir: str | Path | None = None,
+    trials_per_iteration: int = TRIALS_PER_ITERATION,
 ) -> dict[str, Any]:
     """Tune ``model`` (a zoo name, an .onnx path or a Relax module) with MetaSchedule for ``budget_seconds``,
     compile, check against the stock build and save the artifact to ``out``; returns its manifest (with a
@@ -112,7 +113,8 @@ def tune_metaschedule(
 
     ``TVM_NUM_THREADS`` is set to ``threads`` for the runner's measurements. ``work_dir`` (default: a temporary
     directory) keeps MetaSchedule's database and logs. The gradient task scheduler first tries every task once
-    (a warm-up round that is not cut short), so a budget shorter than that round is overrun.
+    (a warm-up round of ``trials_per_iteration`` candidates per task that is not cut short), so a budget shorter
+    than that round is overrun.
     """
     if not budget_seconds > 0:
         raise SearchError(f"budget must be positive seconds, got {budget_seconds!r}")
@@ -131,7 +133,7 @@ def tune_metaschedule(
         try:
             ms.tune_tasks(
                 tasks=contexts, task_weights=weights, work_dir=work, max_trials_global=10**7,
-                num_trials_per_iter=TRIALS_PER_ITERATION, builder=InProcessBuilder(), database=database,
+                num_trials_per_iter=trials_per_iteration, builder=InProcessBuilder(), database=database,
                 runner=ms.runner.LocalRunner(timeout_sec=60),
                 measure_callbacks=[*ms.MeasureCallback.create("default"), deadline])
         except Exception:  # the deadline's exception comes back through TVM's FFI, possibly re-typed

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from cost_models.cluster import TIMING_SLOT
 from experiments.board import TrialBoard, overdue
 from experiments.config import ExperimentConfig, ExperimentError, Trial, expand
 from experiments.progress import TrialProgress, clock
@@ -35,8 +36,6 @@ RAY_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
 MAX_RETRIES = 2
 """Times Ray reruns a trial whose worker process died."""
 
-TIMING_SLOT = "timing_slot"
-"""Custom Ray resource, one per node, held by every trial that times the machine."""
 
 POLL_SECONDS = 1.0
 """How often the driver refreshes the running trials' lines and checks their timeouts."""

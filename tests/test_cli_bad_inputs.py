@@ -326,6 +326,7 @@ def test_bad_input_is_one_error_line(argv, message, files, code, tmp_path, monke
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TVM_NUM_THREADS", os.environ.get("TVM_NUM_THREADS", "1"))  # restored after the row
     monkeypatch.setattr(cost_models.cache, "DEFAULT_CACHE", tmp_path / "default-cache" / "costs.sqlite")
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # as in a new process (an embedded Ray sets it); restored
     _create(tmp_path, files)
     before = _snapshot(tmp_path)
     with warnings.catch_warnings(record=True) as caught:

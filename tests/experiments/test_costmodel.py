@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cost_models.cache import CostCache
 from cost_models.sources import HybridSource, XGBoostSource
 from experiments.cli import main
 from experiments.costmodel import evaluate_on, network_data, train
@@ -74,7 +75,10 @@ def test_xgboost_costs_measure_nothing_and_hybrid_measures_a_fraction(trained, t
           "--out", "{tmp}/p.json"], "the measured fraction must be in (0, 1], got 2.0"),
     ],
 )
-def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys):
+def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys, monkeypatch):
     (tmp_path / "junk.json").write_text("[1, 2")
+    cache = CostCache(tmp_path / "costs.sqlite")
+    len(cache)  # an empty cost cache as the default
+    monkeypatch.setattr("cost_models.cache.DEFAULT_CACHE", cache.path)
     assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
     assert message in one_error_line(capsys)

@@ -65,16 +65,17 @@ def test_a_worker_that_cannot_load_is_named(tmp_path):
 def test_metaschedule_stops_at_its_budget_and_saves_a_checked_artifact(tmp_path):
     from tvm.s_tir import meta_schedule as ms
 
-    from experiments.metaschedule import TRIALS_PER_ITERATION, tune_metaschedule
+    from experiments.metaschedule import tune_metaschedule
 
     def two_convs(net, x):
         return net.conv(net.conv(x, 8), 4)
 
     mod = build((1, 3, 8, 8), two_convs)  # two tasks: the warm-up round sends both batches before joining either
-    manifest = tune_metaschedule(mod, tmp_path / "ms", budget_seconds=1, threads=1, work_dir=tmp_path / "work")
+    manifest = tune_metaschedule(mod, tmp_path / "ms", budget_seconds=1, threads=1, work_dir=tmp_path / "work",
+                                 trials_per_iteration=4)  # a short warm-up round: 4 candidates per task
     facts = manifest["metaschedule"]
     assert facts["tasks"] == 2
-    assert facts["trials"] == 2 * TRIALS_PER_ITERATION  # the deadline ended tuning after the warm-up round
+    assert facts["trials"] == 2 * 4  # the deadline ended tuning after the warm-up round
     records = ms.database.JSONDatabase(work_dir=str(tmp_path / "work")).get_all_tuning_records()
     assert len({str(record.workload.mod) for record in records}) == 2  # every task's batch reached the database
     assert manifest["numerical_check"]["passed"]
