@@ -33,9 +33,13 @@ def clock(seconds: float | None) -> str:
 
 
 def describe(event: Any) -> str:
-    """``measured/total`` measured, cache hits, failures, elapsed time and ETA of one progress event."""
-    return (f"{event.done}/{event.total} measured, {event.hits} cached, {event.failures} failed, "
+    """``measured/total`` measured, cache hits, failures, elapsed time and ETA of one progress event, and on a
+    cluster each node's records and state (``cost_models.measure.NodeCount``)."""
+    line = (f"{event.done}/{event.total} measured, {event.hits} cached, {event.failures} failed, "
             f"{clock(event.elapsed)} elapsed, ETA {clock(event.eta)}")
+    nodes = [f"{n.node} {n.measured} {n.state}{f' ({n.reason})' if n.reason else ''}"
+             for n in getattr(event, "nodes", ())]
+    return f"{line}; nodes: {', '.join(nodes)}" if nodes else line
 
 
 def console_on(stream: TextIO | None) -> Console:

@@ -8,7 +8,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from cost_models.measure import Progress
+from cost_models.measure import NodeCount, Progress
 from experiments.cli import main
 from experiments.progress import ProgressBar
 from experiments.tune import _solve_all, tune
@@ -144,6 +144,14 @@ def test_progress_bar_draws_in_place_on_a_terminal_and_prints_lines_otherwise():
     drawn = terminal.getvalue()  # redrawn in place (one line, erased and drawn again), its last state left on screen
     assert "\x1b[2K" in drawn and drawn.count("\n") == 1
     assert "measuring" in drawn and "2/2 measured, 5 cached, 1 failed, 0:06 elapsed, ETA 0:00\n" in drawn
+
+
+def test_progress_names_each_cluster_node_with_its_records_and_state():
+    nodes = (NodeCount("a1b2c3", 12, 0, "measuring"), NodeCount("d4e5f6", 3, 1, "lost", "stopped answering"))
+    log = io.StringIO()
+    bar = ProgressBar(log)
+    bar(Progress(15, 40, 0, 1, 0.0, None, nodes))
+    assert log.getvalue().rstrip("\n").endswith("; nodes: a1b2c3 12 measuring, d4e5f6 3 lost (stopped answering)")
 
 
 def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path):
