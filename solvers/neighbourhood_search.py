@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from solvers.base import TimeUp
 from solvers.live_assignment import LiveAssignment
 from solvers.problem import Problem
 
 Repair = Callable[[Problem], Sequence[int]]
-"""Solves a neighbourhood given as a problem of its own: a candidate index per node."""
+"""Solves a neighbourhood given as a problem of its own: a candidate index per node (``TimeUp`` to stop the search)."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,13 @@ def neighbourhood_search(
         before = live.cost
         live.set(u, choice)
         region = live.neighbours[u].tolist()
-        for v, c in zip(region, repair(live.induced(region)) if region else ()):
+        try:
+            repaired = repair(live.induced(region)) if region else ()
+        except TimeUp:  # the repair ran out of time: this round is undone, the search ends
+            live.undo()
+            done -= 1
+            break
+        for v, c in zip(region, repaired):
             live.set(v, int(c))
         inside = set(region)
         around = {u} | {w for v, _ in live.journal for w in live.neighbours[v].tolist() if w not in inside}

@@ -271,7 +271,7 @@ class PBQPSolver(Solver):
         deadline = math.inf if self.time_limit is None else start + self.time_limit
         result = neighbourhood_search(
             core, position, rounds=rounds, hubs=HUBS, seed=self.seed, deadline=deadline,
-            repair=lambda neighbourhood: reduce_and_solve(neighbourhood)[0],
+            repair=lambda neighbourhood: reduce_and_solve(neighbourhood, lambda: self._check_time(start))[0],
         )
         found = result.assignment
         for layer in reversed(layers):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from solvers import Problem, neighbourhood_search, solve
+from solvers.base import TimeUp
 from solvers.functional import eliminate_functional
 from solvers.generators import generate
 from solvers.live_assignment import LiveAssignment
@@ -84,6 +85,23 @@ def test_a_deadline_cuts_the_rounds_short():
     began = time.perf_counter()
     result = search(problem, start, rounds=10**6, hubs=4, repair=repair, deadline=began + 0.3)
     assert 0 < result.rounds < 10**6 and time.perf_counter() - began < 0.3 + 0.5
+
+
+def test_a_repair_out_of_time_undoes_its_round_and_ends_the_search():
+    problem = frustrated_grid(6, 4, seed=1)
+    start = local_optimum(problem)
+    calls = []
+
+    def timed_repair(neighbourhood: Problem) -> tuple[int, ...]:
+        calls.append(1)
+        if len(calls) == 3:
+            raise TimeUp("out of time")
+        return repair(neighbourhood)
+
+    result = search(problem, start, rounds=50, hubs=0, repair=timed_repair)
+    full = search(problem, start, rounds=2, hubs=0, repair=repair)
+    assert result.rounds == 2 and len(calls) == 3 and result.assignment == full.assignment
+    assert problem.evaluate(result.assignment) <= problem.evaluate(start)
 
 
 def test_finds_optima_that_the_local_search_misses():
