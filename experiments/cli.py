@@ -113,8 +113,10 @@ def _run_solve(args: argparse.Namespace) -> int:
     if args.out:  # a plan file for `tessera export` that also keeps the solution summary
         summary = {k: v for k, v in result.items() if k != "assignment"}
         unit = {"vector_unit": problem.meta["vector_unit"]} if problem.meta.get("vector_unit") else {}
+        auxiliary = set(problem.meta.get("auxiliary", ()))  # a measured problem's nodes that price shared transforms
+        choices = {node: name for node, name in result["assignment"].items() if node not in auxiliary}
         plan = {"model": problem.meta.get("model", ""), "args": problem.meta.get("args", {}), **unit,
-                "choices": result["assignment"], "solution": summary}
+                "choices": choices, "solution": summary}
         write_json_atomic(args.out, plan)
     print(json.dumps(result, allow_nan=False))
     if not solution.assignment:

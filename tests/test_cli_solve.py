@@ -102,6 +102,20 @@ def test_solve_never_writes_its_plan_over_the_problem_or_into_a_directory(tmp_pa
     assert "is a directory" in one_error_line(capsys)
 
 
+def test_a_plan_from_solve_leaves_out_the_auxiliary_nodes_of_shared_transforms(tmp_path, capsys):
+    """A measured problem prices a value read twice in a layout with an auxiliary node (``meta["auxiliary"]``): the
+    solver assigns it, the plan (which export and show read) must not name it."""
+    problem, plan = tmp_path / "p.json", tmp_path / "plan.json"
+    nodes = [{"name": "conv", "candidates": ["NCHW", "NHWC"], "costs": [1, 2]},
+             {"name": "conv@NHWC", "candidates": ["absent", "present"], "costs": [0, 1]}]
+    edges = [{"src": "conv", "dst": "conv@NHWC", "costs": [[0, 1], [0, 0]]}]
+    problem.write_text(json.dumps({"nodes": nodes, "edges": edges,
+                                   "meta": {"model": "m", "auxiliary": ["conv@NHWC"]}}))
+    assert main(["solve", str(problem), "--out", str(plan)]) == 0
+    assert json.loads(capsys.readouterr().out)["assignment"] == {"conv": "NCHW", "conv@NHWC": "absent"}
+    assert json.loads(plan.read_text())["choices"] == {"conv": "NCHW"}
+
+
 def test_version_and_debug_after_the_subcommand():
     version = tessera("--version")
     assert version.returncode == 0 and version.stdout.startswith("tessera ")
