@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cost_models.sources import CostSourceError
@@ -26,6 +27,10 @@ TIMING_SLOT = "timing_slot"
 
 CONNECT_SECONDS = 10.0
 """How long each step of ``connect`` may wait for the cluster to answer."""
+
+PROBE_SECONDS = 20.0
+"""How long the check that the cluster refuses a process without a token may take (a fresh interpreter importing
+Ray, then the cluster's refusal)."""
 
 # run by ``_lets_strangers_in``: exit status 0 when the cluster admits a process that has no token
 _PROBE = """
@@ -61,7 +66,7 @@ class Cluster:
         if self.address.startswith("ray://"):
             raise ClusterError(f"{self.address} is a Ray Client address; give the head node's HOST:PORT (its GCS "
                                "port, 6379 unless ray start --port chose another)")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise ClusterError(f"Ray address {self.address!r} is not HOST:PORT")
 
     @property
@@ -88,6 +93,9 @@ def connect(cluster: Cluster) -> tuple[Any, bool]:
     if mode != "token":
         raise ClusterError(f"measuring on a cluster needs Ray's token authentication, but RAY_AUTH_MODE is {mode!r}; "
                            "set it to token here and on every node")
+    if not _has_token():
+        raise ClusterError("measuring on a cluster needs the token its nodes were started with, and this process has "
+                           "none: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or write ~/.ray/auth_token)")
     import ray
 
     if ray.is_initialized():
@@ -113,6 +121,17 @@ def connect(cluster: Cluster) -> tuple[Any, bool]:
     return ray, True
 
 
+def _has_token() -> bool:
+    """Whether Ray finds a token for this process where it looks (without one its client aborts the process)."""
+    if os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    try:
+        return bool(Path(path).read_text().strip())
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def _cluster_id(address: str) -> str:
     """The id of the cluster at ``address``, asked with this process's token."""
     from ray._raylet import GcsClient
@@ -135,9 +154,13 @@ def _lets_strangers_in(address: str) -> bool:
     env["RAY_AUTH_MODE"] = "disabled"
     try:
         probe = subprocess.run([sys.executable, "-c", _PROBE, address], env=env, capture_output=True,
-                               timeout=CONNECT_SECONDS)
-    except subprocess.TimeoutExpired:
-        return False
+                               timeout=PROBE_SECONDS)
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"could not check within {PROBE_SECONDS:g} s that the Ray cluster at {address} refuses "
+                           "connections without a token; not measuring there") from exc
+    if probe.returncode not in (0, 3):  # 3: refused for want of a token
+        raise ClusterError(f"could not check that the Ray cluster at {address} refuses connections without a token "
+                           f"(the probe exited with {probe.returncode}); not measuring there")
     return probe.returncode == 0
 
 

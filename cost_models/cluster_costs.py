@@ -147,22 +147,30 @@ class ClusterCosts(CostProvider):
         lookup = look_up(self.cache, self.context, tasks)
         tracker = ProgressTracker(len(lookup.missing), len(lookup.records), self.progress, self.node_counts)
         if lookup.missing:
-            _Run(self, lookup.missing, lookup.records, tracker).run()
+            try:
+                _Run(self, lookup.missing, lookup.records, tracker).run()
+            except (ConnectionError, self._ray.exceptions.RayError) as exc:  # the head node itself is gone
+                raise ClusterError(f"lost the Ray cluster at {self.cluster.address} ({str(exc).strip()[:200]}); what "
+                                   "was measured is in the cache, run again to measure the rest") from exc
         self.stats["nodes"] = {node.name: node.measured for node in self._nodes.values() if node.measured}
         return lookup.result()
 
     def close(self) -> None:
         """Stop every node's actor (and its processes), then leave the cluster if this provider joined it."""
         live = [node for node in self._nodes.values() if node.state not in ("lost", "refused")]
-        closing = [node.actor.close.remote() for node in live]  # runs beside a batch in progress, ending it
-        if closing:
-            self._ray.wait(closing, num_returns=len(closing), timeout=CLOSE_SECONDS)
-        for node in live:
-            self._ray.kill(node.actor)
-        self._nodes.clear()
-        if self._joined:
-            self._ray.shutdown()
-            self._joined = False
+        try:
+            closing = [node.actor.close.remote() for node in live]  # runs beside a batch in progress, ending it
+            if closing:
+                self._ray.wait(closing, num_returns=len(closing), timeout=CLOSE_SECONDS)
+            for node in live:
+                self._ray.kill(node.actor)
+        except self._ray.exceptions.RayError:  # the cluster itself is gone: nothing left to stop there
+            pass
+        finally:
+            self._nodes.clear()
+            if self._joined:
+                self._ray.shutdown()
+                self._joined = False
 
     # ---------------------------------------------------------------------------------------------- nodes
     def discover(self) -> bool:

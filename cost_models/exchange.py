@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import tempfile
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -137,7 +139,7 @@ def read_records(path: str | Path) -> Iterator[tuple[Context, str, CostRecord]]:
             for number, text in enumerate(lines, 1):
                 if text.strip():
                     yield _parse(text, f"{path}:{number}")
-    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise CacheError(f"{path}: not a cost record file ({exc})") from exc
 
 
@@ -147,17 +149,38 @@ def _parse(text: str, where: str) -> tuple[Context, str, CostRecord]:
         context = Context(**line["context"])
         values = {name: line[name] for name in FIELDS}
         record = CostRecord(**values)
-        if not isinstance(line["key"], dict) or not isinstance(record.repeats, int):
-            raise TypeError("key must be an object and repeats an integer")
-        if record.error is None and (not isinstance(record.median_ms, int | float) or record.median_ms < 0):
-            raise ValueError("a record without an error needs a non-negative median_ms")
+        if not isinstance(line["key"], dict) or not _integer(record.repeats) or not _integer(context.threads):
+            raise TypeError("key must be an object, repeats and threads integers")
+        if not all(isinstance(getattr(context, name), str) for name in ("target", "cpu", "tvm_version",
+                                                                        "template_version", "timing")):
+            raise TypeError("the context's target, cpu, versions and timing must be strings")
+        if not _number(record.measured_at):
+            raise TypeError("measured_at must be a number (seconds since the epoch)")
+        for name in ("median_ms", "spread_ms"):
+            value = getattr(record, name)
+            if value is not None and not (_number(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite non-negative number or null")
+        if record.error is None and record.median_ms is None:
+            raise ValueError("a record without an error needs a median_ms")
+        if record.error is not None and not isinstance(record.error, str):
+            raise TypeError("error must be a string or null")
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise CacheError(f"{where}: not a cost record ({type(exc).__name__}: {exc})") from exc
     return context, canonical(line["key"]), record
 
 
+def _integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def import_records(cache: CostCache, incoming: Iterable[tuple[Context, str, CostRecord]]) -> MergeCounts:
-    """Add ``incoming`` records to ``cache``, a record measured twice resolved by ``prefer``."""
+    """Add ``incoming`` records to ``cache``, a record measured twice resolved by ``prefer``. Every record is read
+    (and checked) before the first is written, so a bad one leaves the cache as it was."""
+    incoming = list(incoming)
     read = added = replaced = kept = 0
     for context, key, record in incoming:
         read += 1

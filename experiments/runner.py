@@ -216,17 +216,26 @@ def _ray_error(ray: Any, exc: BaseException) -> str:
 def _check_cluster(trials: list[Trial], resources: dict[str, float]) -> None:
     """Refuse trials the cluster could never schedule (Ray would wait for them forever)."""
     for trial in trials:
-        if trial.problem.measured and resources.get(TIMING_SLOT, 0) < 1:
+        if not _times_its_node(trial):
+            continue
+        if resources.get(TIMING_SLOT, 0) < 1:
             raise ExperimentError(f"{trial.id} times the machine but the Ray cluster has no {TIMING_SLOT!r} "
                                   f"resource; start each node with ray start --resources '{{\"{TIMING_SLOT}\": 1}}'")
-        if trial.problem.measured and trial.problem.threads > resources.get("CPU", 0):
+        if trial.problem.threads > resources.get("CPU", 0):
             raise ExperimentError(f"{trial.id} needs {trial.problem.threads} CPUs; the Ray cluster has "
                                   f"{resources.get('CPU', 0):g}")
 
 
+def _times_its_node(trial: Trial) -> bool:
+    """Whether a trial times the node it runs on: it measures, not on a cluster of its own (``address``: there the
+    measuring actors hold the nodes' timing slots, so the trial must not hold one), or it times its plan end to end."""
+    return trial.problem.measured and (trial.problem.address is None or trial.timed_end_to_end)
+
+
 def _options(trial: Trial) -> dict[str, Any]:
-    """Ray resources of a trial: one CPU; a timing trial holds the node's timing slot and its threads' CPUs."""
-    if not trial.problem.measured:
+    """Ray resources of a trial: one CPU; a trial timing its node holds the node's timing slot and its threads'
+    CPUs."""
+    if not _times_its_node(trial):
         return {"num_cpus": 1}
     return {"num_cpus": trial.problem.threads, "resources": {TIMING_SLOT: 1}}
 
@@ -255,7 +264,7 @@ def check_address(address: str) -> None:
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host:
         return
-    if not port.isdigit():
+    if not (port.isascii() and port.isdigit()):
         raise ExperimentError(f"Ray address {address!r} is not HOST:PORT")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):

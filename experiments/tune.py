@@ -143,7 +143,7 @@ def extract(
     address : str, optional
         ``HOST:PORT`` of a Ray cluster to measure on (``cost_models.cluster_costs``): the tasks the cache lacks are
         built and timed on its nodes offering the ``timing_slot`` resource, every result written into ``cache`` here
-        as it arrives; joined with Ray's token authentication before the network is loaded.
+        as it arrives; joined with Ray's token authentication once the network is loaded.
     key_by_node : bool
         With ``address``: nodes whose CPU or versions differ from this machine's time too, for records kept under
         their own context (the problem uses this machine's only); without it they are refused.

@@ -23,7 +23,7 @@ import numpy as np
 
 from solvers.base import TimeUp
 from solvers.live_assignment import LiveAssignment
-from solvers.problem import Problem
+from solvers.problem import Problem, ProblemError
 
 Repair = Callable[[Problem], Sequence[int]]
 """Solves a neighbourhood given as a problem of its own: a candidate index per node (``TimeUp`` to stop the search)."""
@@ -75,7 +75,8 @@ def neighbourhood_search(
         region = live.neighbours[u].tolist()
         try:
             repaired = repair(live.induced(region)) if region else ()
-        except TimeUp:  # the repair ran out of time: this round is undone, the search ends
+        except (TimeUp, ProblemError):  # out of time, or costs so large that the penalised neighbourhood overflows
+            # (its forbidden entries priced above every finite total): this round is undone, the search ends
             live.undo()
             done -= 1
             break

@@ -57,6 +57,11 @@ def _other_database(path: Path) -> None:
 
 MANIFEST = json.dumps({"library": "model.so", "input_shapes": {"data": [1, 3, 32, 32]}, "threads": 1}).encode()
 PLAN = json.dumps({"model": "resnet18", "args": {"batch": 1, "image_size": 32}, "choices": {}}).encode()
+RECORD = {"context": {"target": "llvm", "cpu": "cpu", "threads": 2, "tvm_version": "0.27", "template_version": "1",
+                      "timing": "warm"},
+          "key": {"kind": "conv2d"}, "median_ms": 1.0, "spread_ms": 0.1, "repeats": 5, "error": None,
+          "measured_at": 1.0}
+RECORDS = (json.dumps(RECORD) + "\n").encode()
 GRID = b'name = "grid"\n[[problems]]\ngenerator = "chain"\nnodes = 10\nseed = 0\n[[solvers]]\nname = "greedy"\n'
 
 INPUTS: dict[str, bytes | None] = {
@@ -94,6 +99,11 @@ INPUTS: dict[str, bytes | None] = {
     "corrupt.sqlite": b"this is not an sqlite database; " * 8,
     "cache.sqlite": _sqlite_file(_empty_cost_cache),
     "other.sqlite": _sqlite_file(_other_database),
+    "records.jsonl": RECORDS,
+    "half-records.jsonl": RECORDS + b'{"context": {"target": "llvm"},\n',
+    "nan-records.jsonl": RECORDS.replace(b'"median_ms": 1.0', b'"median_ms": NaN'),
+    "date-records.jsonl": RECORDS.replace(b'"measured_at": 1.0', b'"measured_at": "yesterday"'),
+    "corrupt.jsonl.gz": b"\x1f\x8b\x08\x00" + b"\x00" * 12 + b"garbage",
     "grid.toml": GRID,
     "huge-grid.toml": GRID.replace(b'name = "grid"\n', b'name = "grid"\nrepeats = 200000\n'),
     "nodes-grid.toml": GRID.replace(b"nodes = 10", b"nodes = 1000000000"),
@@ -208,7 +218,8 @@ ROWS = [
     row("extract resnet18 --out q.json --cache corrupt.sqlite", "not a usable cost cache", "corrupt.sqlite"),
     row("extract resnet18 --out q.json --cache other.sqlite", "not a tessera cost cache", "other.sqlite"),
     row("extract resnet18 --out q.json --cache dir", "not a usable cost cache", "dir"),
-    row("extract resnet18 --out q.json --address 127.0.0.1:1", "no Ray cluster answers at 127.0.0.1:1"),
+    row("extract resnet18 --out q.json --address 127.0.0.1:1", "needs the token its nodes were started with"),
+    row("extract resnet18 --out q.json --address 127.0.0.1:\u00b2", "is not HOST:PORT"),
     row("extract resnet18 --out q.json --address ray://127.0.0.1:10001", "Ray Client address"),
     row("extract resnet18 --out q.json --address localhost", "is not HOST:PORT"),
     row("extract resnet18 --out q.json --key-by-node", "give its address"),
@@ -226,7 +237,7 @@ ROWS = [
     row("tune resnet18 --out tuned --time-limit nan", "time_limit"),
     row("tune resnet18 --out tuned --seed -1", "seed must be"),
     row("tune resnet18 --out tuned --cache corrupt.sqlite", "not a usable cost cache", "corrupt.sqlite"),
-    row("tune resnet18 --out tuned --address 127.0.0.1:1", "no Ray cluster answers at 127.0.0.1:1"),
+    row("tune resnet18 --out tuned --address 127.0.0.1:1", "needs the token its nodes were started with"),
     row("tune resnet18 --out p.json", "is a file", "p.json"),
     row("tune resnet18 --out out --cost-model out/plan.json --costs xgboost", "would overwrite", "out"),
     row("tune resnet18 --out tuned --tracking-uri bogus://store", "bogus://store"),
@@ -262,6 +273,10 @@ ROWS = [
     row("cache export cache.sqlite --cache cache.sqlite", "cache itself", "cache.sqlite"),
     row("cache import binary.json --cache fresh.sqlite", "binary.json", "binary.json"),
     row("cache merge corrupt.sqlite --cache fresh.sqlite", "corrupt.sqlite", "corrupt.sqlite"),
+    row("cache import half-records.jsonl --cache fresh.sqlite", "half-records.jsonl:2", "half-records.jsonl"),
+    row("cache import nan-records.jsonl --cache fresh.sqlite", "median_ms", "nan-records.jsonl"),
+    row("cache import date-records.jsonl --cache fresh.sqlite", "measured_at", "date-records.jsonl"),
+    row("cache import corrupt.jsonl.gz --cache fresh.sqlite", "not a cost record file", "corrupt.jsonl.gz"),
     # ---------------------------------------------------------------------------------------------- generate
     row("generate resnet --seed 0 --out q.json", "invalid choice"),
     row("generate chain --seed -1 --out q.json", "seed must be a non-negative integer"),
@@ -327,6 +342,9 @@ def test_bad_input_is_one_error_line(argv, message, files, code, tmp_path, monke
     monkeypatch.setenv("TVM_NUM_THREADS", os.environ.get("TVM_NUM_THREADS", "1"))  # restored after the row
     monkeypatch.setattr(cost_models.cache, "DEFAULT_CACHE", tmp_path / "default-cache" / "costs.sqlite")
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # as in a new process (an embedded Ray sets it); restored
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.ray/auth_token
     _create(tmp_path, files)
     before = _snapshot(tmp_path)
     with warnings.catch_warnings(record=True) as caught:

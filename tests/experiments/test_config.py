@@ -53,6 +53,9 @@ def test_a_cluster_address_is_where_not_what_and_is_checked():
     there = expand(parse_config({**BASE, "problems": [{**model, "address": "10.0.0.1:6379"}]}))
     assert [(t.id, t.config_hash) for t in there] == [(t.id, t.config_hash) for t in here]
     assert {t.problem.address for t in there} == {"10.0.0.1:6379"}
+    from experiments.runner import _options  # its measuring actors hold the timing slots, not the trial
+
+    assert _options(here[1])["resources"] == {"timing_slot": 1} and _options(there[1]) == {"num_cpus": 1}
     for bad, message in (("ray://10.0.0.1:10001", "Ray Client address"), ("10.0.0.1", "not HOST:PORT")):
         with pytest.raises(ConfigError, match=message):
             parse_config({**BASE, "problems": [{**model, "address": bad}]})

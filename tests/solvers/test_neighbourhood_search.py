@@ -104,6 +104,16 @@ def test_a_repair_out_of_time_undoes_its_round_and_ends_the_search():
     assert problem.evaluate(result.assignment) <= problem.evaluate(start)
 
 
+def test_pbqp_keeps_its_assignment_where_the_penalised_neighbourhood_would_overflow():
+    """Costs near the limit: a neighbourhood priced with its forbidden entries as a finite penalty above every finite
+    total is not a valid problem, so the search ends and the assignment found stands."""
+    big, names = 9e298, [f"n{i}" for i in range(4)]
+    problem = Problem.build([(n, ["a", "b"], [big, big]) for n in names],
+                            [(u, v, [[big, None], [big, big]]) for i, u in enumerate(names) for v in names[i + 1:]])
+    plain, searched = solve(problem, "pbqp", perturbations=0), solve(problem, "pbqp")
+    assert searched.status == "feasible" and searched.cost == plain.cost == problem.evaluate(searched.assignment)
+
+
 def test_finds_optima_that_the_local_search_misses():
     """Against brute force on small problems, and ``dp`` (exact) on 4 x 4 grids of 4 candidates."""
     reached = dict.fromkeys(("random", "planted", "grid"), 0)
