@@ -106,6 +106,7 @@ def tune_metaschedule(
     seed: int = 0,
     work_dir: str | Path | None = None,
     trials_per_iteration: int = TRIALS_PER_ITERATION,
+    population: int = 512,
 ) -> dict[str, Any]:
     """Tune ``model`` (a zoo name, an .onnx path or a Relax module) with MetaSchedule for ``budget_seconds``,
     compile, check against the stock build and save the artifact to ``out``; returns its manifest (with a
@@ -114,7 +115,8 @@ def tune_metaschedule(
     ``TVM_NUM_THREADS`` is set to ``threads`` for the runner's measurements. ``work_dir`` (default: a temporary
     directory) keeps MetaSchedule's database and logs. The gradient task scheduler first tries every task once
     (a warm-up round of ``trials_per_iteration`` candidates per task that is not cut short), so a budget shorter
-    than that round is overrun.
+    than that round is overrun. ``population``: the evolutionary search's population per task (MetaSchedule's
+    default 512).
     """
     if not budget_seconds > 0:
         raise SearchError(f"budget must be positive seconds, got {budget_seconds!r}")
@@ -127,7 +129,9 @@ def tune_metaschedule(
         work = str(work_dir or scratch)
         extracted = ms.relax_integration.extract_tasks(_fused(mod, target), target)
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-            extracted, work_dir=work, seed=seed, num_threads=threads)
+            extracted, work_dir=work, seed=seed, num_threads=threads,
+            strategy=ms.search_strategy.EvolutionarySearch(population_size=population,
+                                                           init_min_unmeasured=min(50, population)))
         deadline = Deadline(start + budget_seconds)
         database = ms.database.JSONDatabase(work_dir=work)
         try:

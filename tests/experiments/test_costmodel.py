@@ -14,7 +14,7 @@ from search.errors import SearchError
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
-SPACE = {"threads": 1, "space_size": 4, "layouts": "NCHW,NCHW8c"}
+SPACE = {"threads": 1, "space_size": 2, "layouts": "NCHW,NCHW8c"}
 
 
 @pytest.fixture(scope="module")

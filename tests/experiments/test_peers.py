@@ -72,7 +72,7 @@ def test_metaschedule_stops_at_its_budget_and_saves_a_checked_artifact(tmp_path)
 
     mod = build((1, 3, 8, 8), two_convs)  # two tasks: the warm-up round sends both batches before joining either
     manifest = tune_metaschedule(mod, tmp_path / "ms", budget_seconds=1, threads=1, work_dir=tmp_path / "work",
-                                 trials_per_iteration=4)  # a short warm-up round: 4 candidates per task
+                                 trials_per_iteration=4, population=16)  # a short warm-up round
     facts = manifest["metaschedule"]
     assert facts["tasks"] == 2
     assert facts["trials"] == 2 * 4  # the deadline ended tuning after the warm-up round
