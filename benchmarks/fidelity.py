@@ -75,7 +75,7 @@ def isolated(tasks: list, cache: str, threads: int, method: str) -> dict:
 
 
 def run(model: str, args) -> list[str]:
-    extracted = extract(model, threads=args.threads, cache=args.cache)
+    extracted = extract(model, threads=args.threads, cache=args.cache, baselines=UNIFORM)
     graph, problem = extracted.graph, extracted.problem
     auxiliary = problem.meta["auxiliary"]
     plans = {name: plan_from_assignment(solve(problem, name).assignment, model, extracted.args, auxiliary=auxiliary)
@@ -104,7 +104,7 @@ def run(model: str, args) -> list[str]:
                      f"{spearman([times[t] for t in common], [kernels[t] for t in common]):.3f} |")
 
     # 2. end to end
-    space = tuning_space(graph)
+    space = tuning_space(graph, baselines=UNIFORM)
     tasks = [task for task in measurement_tasks(graph, space) if not task.free]
     warm = isolated(tasks, args.cache, args.threads, "warm")
     used = list({task for times in in_network.values() for task in times})

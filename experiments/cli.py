@@ -236,7 +236,8 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="artifact directory to write (library, plan.json, manifest.json)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the plan file's, else 1)")
     p.add_argument("--image-size", type=int, default=None,
-                   help="input height and width (default: the plan file's, else the model's own)")
+                   help="input height and width, or a BERT's sequence length (default: the plan file's, else "
+                        "the model's own)")
     _add_input_shape(p, "the plan file's, else the file's")
     p.add_argument("--threads", type=int, default=1, help="cores to compile for (default: 1)")
     p.add_argument("--seed", type=int, default=None,
@@ -331,14 +332,15 @@ def _run_models(args: argparse.Namespace) -> int:
         shapes, stats = describe(name, args.input_shape)
         size = _input_size(list(shapes.values()))
         about = MODELS[name].description if name in MODELS else "ONNX file"
-        rows.append((name, size, f"{stats.conv2d}", f"{stats.dense}", f"{stats.gflops:.3g}", about))
-    header = ("model", "input", "conv2d", "dense", "GFLOPs", "description")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+        rows.append((name, size, f"{stats.conv2d}", f"{stats.dense}", f"{stats.matmul}", f"{stats.gflops:.3g}",
+                     about))
+    header = ("model", "input", "conv2d", "dense", "matmul", "GFLOPs", "description")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(6)]
     for row in [header, *rows]:
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:5], widths[1:])] + [row[5]]
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:6], widths[1:])] + [row[6]]
         print("  ".join(cells))
-    print("GFLOPs: 2 x multiply-accumulates of conv2d and dense layers at the listed input size (batch 1 unless "
-          "--input-shape says otherwise)")
+    print("GFLOPs: 2 x multiply-accumulates of conv2d, dense (matmul by a constant weight) and matmul (of two "
+          "activations, as in attention) at the listed input size (batch 1 unless --input-shape says otherwise)")
     return 0
 
 
@@ -359,7 +361,8 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("model", help="zoo model name or .onnx file")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 1)")
-    p.add_argument("--image-size", type=int, default=None, help="input height and width (default: the model's own)")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="input height and width, or a BERT's sequence length (default: the model's own)")
     _add_input_shape(p, "the file's; a dynamic batch is 1")
     p.add_argument("--seed", type=int, default=0, help="seed of the model's random weights (default: 0)")
     p.add_argument("--threads", type=int, default=None, help="runtime threads (default: every usable core)")

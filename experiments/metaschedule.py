@@ -30,7 +30,16 @@ from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
 from experiments.tune import load_network
 from search.errors import SearchError
-from search.export import LIBRARY, TOLERANCE, CompiledPlan, make_target, random_inputs, relative_error, run_vm
+from search.export import (
+    LIBRARY,
+    TOLERANCE,
+    CompiledPlan,
+    input_manifest,
+    make_target,
+    random_inputs,
+    relative_error,
+    run_vm,
+)
 from search.plan import Plan
 
 TRIALS_PER_ITERATION = 32
@@ -151,7 +160,7 @@ def tune_metaschedule(
         raise SearchError(f"MetaSchedule build of {label} failed the numerical check: relative error {error:.3g}")
     manifest = {
         "model": label, "args": args, "batch": args["batch"],
-        "input_shapes": {name: list(shape) for name, shape in graph.inputs},
+        **input_manifest(graph),
         "target": {"kind": "llvm", "mcpu": str(target.attrs.get("mcpu", "")), "num-cores": threads},
         "threads": threads, "tvm_version": tvm.__version__,
         "tessera_version": importlib.metadata.version("tessera"),

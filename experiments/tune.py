@@ -116,6 +116,7 @@ def extract(
     progress: Callable[[Any], None] | None = None,
     address: str | None = None,
     key_by_node: bool = False,
+    baselines: Sequence[str] | None = None,
 ) -> Extracted:
     """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
 
@@ -126,8 +127,9 @@ def extract(
         ``search.zoo.load_model``), or a Relax module in the zoo's vocabulary, labelled ``name``.
     threads : int, optional
         Runtime threads kernels are timed with (default: every usable core); set before TVM starts its thread pool.
-    space_size, layouts
-        See ``search.space.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE`` and ``DEFAULT_LAYOUTS``).
+    space_size, layouts, baselines
+        See ``search.space.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE``, ``DEFAULT_LAYOUTS`` and the uniform
+        plans ``tune`` times).
     cache : path
         The sqlite cost cache, created if missing.
     costs : CostSource or str
@@ -176,7 +178,8 @@ def extract(
     tally = _Tally(progress)
     graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
                                       input_shape=input_shape)  # a bad model file is refused before a cache is made
-    space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size)
+    space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size,
+                                baselines=spaces.BASELINES if baselines is None else baselines)
     meta = {"model": label, "args": args, "threads": threads, "layouts": list(layouts), "space_size": space_size,
             "transforms": transforms}
     with source.open(cache, make_target(threads), threads, tally, **cluster) as provider:

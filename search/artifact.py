@@ -25,10 +25,19 @@ if TYPE_CHECKING:
     from search.export import CompiledPlan
 
 
-def random_arrays(shapes: Iterable[Sequence[int]], seed: int) -> list[np.ndarray]:
-    """Standard-normal float32 arrays of the given shapes."""
+INDEX_BOUND = 2
+"""Integer inputs (token ids) are drawn from 0 to ``INDEX_BOUND`` - 1: valid indices of any table of that many rows
+or more (BERT's segment table has 2)."""
+
+
+def random_arrays(shapes: Iterable[Sequence[int]], seed: int, dtypes: Iterable[str] = ()) -> list[np.ndarray]:
+    """Random arrays of the given shapes: standard-normal float32, or integers below ``INDEX_BOUND`` where
+    ``dtypes`` (float32 for the missing ones) gives an integer type."""
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(tuple(shape)).astype("float32") for shape in shapes]
+    shapes, dtypes = list(shapes), list(dtypes)
+    dtypes += ["float32"] * (len(shapes) - len(dtypes))
+    return [rng.integers(0, INDEX_BOUND, tuple(shape)).astype(dtype) if np.dtype(dtype).kind in "iu"
+            else rng.standard_normal(tuple(shape)).astype("float32") for shape, dtype in zip(shapes, dtypes)]
 
 
 @contextlib.contextmanager
@@ -63,7 +72,9 @@ class Artifact:
         return relax.VirtualMachine(self.library, tvm.cpu())
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        return random_arrays(self.manifest["input_shapes"].values(), seed)
+        dtypes = self.manifest.get("input_dtypes", {})
+        shapes = self.manifest["input_shapes"]
+        return random_arrays(shapes.values(), seed, [dtypes.get(name, "float32") for name in shapes])
 
 
 @dataclass(frozen=True)

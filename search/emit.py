@@ -82,10 +82,18 @@ class _Emitter:
             self.kernels[self.kernel_vars[spec].name_hint] = func
         sides = {"in": candidate.in_layout, "out": candidate.out_layout}
         inputs = [self.read(value, sides[side]) for value, side in zip(op.inputs, op.input_sides)]
+        # a kernel's logical shapes may flatten the op's (dense on (batch, tokens, in)): reshaped around it
+        kernel_in, kernel_out = tuple(kind.in_shape(spec.workload)), tuple(kind.out_shape(spec.workload))
+        wanted = [kernel_in] + [kernel_out] * (len(inputs) - 1)
+        inputs = [x if tuple(shape) == want else self.bb.emit(relax.op.reshape(x, want), name_hint=f"{op.name}_in{i}")
+                  for i, (x, shape, want) in enumerate(zip(inputs, op.input_shapes, wanted))]
         args = [inputs[0], *(relax.const(array) for array in kind.pack(spec, op.params)), *inputs[1:]]
-        shape = layout(candidate.out_layout).physical_shape(op.shape)
+        shape = layout(candidate.out_layout).physical_shape(kernel_out)
         call = relax.call_tir(self.kernel_vars[spec], relax.Tuple(args), relax.TensorType(shape, "float32"))
         self.define(op, self.bb.emit(call, name_hint=op.name), candidate.out_layout)
+        if kernel_out != tuple(op.shape):
+            view = self.bb.emit(relax.op.reshape(self.values[op.name][0], op.shape), name_hint=f"{op.name}_out")
+            self.values[op.name] = (view, NOT_4D)
 
     def layout_op(self, op: Op, kind: LayoutKind) -> None:
         stored = self.chosen[op.name].out_layout
@@ -126,7 +134,8 @@ class _Emitter:
         self.origins[expr.name] = Origin(op.name)
 
     def run(self) -> Emitted:
-        params = [relax.Var(name, relax.TensorType(shape, "float32")) for name, shape in self.graph.inputs]
+        params = [relax.Var(name, relax.TensorType(shape, dtype))
+                  for (name, shape), dtype in zip(self.graph.inputs, self.graph.input_dtypes, strict=True)]
         with self.bb.function("main", params):
             for param in params:
                 self.values[param.name] = (param, "NCHW" if len(param.ty.shape.values) == 4 else NOT_4D)

@@ -40,8 +40,14 @@ def make_target(threads: int) -> tvm.target.Target:
 
 
 def random_inputs(graph: OpGraph, seed: int) -> list[np.ndarray]:
-    """Standard-normal float32 arrays for the model inputs."""
-    return random_arrays([shape for _, shape in graph.inputs], seed)
+    """Random arrays for the model inputs (``search.artifact.random_arrays``)."""
+    return random_arrays([shape for _, shape in graph.inputs], seed, graph.input_dtypes)
+
+
+def input_manifest(graph: OpGraph) -> dict[str, dict]:
+    """The manifest's ``input_shapes`` and ``input_dtypes`` (what ``Artifact.random_inputs`` draws from)."""
+    return {"input_shapes": {name: list(shape) for name, shape in graph.inputs},
+            "input_dtypes": {name: dtype for (name, _), dtype in zip(graph.inputs, graph.input_dtypes, strict=True)}}
 
 
 def run_vm(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -140,7 +146,7 @@ def export(
         "model": plan.model,
         "args": plan.args,
         "batch": graph.inputs[0][1][0],
-        "input_shapes": {name: list(shape) for name, shape in graph.inputs},
+        **input_manifest(graph),
         "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
                    "num-cores": int(target.attrs.get("num-cores", threads))},
         "threads": int(threads),

@@ -3,9 +3,9 @@
 One ``Op`` per operator that matters for layouts. Three roles:
 
 - **tunable** ops, recognised by a registered operator kind (``search.kinds``), get a layout (and a kernel schedule)
-  from the plan: built in, ``conv2d`` / ``depthwise_conv2d`` with their fused epilogue (bias, residual add, relu /
-  relu6; the residual is an extra input), ``dense``, and ``concat`` / ``add`` of 4-D activations (multi-input nodes:
-  every input edge converts on its own);
+  from the plan: built in, ``conv2d`` / ``depthwise_conv2d`` and ``dense`` with their fused epilogue (bias, residual
+  add, relu / relu6 / gelu; the residual is an extra input), and ``concat`` / ``add`` of 4-D activations
+  (multi-input nodes: every input edge converts on its own);
 - **follower** ops (relu, clip, sigmoid, per-channel multiply/add of a constant, pooling) run in the layout of
   their producer;
 - **fixed** ops, every other operator (reshape, softmax, non-channel concats, grouped convolutions, operators tessera
@@ -135,6 +135,7 @@ class LayoutValue:
 class OpGraph:
     """All ops in topological order, model inputs/outputs, layout edges and boundary reads/writes.
 
+    ``input_dtypes`` are the inputs' dtypes (float32, or an integer type for index inputs such as token ids);
     ``module`` is the Relax module the graph came from (the numerical reference at export).
     """
 
@@ -145,6 +146,7 @@ class OpGraph:
     edges: tuple[LayoutEdge, ...]
     boundary_reads: tuple[BoundaryRead, ...]
     boundary_writes: tuple[BoundaryWrite, ...]
+    input_dtypes: tuple[str, ...]
     module: Any = field(default=None, repr=False)
     _by_name: dict[str, Op] = field(init=False, repr=False, compare=False)
 
@@ -242,8 +244,7 @@ def extract_graph(mod) -> OpGraph:
     """
     from search.graph_extract import extract_ops
 
-    ops, inputs, outputs, output_is_tuple = extract_ops(mod)
+    ops, inputs, outputs, output_is_tuple, dtypes = extract_ops(mod)
     edges, reads, writes = _connect(ops, outputs)
-    return OpGraph(
-        tuple(ops), tuple(inputs), tuple(outputs), output_is_tuple, tuple(edges), tuple(reads), tuple(writes), mod
-    )
+    return OpGraph(tuple(ops), tuple(inputs), tuple(outputs), output_is_tuple, tuple(edges), tuple(reads),
+                   tuple(writes), tuple(dtypes), mod)

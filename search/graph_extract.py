@@ -1,10 +1,11 @@
 """Walk the bindings of a Relax ``main`` function and turn them into ``search.graph.Op`` records.
 
 Registered operator kinds (``search.kinds``) recognise the tunable ops. Kinds that absorb an epilogue (convolutions,
-dense: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6)``) are matched first, the latest operator first, so
-that when both operands of an add are such operators the later one takes the add and the earlier one becomes its
-residual input. Every other binding, in order, is a tunable op of another kind (concat, add), a follower (relu,
-clip, sigmoid, a per-channel scale or shift, pooling in NCHW) or a fixed op (anything else, run as TVM compiles it).
+dense: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) | gelu``) are matched first, the latest operator
+first, so that when both operands of an add are such operators the later one takes the add and the earlier one
+becomes its residual input. Every other binding, in order, is a tunable op of another kind (concat, add), a follower
+(relu, clip, sigmoid, a per-channel scale or shift, pooling in NCHW) or a fixed op (anything else, run as TVM
+compiles it).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ FOLLOWERS = {
     "relax.nn.avg_pool2d": "avg_pool2d",
     "relax.nn.adaptive_avg_pool2d": "adaptive_avg_pool2d",
 }
+INPUT_DTYPES = ("float32", "int32", "int64")  # integer inputs index tables (token ids)
 POOL_ATTRS = {
     "max_pool2d": ("pool_size", "strides", "padding", "dilation", "ceil_mode"),
     "avg_pool2d": ("pool_size", "strides", "padding", "dilation", "ceil_mode", "count_include_pad"),
@@ -136,7 +138,7 @@ class _Extractor:
             renamed, kind = rename(value), "tuple"
         self.add_op(kind, "fixed", [index], args, call=renamed)
 
-    def run(self) -> tuple[list[Op], list[tuple[str, tuple[int, ...]]], list[str], bool]:
+    def run(self) -> tuple[list[Op], list[tuple[str, tuple[int, ...]]], list[str], bool, list[str]]:
         matches = self.absorbing_matches()
         for index, binding in enumerate(self.bindings.items):
             value = binding.value
@@ -167,14 +169,17 @@ class _Extractor:
         else:
             outputs, is_tuple = [self.value(body)], False
         inputs = [(p.name, tensor_shape(p, p.name)) for p in self.func.params]
-        wrong = [f"{p.name}: {p.ty.dtype}" for p in self.func.params if p.ty.dtype != "float32"]
+        dtypes = [str(getattr(p.ty, "dtype", "")) for p in self.func.params]
+        wrong = [f"{p.name}: {dtype}" for p, dtype in zip(self.func.params, dtypes) if dtype not in INPUT_DTYPES]
         if wrong:
-            raise SearchError(f"only float32 models are supported; inputs {', '.join(wrong)}")
-        return self.ops, inputs, outputs, is_tuple
+            raise SearchError(f"only float32 models are supported (with int32 or int64 index inputs); inputs "
+                              f"{', '.join(wrong)}")
+        return self.ops, inputs, outputs, is_tuple, dtypes
 
 
-def extract_ops(mod) -> tuple[list[Op], list[tuple[str, tuple[int, ...]]], list[str], bool]:
-    """Ops (topological), model inputs, output value names and whether ``main`` returns a tuple."""
+def extract_ops(mod) -> tuple[list[Op], list[tuple[str, tuple[int, ...]]], list[str], bool, list[str]]:
+    """Ops (topological), model inputs, output value names, whether ``main`` returns a tuple, and the inputs'
+    dtypes."""
     names = [gv.name_hint for gv in mod.functions]
     if "main" not in names or not isinstance(mod["main"], relax.Function):
         raise SearchError("the module has no Relax 'main' function")

@@ -45,15 +45,17 @@ def tuning_space(
     *,
     layouts: Sequence[str] = DEFAULT_LAYOUTS,
     space_size: int = DEFAULT_SPACE_SIZE,
+    baselines: Sequence[str] = BASELINES,
 ) -> dict[str, list[Candidate]]:
     """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (dense keeps ``NC``),
-    the first ``space_size`` of them, then the uniform baselines' candidates not already there.
+    the first ``space_size`` of them, then the candidates of the uniform plans ``baselines`` (names of
+    ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
     The baselines make every node's domain non-empty and let their predicted costs be read off the problem.
     """
     check_space_size(space_size)
     allowed = set(parse_layouts(layouts)) | {"NC"}
-    baselines = [baseline_plan(graph, name) for name in BASELINES]
+    baselines = [baseline_plan(graph, name) for name in baselines]
     space = {}
     for op in graph.tunable:
         ranked = node_candidates(op)

@@ -1,5 +1,5 @@
-"""The ``dense`` kind: a 2-D matmul by a constant weight and its fused bias and activation, run by the template in
-``search.templates.dense`` on ``NC`` activations."""
+"""The ``dense`` kind: a 2-D matmul by a constant weight and its fused bias, residual add and activation, run by the
+template in ``search.templates.dense`` on ``NC`` activations."""
 
 from __future__ import annotations
 
@@ -17,12 +17,13 @@ from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
 
 @register
 class DenseKind(KernelKind):
-    """``act(data @ weight.T + bias)`` with data (batch, in) and a constant weight; the graph holds the weight as
-    (out, in)."""
+    """``act(data @ weight.T + bias + residual)`` with data (..., in) and a constant weight; the graph holds the
+    weight as (out, in). The kernel runs on data flattened to (rows, in), rows the product of the leading dimensions
+    (a transformer's batch x tokens), and export reshapes around it for free."""
 
     name = "dense"
     workload_type = DenseWorkload
-    epilogues = (Epilogue(bias=False, activation="relu6"), Epilogue(True, True, "relu"))
+    epilogues = (Epilogue(bias=False, activation="relu6"), Epilogue(True, True, "relu"), Epilogue(True, False, "gelu"))
     examples = (DenseWorkload(3, 32, 24), DenseWorkload(4, 12, 32))
 
     def match(self, bindings: Bindings, index: int) -> Match | None:
@@ -30,17 +31,17 @@ class DenseKind(KernelKind):
             return None
         call = bindings.value(index)
         weight, shape = bindings.const(call.args[1]), static_shape(call.args[0])
-        if weight is None or shape is None or len(shape) != 2 or weight.ndim != 2:
+        if weight is None or shape is None or len(shape) < 2 or weight.ndim != 2:
             return None
-        chain = fused_chain(bindings, index, residual=False)
+        chain = fused_chain(bindings, index, residual=True)
         return chain.match(call.args[0], {"weight": np.ascontiguousarray(weight.astype("float32").T)})
 
     def baseline(self, op, name: str) -> tuple[str, str]:
         return "NC", "NC"
 
     def workload(self, op) -> DenseWorkload:
-        batch, in_features = op.input_shapes[0]
-        return DenseWorkload(batch, in_features, op.shape[1])
+        *rows, in_features = op.input_shapes[0]
+        return DenseWorkload(int(np.prod(rows)), in_features, op.shape[-1])
 
     def in_shape(self, workload: DenseWorkload) -> tuple[int, ...]:
         return (workload.batch, workload.in_features)

@@ -1,8 +1,8 @@
 """The elementwise work a kernel kind absorbs after its operator: ``act(op(...) + bias + residual)``.
 
-``fused_chain`` recognises it in a Relax function: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6)``, each
-step only when the previous value has exactly one user and the binding is not claimed yet. ``apply_epilogue`` is its
-numpy reference.
+``fused_chain`` recognises it in a Relax function: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) |
+gelu``, each step only when the previous value has exactly one user and the binding is not claimed yet.
+``apply_epilogue`` is its numpy reference.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import erf
 
 from search.bindings import Bindings, scalar, tensor_shape
 from search.kinds.base import Match
@@ -37,19 +38,24 @@ class Chain:
 def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
     """The epilogue following the operator bound at ``index`` (a residual add only if ``residual``).
 
-    A bias is a constant of shape (C,), (1, C) (2-D outputs), (1, C, 1, 1) or (C, 1, 1) (4-D outputs); a residual is
-    a non-constant tensor of the output's shape; the activation is ``relu`` or ``clip(x, 0, 6)`` (``relu6``).
+    C is the channel axis of a 4-D output and the last axis of any other. A bias is a constant of shape (C,) or
+    (1, ..., 1, C) (other outputs), (1, C, 1, 1) or (C, 1, 1) (4-D outputs); a residual is a non-constant tensor of
+    the output's shape; the activation is ``relu``, ``clip(x, 0, 6)`` (``relu6``) or
+    ``nn.gelu`` (``gelu``, the erf form).
     """
     var = bindings.var(index)
     out_shape = tensor_shape(var, var.name)
-    channels = out_shape[1]
+    channels = out_shape[1] if len(out_shape) == 4 else out_shape[-1]
     parts, bias, added, activation = [index], None, None, None
     end, nxt = var, bindings.sole_user(var)
     if bindings.free(nxt) and bindings.op_name(nxt) == "relax.add":
         other = bindings.other_operand(nxt, end)
         value = None if other is None else bindings.const(other)
-        allowed = [(channels,), (1, channels)] if len(out_shape) == 2 else [(1, channels, 1, 1)]
-        if value is not None and value.shape in allowed + [(channels, 1, 1)]:
+        if len(out_shape) == 4:
+            allowed = [(1, channels, 1, 1), (channels, 1, 1)]
+        else:
+            allowed = [(channels,), (1,) * (len(out_shape) - 1) + (channels,)]
+        if value is not None and value.shape in allowed:
             bias = value.reshape(-1).astype("float32")
             parts.append(nxt)
             end, nxt = bindings.var(nxt), bindings.sole_user(bindings.var(nxt))
@@ -63,6 +69,8 @@ def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
         value = bindings.value(nxt)
         if bindings.op_name(nxt) == "relax.nn.relu":
             activation = "relu"
+        elif bindings.op_name(nxt) == "relax.nn.gelu":
+            activation = "gelu"
         elif bindings.op_name(nxt) == "relax.clip" and (scalar(value.args[1]), scalar(value.args[2])) == (0, 6):
             activation = "relu6"
         if activation:
@@ -83,6 +91,8 @@ def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray | None,
     shape = [1] * acc.ndim
     shape[1] = -1
     out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual else 0)
+    if epilogue.activation == "gelu":
+        return 0.5 * out * (1.0 + erf(out / np.sqrt(2.0)))
     if epilogue.activation is not None:
         out = np.maximum(out, 0)
     if epilogue.activation == "relu6":

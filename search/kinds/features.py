@@ -88,5 +88,6 @@ def tiled_kernel_features(spec: KernelSpec, e: Extents, ib: int, ob: int, *, dep
                log_l1_tile=log_size((input_patch + kh * kw * per_tap * ob + reg_n * ob) * BYTES),
                log_l2_tile=log_size(((ci // e.groups) * kh * kw * ob + kh * e.width * ci) * BYTES),
                bias=float(bool(epilogue.bias)), residual=float(bool(epilogue.residual)),
-               relu=float(epilogue.activation == "relu"), relu6=float(epilogue.activation == "relu6"))
+               relu=float(epilogue.activation == "relu"), relu6=float(epilogue.activation == "relu6"),
+               gelu=float(epilogue.activation == "gelu"))
     return {name: float(value) for name, value in row.items()}

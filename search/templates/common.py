@@ -89,6 +89,9 @@ def epilogue_compute(
             value = value + bias[channel(*idx)]
         if residual is not None:
             value = value + residual[idx]
+        if epilogue.activation == "gelu":  # as Relax legalises nn.gelu
+            erf = tvm.tirx.erf(value * tvm.tirx.const(0.5**0.5, dtype))
+            return value * (tvm.tirx.const(0.5, dtype) + erf * tvm.tirx.const(0.5, dtype))
         if epilogue.activation is not None:
             value = te.max(value, tvm.tirx.const(0, dtype))
         if epilogue.activation == "relu6":

@@ -1,7 +1,9 @@
 """The model zoo: real CNNs built directly in TVM Relax with seeded random weights, plus ONNX files.
 
 ``load_model(name_or_path, batch=None, image_size=None, seed=0, input_shape=None)`` returns a ``tvm.IRModule`` whose
-``main(data)`` takes one float32 input of shape (batch, 3, H, W) (an ONNX file's ``main`` takes its inputs, see below);
+``main(data)`` takes one float32 input of shape (batch, 3, H, W) (a BERT's ``main(input_ids, token_type_ids)`` two
+int64 (batch, sequence) inputs, its sequence length given as ``image_size`` or ``--input-shape N,S``; an ONNX file's
+``main`` takes its inputs, see below);
 ``MODELS`` lists the zoo; ``model_stats(mod)`` counts convolutions and dense layers and their FLOPs; ``input_shapes``
 parses the ``--input-shape`` form (``shapes``).
 
@@ -18,7 +20,17 @@ densenet121         224     120      1
 densenet201         224     200      1
 mobilenet_v2        224      52      1
 ssd_resnet50_512    512      73      0   (GluonCV ssd_512_resnet50_v1_voc; outputs a tuple, see ``ssd.py``)
+bert_base           128       0     72   (+ 24 matmuls of activations; Hugging Face's BertModel without pooler)
+bert_large          128       0    144   (+ 48)
+bert_small           16       0     12   (+ 4; 2 layers, 64 hidden, for tests)
+vit_b16             224       1     73   (+ 24; timm's vit_base_patch16_224)
+vit_small            32       1     13   (+ 4; 2 layers, 64 hidden, 10 classes, for tests)
 ================  =====  ======  =====
+
+The transformers (``transformer.py``) keep their tokens as 2-D (tokens, hidden) tensors, so their linear layers are
+the dense ops of item 6 below; their other operators (embedding ``R.take``, ``R.nn.layer_norm``, ``R.nn.softmax``,
+``R.nn.gelu``, the attention's 4-D ``R.matmul`` of two activations, reshapes and transposes splitting and merging the
+heads) lie outside the CNN vocabulary below and become fixed ops of the graph.
 
 Weights
 -------
@@ -94,27 +106,50 @@ from tvm import relax
 
 from search.errors import SearchError
 from search.relax_exprs import static_shape
-from search.zoo import densenet, inception, mobilenet, resnet, ssd, vgg
+from search.zoo import densenet, inception, mobilenet, resnet, ssd, transformer, vgg
 from search.zoo.shapes import MAX_INPUT_ELEMENTS, InputShape, ShapesLike, check_input_size, input_shapes
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A zoo entry: ``builder(batch=, image_size=, seed=) -> tvm.IRModule``, its default and smallest image size."""
+    """A zoo entry: its builder, default and smallest input size, and what it takes.
+
+    An ``image`` model's builder is ``builder(batch=, image_size=, seed=)`` and takes (batch, 3, S, S) images; a
+    ``tokens`` model's is ``builder(batch=, seq_len=, seed=)`` and takes int64 (batch, S) ``input_ids`` and
+    ``token_type_ids``, S at most ``max_size``. Either builder's ``build(..., references=)`` also returns the numpy
+    outputs of reference inputs (an array for one input, a tuple of arrays for several).
+    """
 
     builder: Callable[..., tvm.IRModule]
     image_size: int
     min_image_size: int
     description: str
+    inputs: str = "image"
+    max_size: int | None = None
+
+    @property
+    def size_name(self) -> str:
+        """What the size is: ``image_size`` or ``seq_len``."""
+        return "seq_len" if self.inputs == "tokens" else "image_size"
+
+    def input_dims(self, batch: int, size: int) -> tuple[int, ...]:
+        """The shape of (each of) its inputs."""
+        return (batch, size) if self.inputs == "tokens" else (batch, 3, size, size)
+
+    def build(self, *, batch: int, size: int, seed: int, references=()):
+        """``(module, reference outputs)``."""
+        return self.builder.build(batch=batch, seed=seed, references=references, **{self.size_name: size})
 
 
 @dataclass(frozen=True)
 class ModelStats:
-    """Counts of conv2d and dense (matmul) calls and their total GFLOPs (2 x multiply-accumulates)."""
+    """Counts of conv2d calls, dense calls (matmul by a constant weight) and matmul calls of two activations
+    (attention), and their total GFLOPs (2 x multiply-accumulates)."""
 
     conv2d: int
     dense: int
     gflops: float
+    matmul: int = 0
 
 
 MODELS: dict[str, ModelSpec] = {
@@ -128,6 +163,15 @@ MODELS: dict[str, ModelSpec] = {
     "ssd_resnet50_512": ModelSpec(
         ssd.ssd_resnet50_512, 512, 32, "SSD-512, ResNet-50 v1 backbone (GluonCV, VOC); class+box heads, no NMS"
     ),
+    "bert_base": ModelSpec(transformer.bert_base, 128, 1, "BERT-base (12 layers, 768 hidden, 12 heads), no pooler",
+                           inputs="tokens", max_size=transformer.bert_base.max_positions),
+    "bert_large": ModelSpec(transformer.bert_large, 128, 1, "BERT-large (24 layers, 1024 hidden, 16 heads)",
+                            inputs="tokens", max_size=transformer.bert_large.max_positions),
+    "bert_small": ModelSpec(transformer.bert_small, 16, 1, "a 2-layer BERT (64 hidden, 4 heads, 1000 tokens) for tests",
+                            inputs="tokens", max_size=transformer.bert_small.max_positions),
+    "vit_b16": ModelSpec(transformer.vit_b16, 224, 16, "ViT-B/16 (12 layers, 768 hidden, 12 heads, 16x16 patches)"),
+    "vit_small": ModelSpec(transformer.vit_small, 32, 16, "a 2-layer ViT (64 hidden, 4 heads, 16x16 patches, 10 "
+                           "classes) for tests"),
 }
 
 
@@ -137,12 +181,16 @@ def _spec(name: str) -> ModelSpec:
     return MODELS[name]
 
 
-def _check_sizes(name: str, spec: ModelSpec, batch: int, image_size: int) -> None:
+def _check_sizes(name: str, spec: ModelSpec, batch: int, size: int) -> None:
     if not isinstance(batch, numbers.Integral) or isinstance(batch, bool) or batch < 1:
         raise SearchError(f"{name}: batch must be a positive integer, got {batch!r}")
-    if not isinstance(image_size, numbers.Integral) or image_size < spec.min_image_size:
-        raise SearchError(f"{name}: image_size must be an integer >= {spec.min_image_size}, got {image_size!r}")
-    check_input_size((batch, 3, image_size, image_size), f"{name}'s input {batch}x3x{image_size}x{image_size}")
+    what = "the sequence length (image_size)" if spec.inputs == "tokens" else "image_size"
+    top = "" if spec.max_size is None else f" and <= {spec.max_size}"
+    if (not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < spec.min_image_size
+            or (spec.max_size is not None and size > spec.max_size)):
+        raise SearchError(f"{name}: {what} must be an integer >= {spec.min_image_size}{top}, got {size!r}")
+    dims = spec.input_dims(batch, size)
+    check_input_size(dims, f"{name}'s input {'x'.join(str(d) for d in dims)}")
 
 
 def _check_seed(seed: object) -> int:
@@ -184,7 +232,7 @@ def load_model(name_or_path: str, *, batch: int | None = None, image_size: int |
         from search.zoo.onnx import load_onnx
 
         return load_onnx(name, batch=batch, image_size=image_size, input_shape=shapes)
-    return MODELS[name].builder(batch=batch, image_size=image_size, seed=seed)
+    return MODELS[name].build(batch=batch, size=image_size, seed=seed)[0]
 
 
 def check_model(name_or_path: str, *, batch: int | None = None, image_size: int | None = None, seed: int = 0,
@@ -209,46 +257,63 @@ def _checked(name_or_path: str, batch: int | None, image_size: int | None, seed:
         return name, seed, shapes, batch, image_size
     spec = _spec(name)
     if shapes:
-        batch, image_size = _zoo_shape(name, shapes)
+        batch, image_size = _zoo_shape(name, spec, shapes)
     size = spec.image_size if image_size is None else image_size
     batch = 1 if batch is None else batch
     _check_sizes(name, spec, batch, size)
     return name, seed, shapes, int(batch), int(size)
 
 
-def _zoo_shape(name: str, shapes: tuple[InputShape, ...]) -> tuple[int, int]:
-    """(batch, image size) of a zoo model's one input shape N,3,S,S."""
+def _zoo_shape(name: str, spec: ModelSpec, shapes: tuple[InputShape, ...]) -> tuple[int, int]:
+    """(batch, size) of a zoo model's one input shape: N,3,S,S for images, N,S for tokens (both inputs)."""
     shape = shapes[0] if len(shapes) == 1 else None
+    given = " ".join(str(s) for s in shapes)
+    if spec.inputs == "tokens":
+        dims = shape.dims if shape is not None and shape.name in (None, "input_ids") else ()
+        if len(dims) != 2:
+            raise SearchError(f"{name}: takes one input shape N,S (batch N, S tokens, for input_ids and "
+                              f"token_type_ids), got {given}")
+        return dims[0], dims[1]
     dims = shape.dims if shape is not None and shape.name in (None, "data") else ()
     if len(dims) != 4 or dims[1] != 3 or dims[2] != dims[3]:
-        given = " ".join(str(s) for s in shapes)
         raise SearchError(f"{name}: a zoo model takes one input shape N,3,S,S (batch N, S x S images), got {given}")
     return dims[0], dims[2]
 
 
-def reference_outputs(name: str, data: np.ndarray, *, seed: int = 0) -> np.ndarray | tuple[np.ndarray, ...]:
-    """The zoo network ``name`` (weights of ``seed``) evaluated in float64 numpy on ``data`` (N, 3, H, W).
+def reference_outputs(name: str, *inputs: np.ndarray, seed: int = 0) -> np.ndarray | tuple[np.ndarray, ...]:
+    """The zoo network ``name`` (weights of ``seed``) evaluated in float64 numpy on ``inputs``: images (N, 3, H, H),
+    or a transformer's ``input_ids`` and ``token_type_ids`` (N, S).
 
     Independent of TVM: it checks compiled or exported modules from ``load_model(name, batch=N, image_size=H,
-    seed=seed)``, which hold the same weights rounded to float32 (H must equal W). Compiled stock TVM agrees with it
-    to a relative error (L2) of about 2e-6.
+    seed=seed)``, which hold the same weights rounded to float32. Compiled stock TVM agrees with it to a relative
+    error (L2) of about 2e-6.
     """
     spec = _spec(name)
-    n, _, h, w = data.shape
-    if h != w:
-        raise SearchError(f"{name}: reference inputs must be square, got {h}x{w}")
-    _check_sizes(name, spec, n, h)
-    _, outputs = spec.builder.build(batch=n, image_size=h, seed=seed, references=[data])
+    wanted = 2 if spec.inputs == "tokens" else 1
+    if len(inputs) != wanted:
+        raise SearchError(f"{name}: reference takes {wanted} input(s), got {len(inputs)}")
+    shape = tuple(np.shape(inputs[0]))
+    if spec.inputs == "tokens":
+        if len(shape) != 2:
+            raise SearchError(f"{name}: reference inputs must be (batch, tokens), got {shape}")
+        n, size = shape
+    else:
+        if len(shape) != 4 or shape[2] != shape[3]:
+            raise SearchError(f"{name}: reference inputs must be square images (N, 3, H, H), got {shape}")
+        n, size = shape[0], shape[2]
+    _check_sizes(name, spec, n, size)
+    _, outputs = spec.build(batch=n, size=size, seed=seed, references=[inputs if wanted > 1 else inputs[0]])
     return outputs[0]
 
 
 def model_stats(mod: tvm.IRModule) -> ModelStats:
-    """Count ``relax.nn.conv2d`` and ``relax.matmul`` calls in every Relax function of ``mod`` and sum their FLOPs.
+    """Count ``relax.nn.conv2d`` and ``relax.matmul`` calls (by a constant: dense, else matmul) in every Relax
+    function of ``mod`` and sum their FLOPs.
 
     conv2d: 2 * N * OC * OH * OW * (IC / groups) * KH * KW, read through the call's data, kernel and output
     layouts (blocked layouts such as NCHW8c included). matmul: 2 * (output elements) * (reduction length).
     """
-    conv = dense = 0
+    conv = dense = matmul = 0
     flops = 0.0
     for func in mod.functions.values():
         if not isinstance(func, relax.Function):
@@ -262,11 +327,14 @@ def model_stats(mod: tvm.IRModule) -> ModelStats:
                     conv += 1
                     flops += _conv2d_flops(call, binding.var)
                 elif call.op.name == "relax.matmul":
-                    dense += 1
+                    if isinstance(call.args[1], tvm.ir.expr.Constant):
+                        dense += 1
+                    else:
+                        matmul += 1
                     out = static_shape(binding.var)
                     k = static_shape(call.args[0])[-1]
                     flops += 2.0 * _prod(out) * k
-    return ModelStats(conv2d=conv, dense=dense, gflops=flops / 1e9)
+    return ModelStats(conv2d=conv, dense=dense, gflops=flops / 1e9, matmul=matmul)
 
 
 def _prod(values) -> int:

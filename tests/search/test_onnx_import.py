@@ -327,10 +327,11 @@ def test_an_input_that_is_not_float32_is_named(onnx):
 
     from search.zoo.onnx import import_onnx_model
 
-    graph = helper.make_graph([helper.make_node("Cast", ["ids"], ["y"], to=TensorProto.FLOAT)], "g",
-                              [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 4])],
+    graph = helper.make_graph([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [1, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
-    with pytest.raises(SearchError, match="input 'ids' is int64; tessera takes float32 inputs only"):
+    with pytest.raises(SearchError, match=r"input 'x' is double; tessera takes float32 inputs \(and int32 or int64 "
+                                          r"index inputs such as token ids\) only"):
         import_onnx_model(helper.make_model(graph))
 
 

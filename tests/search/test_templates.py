@@ -228,7 +228,7 @@ def test_unsupported_specs_raise(spec, message):
 
 def test_bad_activation_raises():
     with pytest.raises(SearchError, match="activation"):
-        Epilogue(activation="gelu")
+        Epilogue(activation="swish")
 
 
 def test_workload_shapes_and_flops():

@@ -11,6 +11,7 @@ from search.errors import SearchError
 from search.zoo import MODELS, load_model, model_stats, reference_outputs
 from search.zoo.layers import Net, Network, Tensor, vocabulary_violations
 
+TRANSFORMERS = {"bert_base", "bert_large", "bert_small", "vit_b16", "vit_small"}  # test_transformer_zoo.py
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
 
 # name: (small image size for the test, conv2d, dense)
@@ -48,8 +49,9 @@ def _relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
 
 
 def test_registry_matches_expectations():
-    assert set(MODELS) == set(EXPECTED)
-    assert {name: spec.image_size for name, spec in MODELS.items() if spec.image_size != 224} == {
+    assert set(MODELS) == set(EXPECTED) | TRANSFORMERS
+    assert {name: spec.image_size for name, spec in MODELS.items()
+            if spec.image_size != 224 and name not in TRANSFORMERS} == {
         "inception_v3": 299,
         "ssd_resnet50_512": 512,
     }
@@ -179,10 +181,11 @@ def test_model_stats_reads_blocked_layouts():
 def test_cli_models_table(capsys):
     from experiments.cli import main
 
-    assert main(["models", "mobilenet_v2", "resnet18"]) == 0
+    assert main(["models", "mobilenet_v2", "resnet18", "bert_small"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:5] == ["model", "input", "conv2d", "dense", "GFLOPs"]
-    assert lines[1].split()[:5] == ["mobilenet_v2", "224", "52", "1", "0.602"]
-    assert lines[2].split()[:5] == ["resnet18", "224", "20", "1", "3.63"]
+    assert lines[0].split()[:6] == ["model", "input", "conv2d", "dense", "matmul", "GFLOPs"]
+    assert lines[1].split()[:6] == ["mobilenet_v2", "224", "52", "1", "0", "0.602"]
+    assert lines[2].split()[:6] == ["resnet18", "224", "20", "1", "0", "3.63"]
+    assert lines[3].split()[:5] == ["bert_small", "1x16", "1x16", "0", "12"]  # input_ids and token_type_ids
     assert main(["models", "alexnet"]) == 2
     assert "unknown model 'alexnet'" in capsys.readouterr().err

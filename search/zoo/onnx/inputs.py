@@ -13,6 +13,7 @@ from search.errors import SearchError
 from search.zoo.shapes import InputShape, check_input_size
 
 _FLOAT = 1  # onnx.TensorProto.FLOAT
+_TYPES = (_FLOAT, 6, 7)  # and INT32, INT64: index inputs (token ids)
 
 
 def graph_inputs(graph) -> list:
@@ -28,9 +29,9 @@ def bind_inputs(graph, shapes: tuple[InputShape, ...], batch: int | None, image_
     Raises
     ------
     SearchError
-        One message: an input that is not float32, a shape for no input or with the wrong rank, a dimension that
-        contradicts the file, a dynamic dimension left unbound, an input of more than ``MAX_INPUT_ELEMENTS``, or
-        ``batch`` / ``image_size`` for a graph that is not one (N, C, H, W) input.
+        One message: an input that is not float32 (or an int32 / int64 index input), a shape for no input or with
+        the wrong rank, a dimension that contradicts the file, a dynamic dimension left unbound, an input of more
+        than ``MAX_INPUT_ELEMENTS``, or ``batch`` / ``image_size`` for a graph that is not one (N, C, H, W) input.
     """
     from onnx import TensorProto
 
@@ -39,10 +40,11 @@ def bind_inputs(graph, shapes: tuple[InputShape, ...], batch: int | None, image_
         raise SearchError(f"{source}: the graph has no inputs")
     for info in inputs:
         tensor = info.type.tensor_type
-        if tensor.elem_type != _FLOAT:
+        if tensor.elem_type not in _TYPES:
             elem = tensor.elem_type
             kind = TensorProto.DataType.Name(elem).lower() if elem in TensorProto.DataType.values() else elem
-            raise SearchError(f"{source}: input {info.name!r} is {kind}; tessera takes float32 inputs only")
+            raise SearchError(f"{source}: input {info.name!r} is {kind}; tessera takes float32 inputs (and int32 "
+                              "or int64 index inputs such as token ids) only")
         if not tensor.HasField("shape"):
             raise SearchError(f"{source}: input {info.name!r} has no shape in the file")
     given = _given(inputs, shapes, source)
