@@ -23,7 +23,8 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 3  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu
+FEATURE_VERSION = 4  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+# 4: gelu_tanh
 
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "layout_transform")  # the kinds with an is_<kind> feature
 
@@ -43,7 +44,7 @@ FEATURE_NAMES = (
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",
     # fused epilogue
-    "bias", "residual", "relu", "relu6", "gelu",
+    "bias", "residual", "relu", "relu6", "gelu", "gelu_tanh",
 )
 INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 

@@ -23,7 +23,8 @@ class DenseKind(KernelKind):
 
     name = "dense"
     workload_type = DenseWorkload
-    epilogues = (Epilogue(bias=False, activation="relu6"), Epilogue(True, True, "relu"), Epilogue(True, False, "gelu"))
+    epilogues = (Epilogue(bias=False, activation="relu6"), Epilogue(True, True, "relu"), Epilogue(True, False, "gelu"),
+                 Epilogue(False, True, "gelu_tanh"))
     examples = (DenseWorkload(3, 32, 24), DenseWorkload(4, 12, 32))
 
     def match(self, bindings: Bindings, index: int) -> Match | None:

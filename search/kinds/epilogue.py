@@ -1,7 +1,7 @@
 """The elementwise work a kernel kind absorbs after its operator: ``act(op(...) + bias + residual)``.
 
 ``fused_chain`` recognises it in a Relax function: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) |
-gelu``, each step only when the previous value has exactly one user and the binding is not claimed yet.
+gelu | gelu_tanh``, each step only when the previous value has exactly one user and the binding is not claimed yet.
 ``apply_epilogue`` is its numpy reference.
 """
 
@@ -40,8 +40,8 @@ def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
 
     C is the channel axis of a 4-D output and the last axis of any other. A bias is a constant of shape (C,) or
     (1, ..., 1, C) (other outputs), (1, C, 1, 1) or (C, 1, 1) (4-D outputs); a residual is a non-constant tensor of
-    the output's shape; the activation is ``relu``, ``clip(x, 0, 6)`` (``relu6``) or
-    ``nn.gelu`` (``gelu``, the erf form).
+    the output's shape; the activation is ``relu``, ``clip(x, 0, 6)`` (``relu6``), ``nn.gelu`` (``gelu``, the erf
+    form) or ``nn.gelu_tanh`` (``gelu_tanh``).
     """
     var = bindings.var(index)
     out_shape = tensor_shape(var, var.name)
@@ -69,8 +69,8 @@ def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
         value = bindings.value(nxt)
         if bindings.op_name(nxt) == "relax.nn.relu":
             activation = "relu"
-        elif bindings.op_name(nxt) == "relax.nn.gelu":
-            activation = "gelu"
+        elif bindings.op_name(nxt) in ("relax.nn.gelu", "relax.nn.gelu_tanh"):
+            activation = bindings.op_name(nxt).removeprefix("relax.nn.")
         elif bindings.op_name(nxt) == "relax.clip" and (scalar(value.args[1]), scalar(value.args[2])) == (0, 6):
             activation = "relu6"
         if activation:
@@ -93,6 +93,8 @@ def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray | None,
     out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual else 0)
     if epilogue.activation == "gelu":
         return 0.5 * out * (1.0 + erf(out / np.sqrt(2.0)))
+    if epilogue.activation == "gelu_tanh":
+        return 0.5 * out * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (out + 0.044715 * out**3)))
     if epilogue.activation is not None:
         out = np.maximum(out, 0)
     if epilogue.activation == "relu6":

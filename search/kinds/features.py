@@ -89,5 +89,5 @@ def tiled_kernel_features(spec: KernelSpec, e: Extents, ib: int, ob: int, *, dep
                log_l2_tile=log_size(((ci // e.groups) * kh * kw * ob + kh * e.width * ci) * BYTES),
                bias=float(bool(epilogue.bias)), residual=float(bool(epilogue.residual)),
                relu=float(epilogue.activation == "relu"), relu6=float(epilogue.activation == "relu6"),
-               gelu=float(epilogue.activation == "gelu"))
+               gelu=float(epilogue.activation == "gelu"), gelu_tanh=float(epilogue.activation == "gelu_tanh"))
     return {name: float(value) for name, value in row.items()}

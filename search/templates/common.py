@@ -10,6 +10,7 @@ Every conv template computes on *blocked* activations ``(n, C // b, h, w, b)``. 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
@@ -92,6 +93,10 @@ def epilogue_compute(
         if epilogue.activation == "gelu":  # as Relax legalises nn.gelu
             erf = tvm.tirx.erf(value * tvm.tirx.const(0.5**0.5, dtype))
             return value * (tvm.tirx.const(0.5, dtype) + erf * tvm.tirx.const(0.5, dtype))
+        if epilogue.activation == "gelu_tanh":  # as Relax legalises nn.gelu_tanh
+            inner = tvm.tirx.const(math.sqrt(2.0 / math.pi), dtype) * value * (
+                1 + tvm.tirx.const(0.044715, dtype) * value * value)
+            return tvm.tirx.const(0.5, dtype) * value * (tvm.tirx.const(1.0, dtype) + tvm.tirx.tanh(inner))
         if epilogue.activation is not None:
             value = te.max(value, tvm.tirx.const(0, dtype))
         if epilogue.activation == "relu6":

@@ -10,7 +10,7 @@ from search.errors import SearchError
 if TYPE_CHECKING:
     from search.kinds import KernelKind
 
-ACTIVATIONS = (None, "relu", "relu6", "gelu")
+ACTIVATIONS = (None, "relu", "relu6", "gelu", "gelu_tanh")
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class Epilogue:
 
     bias: bool = True
     residual: bool = False
-    activation: str | None = None  # None, "relu", "relu6" or "gelu" (the erf form)
+    activation: str | None = None  # None, "relu", "relu6", "gelu" (the erf form) or "gelu_tanh"
 
     def __post_init__(self) -> None:
         if self.activation not in ACTIVATIONS:

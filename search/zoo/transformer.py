@@ -3,7 +3,8 @@ numpy reference.
 
 - ``Bert``: token, position and segment embeddings summed and layer-normalised, then post-LayerNorm encoder layers
   (``x = LN(x + attention(x))``, ``x = LN(x + W2 gelu(W1 x))``). ``main(input_ids, token_type_ids)`` takes two int64
-  (batch, sequence) tensors and returns the last hidden states (batch, sequence, hidden).
+  (batch, sequence) tensors and returns the last hidden states (batch, sequence, hidden); ids outside a table are
+  clipped to its range (``R.take(mode="clip")``), never read out of bounds.
 - ``ViT``: a patch-embedding convolution (kernel = stride = patch), the class token prepended, position embeddings
   added, pre-LayerNorm encoder layers (``x = x + attention(LN(x))``, ``x = x + mlp(LN(x))``), a final LayerNorm and
   a linear classifier on the class token. ``main(data)`` takes (batch, 3, S, S) like the CNNs.
@@ -146,6 +147,11 @@ class Encoder:
         hidden = self.gelu(self.linear(x, self.config.ffn, name=f"{name}_intermediate"), name=f"{name}_gelu")
         return self.linear(hidden, self.config.hidden, name=f"{name}_output")
 
+    def embedding(self, table: np.ndarray, ids: Tensor, *, name: str) -> Tensor:
+        """Rows ``ids`` of a constant ``table``, ids outside it clipped to its range."""
+        call = relax.op.take(self.constant(table), ids.var, axis=0, mode="clip")
+        return self.emit(call, name, lambda i: table[np.clip(i, 0, len(table) - 1)].astype(np.float64), ids)
+
     def constant(self, array: np.ndarray) -> relax.Expr:
         return _const(np.array(array, dtype=np.float32, order="C"))  # a copy: views may be read-only
 
@@ -204,10 +210,8 @@ class Bert:
                                 Tensor(ids, tuple(flat)))
             flat_types = enc.emit(relax.op.reshape(types, (tokens,)), "token_type_ids_flat", lambda r: r[1],
                                   Tensor(types, tuple(flat)))
-            x = enc.emit(relax.op.take(enc.constant(word), flat_ids.var, axis=0), "word_embeddings",
-                         lambda i: word[i].astype(np.float64), flat_ids)
-            seg = enc.emit(relax.op.take(enc.constant(segment), flat_types.var, axis=0), "token_type_embeddings",
-                           lambda i: segment[i].astype(np.float64), flat_types)
+            x = enc.embedding(word, flat_ids, name="word_embeddings")
+            seg = enc.embedding(segment, flat_types, name="token_type_embeddings")
             x = enc.add(x, seg, name="embeddings_sum")
             positions = np.tile(position[:seq_len], (batch, 1))
             x = enc.emit(relax.op.add(x.var, enc.constant(positions)), "position_embeddings",

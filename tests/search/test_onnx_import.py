@@ -355,3 +355,57 @@ def test_shape_arithmetic_on_the_bound_shape_is_folded(onnx):
     mod = import_onnx_model(model, input_shape="2,3,8,8")
     assert [int(d) for d in mod["main"].ty.ret.shape] == [2, 3]
     _matches_the_frontend(model, mod, input_shape="2,3,8,8")
+
+
+SQRT2, BETA, KAPPA = np.sqrt(2.0), np.sqrt(2.0 / np.pi), 0.044715
+GELUS = {  # name -> (nodes as (op, inputs), output); "x" is the input, "c:<value>" a float32 scalar initializer
+    "erf, Hugging Face": ([("Div", "x c:1.4142135"), ("Erf", "d"), ("Add", "e c:1"), ("Mul", "x a"),
+                           ("Mul", "m c:0.5")], "gelu"),
+    "erf, half first, times 1/sqrt(2)": ([("Mul", "x c:0.5"), ("Mul", f"c:{1 / SQRT2} x"), ("Erf", "m1"),
+                                          ("Add", "c:1 e"), ("Mul", "m a")], "gelu"),
+    "tanh, gelu_new with Pow": ([("Mul", "c:0.5 x"), ("Pow", "x c:3"), ("Mul", f"p c:{KAPPA}"), ("Add", "x m1"),
+                                 ("Mul", f"a c:{BETA}"), ("Tanh", "m2"), ("Add", "t c:1"), ("Mul", "m a1")],
+                                "gelu_tanh"),
+    "tanh, x*x*x, half last": ([("Mul", "x x"), ("Mul", "m x"), ("Mul", f"c:{KAPPA} m1"), ("Add", "m2 x"),
+                                ("Mul", f"c:{BETA} a"), ("Tanh", "m3"), ("Add", "c:1 t"), ("Mul", "a1 x"),
+                                ("Mul", "c:0.5 m4")], "gelu_tanh"),
+    "erf, wrong constant": ([("Div", "x c:1.5"), ("Erf", "d"), ("Add", "e c:1"), ("Mul", "x a"),
+                             ("Mul", "m c:0.5")], None),
+    "erf, no half": ([("Div", "x c:1.4142135"), ("Erf", "d"), ("Add", "e c:1"), ("Mul", "x a")], None),
+    "erf of another tensor": ([("Div", "z c:1.4142135"), ("Erf", "d"), ("Add", "e c:1"), ("Mul", "x a"),
+                               ("Mul", "m c:0.5")], None),
+    "tanh, wrong kappa": ([("Mul", "c:0.5 x"), ("Pow", "x c:3"), ("Mul", "p c:0.05"), ("Add", "x m1"),
+                           ("Mul", f"a c:{BETA}"), ("Tanh", "m2"), ("Add", "t c:1"), ("Mul", "m a1")], None),
+}
+
+
+def _gelu_model(onnx, steps):
+    """Nodes named after their operator (``m``, ``m1``, ... for the second, third Mul) on inputs x and z (4, 8)."""
+    from onnx import helper
+
+    nodes, inits, seen = [], [], {}
+    for op, args in steps:
+        inputs = []
+        for arg in args.split():
+            if arg.startswith("c:"):
+                inits.append((f"c{len(inits)}", np.float32(arg[2:])))
+                arg = inits[-1][0]
+            inputs.append(arg)
+        count = seen[op] = seen.get(op, -1) + 1
+        nodes.append(helper.make_node(op, inputs, [op[0].lower() + (str(count) if count else "")]))
+    nodes[-1].output[0] = "y"
+    return _graph(onnx, nodes, [("x", [4, 8]), ("z", [4, 8])], [("y", [4, 8])], inits)
+
+
+@pytest.mark.parametrize("name", GELUS)
+def test_gelu_as_exporters_write_it_becomes_one_call_and_nothing_else_does(onnx, name):
+    from search.zoo.onnx import import_onnx_model
+
+    steps, gelu = GELUS[name]
+    model = _gelu_model(onnx, steps)
+    mod = import_onnx_model(model, input_shape=["x=4,8", "z=4,8"])
+    if gelu is not None:
+        assert _ops(mod) == [f"relax.nn.{gelu}"]
+    else:
+        assert "relax.nn.gelu" not in _ops(mod) and len(_ops(mod)) == len(steps)
+    _matches_the_frontend(model, mod, input_shape=["x=4,8", "z=4,8"])

@@ -13,6 +13,8 @@ input), folds the shape arithmetic exporters leave in the graph on those shapes 
   ``R.nn.relu`` for Clip(0, inf), ``R.clip(x, lo, hi)`` otherwise;
 - GlobalAveragePool (``R.mean`` over H, W) becomes ``R.nn.adaptive_avg_pool2d(x, 1)``;
 - Gemm / MatMul of a 2-D activation and a constant weight becomes ``R.matmul(x, W (in, out))`` + a (1, out) bias add;
+- GELU written out in elementwise arithmetic around ``Erf`` or ``Tanh`` (any operand order, ``Pow(x, 3)`` or
+  ``x * x * x``, constants within a relative 1e-6) becomes ``R.nn.gelu`` or ``R.nn.gelu_tanh`` (``gelu``);
 - Dropout and Identity disappear; shape arithmetic on constants is evaluated in numpy.
 
 Every other call (Sigmoid, Softmax, Resize, ConvTranspose, a mean over other axes, a multiply of two activations,

@@ -4,7 +4,8 @@ Each binding's value is converted by the rule for its operator (``operators.OPER
 emitted Relax variable or a pending value (``values``); pending values are emitted when something reads them as a
 tensor, so that folding happens only into a layer or clip that has no other reader. A call with no rule, or one
 its rule finds outside the vocabulary (``OutsideVocabulary``), is re-emitted unchanged on its converted arguments
-(``Rewriter.reemit``); the PrimFuncs it calls are copied into the new module.
+(``Rewriter.reemit``); the PrimFuncs it calls are copied into the new module. GELUs written out in arithmetic are
+bound as one ``R.nn.gelu`` / ``R.nn.gelu_tanh`` call first (``gelu``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tvm
 from tvm import relax
 
 from search.relax_exprs import var_reads
+from search.zoo.onnx.gelu import fuse_gelu
 from search.zoo.onnx.operators import OPERATORS
 from search.zoo.onnx.values import (
     Items,
@@ -42,7 +44,8 @@ class Rewriter:
     def __init__(self, mod: tvm.IRModule) -> None:
         self.module = mod
         self.func = mod["main"]
-        self.bindings = [b for block in self.func.body.blocks for b in block.bindings]
+        bindings = [b for block in self.func.body.blocks for b in block.bindings]
+        self.bindings = fuse_gelu(bindings, self.func.body.body)
         self.uses: dict[Any, int] = {}
         for expr in [b.value for b in self.bindings] + [self.func.body.body]:
             for v in var_reads(expr):

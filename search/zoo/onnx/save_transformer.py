@@ -5,10 +5,12 @@ of timm's ``VisionTransformer`` (``vit_*``), for the zoo network ``name`` built 
 (batch, tokens, hidden); linear layers are ``MatMul`` by an (in, out) initializer and ``Add`` of the bias; heads are
 split with ``Reshape`` + ``Transpose`` (BERT: separate query, key and value projections, ``Div`` of the scores by
 sqrt(head size); ViT: one fused qkv projection split by ``Split`` + ``Squeeze``, the query scaled by ``Mul`` before
-the product); ``Softmax`` on the last axis; GELU in its erf form (``Div``, ``Erf``, ``Add``, ``Mul``, ``Mul``);
-layer norms as ``LayerNormalization`` or, with ``layer_norm="decomposed"``, as the ``ReduceMean`` / ``Sub`` /
-``Pow`` / ``Sqrt`` / ``Div`` chain older exporters write. The weights are read from ``mod``'s constants by binding
-name (see ``search.zoo.transformer``), so the file computes the same network up to float32 rounding.
+the product); ``Softmax`` on the last axis; GELU in its erf form (``Div``, ``Erf``, ``Add``, ``Mul``, ``Mul``) or,
+with ``gelu="tanh"``, in the tanh form of Hugging Face's ``gelu_new`` (``Mul``, ``Pow``, ``Mul``, ``Add``, ``Mul``,
+``Tanh``, ``Add``, ``Mul``); layer norms as ``LayerNormalization`` or, with ``layer_norm="decomposed"``, as the
+``ReduceMean`` / ``Sub`` / ``Pow`` / ``Sqrt`` / ``Div`` chain older exporters write. The weights are read from
+``mod``'s constants by binding name (see ``search.zoo.transformer``), so the file computes the same network up to
+float32 rounding (with the tanh GELU: up to its approximation).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from search.zoo.onnx.save import IR_VERSION, OPSET
 from search.zoo.transformer import Bert, ViT
 
 LAYER_NORMS = ("fused", "decomposed")
+GELUS = ("erf", "tanh")
 
 
 class _Weights:
@@ -86,19 +89,33 @@ class _Graph:
         scaled = self.node("Mul", [self.node("Div", [centred, std], f"{name}.normed"), gamma], f"{name}.scaled")
         return self.node("Add", [scaled, beta], name)
 
-    def gelu(self, x: str, name: str) -> str:
-        """``x * 0.5 * (1 + erf(x / sqrt(2)))``, as Hugging Face's and timm's GELU export."""
+    def gelu(self, x: str, name: str, form: str) -> str:
+        """``x * 0.5 * (1 + erf(x / sqrt(2)))``, as Hugging Face's and timm's GELU export, or (``form`` tanh)
+        ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))``, as ``gelu_new`` exports."""
+        if form == "tanh":
+            return self.gelu_tanh(x, name)
         erf = self.node("Erf", [self.node("Div", [x, self.const(np.float32(np.sqrt(2.0)), f"{name}.sqrt2")],
                                           f"{name}.scaled")], f"{name}.erf")
         one = self.node("Add", [erf, self.const(np.float32(1.0), f"{name}.one")], f"{name}.one_plus")
         return self.node("Mul", [self.node("Mul", [x, one], f"{name}.product"),
                                  self.const(np.float32(0.5), f"{name}.half")], name)
 
+    def gelu_tanh(self, x: str, name: str) -> str:
+        half = self.node("Mul", [x, self.const(np.float32(0.5), f"{name}.half")], f"{name}.half_x")
+        cube = self.node("Pow", [x, self.const(np.float32(3.0), f"{name}.three")], f"{name}.cube")
+        cubic = self.node("Mul", [cube, self.const(np.float32(0.044715), f"{name}.kappa")], f"{name}.cubic")
+        inner = self.node("Mul", [self.node("Add", [x, cubic], f"{name}.sum"),
+                                  self.const(np.float32(np.sqrt(2 / np.pi)), f"{name}.beta")], f"{name}.inner")
+        tanh = self.node("Tanh", [inner], f"{name}.tanh")
+        one = self.node("Add", [tanh, self.const(np.float32(1.0), f"{name}.one")], f"{name}.one_plus")
+        return self.node("Mul", [half, one], name)
+
     def reshape(self, x: str, shape: list[int], name: str) -> str:
         return self.node("Reshape", [x, self.const(np.asarray(shape), f"{name}.shape", np.int64)], name)
 
 
-def _bert(g: _Graph, w: _Weights, spec: Bert, batch: int, seq: int, form: str) -> tuple[list, str, list[int]]:
+def _bert(g: _Graph, w: _Weights, spec: Bert, batch: int, seq: int, form: str, gelu: str
+          ) -> tuple[list, str, list[int]]:
     cfg = spec.config
     heads, size, width = cfg.heads, cfg.head_size, cfg.hidden
     word = g.node("Gather", [g.const(w("word_embeddings"), "embeddings.word_embeddings.weight"), "input_ids"],
@@ -124,7 +141,7 @@ def _bert(g: _Graph, w: _Weights, spec: Bert, batch: int, seq: int, form: str) -
         context = g.reshape(context, [batch, seq, width], f"{name}.merge")
         out = g.linear(context, w, f"{name}_output_dense")
         x = g.layer_norm(g.node("Add", [out, x], f"{name}.residual"), w, f"{name}_norm", cfg.eps, form)
-        hidden = g.gelu(g.linear(x, w, f"layer{i}_intermediate"), f"layer{i}_gelu")
+        hidden = g.gelu(g.linear(x, w, f"layer{i}_intermediate"), f"layer{i}_gelu", gelu)
         out = g.linear(hidden, w, f"layer{i}_output")
         x = g.layer_norm(g.node("Add", [out, x], f"layer{i}.residual"), w, f"layer{i}_output_norm", cfg.eps, form)
     g.node("Identity", [x], "last_hidden_state")
@@ -133,7 +150,8 @@ def _bert(g: _Graph, w: _Weights, spec: Bert, batch: int, seq: int, form: str) -
     return inputs, "last_hidden_state", [batch, seq, width]
 
 
-def _vit(g: _Graph, w: _Weights, spec: ViT, batch: int, image: int, form: str) -> tuple[list, str, list[int]]:
+def _vit(g: _Graph, w: _Weights, spec: ViT, batch: int, image: int, form: str, gelu: str
+         ) -> tuple[list, str, list[int]]:
     cfg, p = spec.config, spec.patch
     heads, size, width = cfg.heads, cfg.head_size, cfg.hidden
     seq = (image // p) ** 2 + 1
@@ -168,7 +186,8 @@ def _vit(g: _Graph, w: _Weights, spec: ViT, batch: int, image: int, form: str) -
         context = g.reshape(context, [batch, seq, width], f"{name}.merge")
         x = g.node("Add", [x, g.linear(context, w, f"{name}_output_dense")], f"{name}.residual")
         h = g.layer_norm(x, w, f"layer{i}_norm2", cfg.eps, form)
-        h = g.linear(g.gelu(g.linear(h, w, f"layer{i}_intermediate"), f"layer{i}_gelu"), w, f"layer{i}_output")
+        h = g.linear(g.gelu(g.linear(h, w, f"layer{i}_intermediate"), f"layer{i}_gelu", gelu), w,
+                     f"layer{i}_output")
         x = g.node("Add", [x, h], f"layer{i}.residual")
     x = g.layer_norm(x, w, "norm", cfg.eps, form)
     # x[:, 0]: exporters write a Gather of index 0, whose rank TVM 0.27's frontend gets wrong (it keeps the axis)
@@ -180,9 +199,12 @@ def _vit(g: _Graph, w: _Weights, spec: ViT, batch: int, image: int, form: str) -
     return inputs, "head", [batch, spec.classes]
 
 
-def transformer_to_onnx(name: str, mod: tvm.IRModule, *, layer_norm: str = "fused") -> onnx.ModelProto:
+def transformer_to_onnx(name: str, mod: tvm.IRModule, *, layer_norm: str = "fused", gelu: str = "erf"
+                        ) -> onnx.ModelProto:
     """The ONNX file of the zoo transformer ``name`` built as ``mod`` (any batch and size), checked with
-    ``onnx.checker``; ``layer_norm`` is ``fused`` (``LayerNormalization``) or ``decomposed``."""
+    ``onnx.checker``; ``layer_norm`` is ``fused`` (``LayerNormalization``) or ``decomposed``, ``gelu`` is ``erf`` or
+    ``tanh`` (the tanh approximation: the file then computes another function than ``mod``, off by up to ~1e-3
+    per GELU)."""
     from search.zoo import MODELS
 
     spec = MODELS[name].builder if name in MODELS else None
@@ -190,10 +212,12 @@ def transformer_to_onnx(name: str, mod: tvm.IRModule, *, layer_norm: str = "fuse
         raise SearchError(f"{name}: not a zoo transformer")
     if layer_norm not in LAYER_NORMS:
         raise SearchError(f"layer_norm must be one of {', '.join(LAYER_NORMS)}, got {layer_norm!r}")
+    if gelu not in GELUS:
+        raise SearchError(f"gelu must be one of {', '.join(GELUS)}, got {gelu!r}")
     shape = [int(d) for d in mod["main"].params[0].ty.shape]
     g, weights = _Graph(), _Weights(mod)
     write: Callable = _bert if isinstance(spec, Bert) else _vit
-    inputs, output, out_shape = write(g, weights, spec, shape[0], shape[-1], layer_norm)
+    inputs, output, out_shape = write(g, weights, spec, shape[0], shape[-1], layer_norm, gelu)
     outputs = [helper.make_tensor_value_info(output, TensorProto.FLOAT, out_shape)]
     graph = helper.make_graph(g.nodes, name, inputs, outputs, g.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="tessera",
