@@ -102,7 +102,7 @@ def test_tune_exports_a_checked_plan_of_a_transformer(model, tmp_path):
     artifact = load_artifact(tmp_path / "out" / "artifact")
     assert artifact.manifest["numerical_check"]["passed"]
     assert summary["measurements"]["new"] > 0 and summary["plan"]["latency"]["median_ms"] > 0
-    assert sum(op.kind == "batch_matmul" for op in extract_graph(load_model(model)).tunable) == 4
+    assert sum(node.startswith("batch_matmul_") for node in artifact.plan.choices) == 4  # attention: own kernels
     if model == "bert_small":
         assert artifact.manifest["input_dtypes"] == {"input_ids": "int64", "token_type_ids": "int64"}
         assert all(a.dtype == np.int64 and a.max() < 2 for a in artifact.random_inputs())
