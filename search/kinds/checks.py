@@ -90,14 +90,15 @@ def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> No
     where = f"{kind.name} {spec.in_layout}>{spec.out_layout}:{dict(spec.knobs)} {spec.epilogue} on {spec.workload!r}"
     rng = np.random.default_rng(seed)
     wl, layouts = spec.workload, {"in": layout(spec.in_layout), "out": layout(spec.out_layout)}
-    (_, data_shape), *others = kind.activations(spec)
+    activations = kind.activations(spec)
+    (_, data_shape), *others = activations
     data = rng.uniform(-1, 1, data_shape)
     params = kind.random_params(wl, spec.epilogue, rng)
     inputs = [data, *(rng.uniform(-1, 1, shape) for _, shape in others)]
     func = kind.build(spec, target)
     assert bool(func.attrs["tir.is_scheduled"]) and "global_symbol" not in func.attrs, \
         f"{where}: build must return a PrimFunc marked scheduled, without a global symbol"
-    stored = [layouts[side].from_logical(x) for (side, _), x in zip(kind.activations(spec), inputs)]
+    stored = [layouts[side].from_logical(x) for (side, _), x in zip(activations, inputs)]
     arrays = [stored[0], *kind.pack(spec, params), *stored[1:]]
     out_shape = layouts["out"].physical_shape(kind.out_shape(wl))
     shapes = [tuple(int(e) for e in p.shape) for p in func.params]
