@@ -58,12 +58,12 @@ def chain_task(graph: OpGraph, node: str, candidate: Candidate, followers: Seque
                ) -> ChainTask | None:
     """What ``node`` runs besides its kernel in ``candidate``'s output layout: a layout kind's own op and the
     followers after the node (``followers``, default ``graph.followers_of(node)``); None for a kernel without
-    followers or with a non-4-D output."""
+    followers, with a non-4-D output or of a layout-free kind."""
     op = graph.op(node)
     followers = graph.followers_of(node) if followers is None else followers
     described = tuple((f.kind, tuple(sorted(f.attrs.items()))) for f in followers)
     if isinstance(get_kind(op.kind), KernelKind):
-        if not followers or len(op.shape) != 4:
+        if not followers or len(op.shape) != 4 or op.layout_free:
             return None
         return ChainTask("output", (op.shape,), described, candidate.out_layout)
     return ChainTask(op.kind, op.input_shapes, described, candidate.out_layout)

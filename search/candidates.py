@@ -91,8 +91,8 @@ def check_candidate(op: Op, candidate: Candidate) -> None:
     try:
         sides = [(candidate.in_layout if side == "in" else candidate.out_layout, shape)
                  for side, shape in zip(op.input_sides, op.input_shapes)]
-        for name, shape in [*sides, (candidate.out_layout, op.shape)]:
-            activation_layout(name, shape)
+        for name, shape in [] if op.layout_free else [*sides, (candidate.out_layout, op.shape)]:
+            activation_layout(name, shape)  # a layout-free op's layouts name its kernel's view: checked as a pair
     except LayoutError as exc:
         raise SearchError(f"{where}: {exc}") from exc
     pairs = kind.layout_pairs(op)

@@ -3,7 +3,7 @@
 Every node of a kernel kind becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant
 arguments; a node of a layout kind (concat, add) runs its Relax op in its chosen layout; every edge whose layouts
 differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers run in their
-producer's layout; fixed ops and model outputs see NCHW.
+producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see NCHW (of 4-D values).
 """
 
 from __future__ import annotations
@@ -81,19 +81,21 @@ class _Emitter:
             self.kernel_vars[spec] = self.bb.add_func(func, name)
             self.kernels[self.kernel_vars[spec].name_hint] = func
         sides = {"in": candidate.in_layout, "out": candidate.out_layout}
-        inputs = [self.read(value, sides[side]) for value, side in zip(op.inputs, op.input_sides)]
+        # a layout-free op reads its values as they are stored for fixed ops (4-D ones in NCHW, their logical order)
+        inputs = [self.read(value, "NCHW" if op.layout_free else sides[side])
+                  for value, side in zip(op.inputs, op.input_sides)]
         # a kernel's logical shapes may flatten the op's (dense on (batch, tokens, in)): reshaped around it
-        kernel_in, kernel_out = tuple(kind.in_shape(spec.workload)), tuple(kind.out_shape(spec.workload))
-        wanted = [kernel_in] + [kernel_out] * (len(inputs) - 1)
+        wanted = [shape for _, shape in kind.activations(spec)]
         inputs = [x if tuple(shape) == want else self.bb.emit(relax.op.reshape(x, want), name_hint=f"{op.name}_in{i}")
-                  for i, (x, shape, want) in enumerate(zip(inputs, op.input_shapes, wanted))]
+                  for i, (x, shape, want) in enumerate(zip(inputs, op.input_shapes, wanted, strict=True))]
         args = [inputs[0], *(relax.const(array) for array in kind.pack(spec, op.params)), *inputs[1:]]
+        kernel_out = tuple(kind.out_shape(spec.workload))
         shape = layout(candidate.out_layout).physical_shape(kernel_out)
         call = relax.call_tir(self.kernel_vars[spec], relax.Tuple(args), relax.TensorType(shape, "float32"))
         self.define(op, self.bb.emit(call, name_hint=op.name), candidate.out_layout)
         if kernel_out != tuple(op.shape):
             view = self.bb.emit(relax.op.reshape(self.values[op.name][0], op.shape), name_hint=f"{op.name}_out")
-            self.values[op.name] = (view, NOT_4D)
+            self.values[op.name] = (view, _fixed_layout(op.shape) if op.layout_free else NOT_4D)
 
     def layout_op(self, op: Op, kind: LayoutKind) -> None:
         stored = self.chosen[op.name].out_layout
@@ -138,7 +140,7 @@ class _Emitter:
                   for (name, shape), dtype in zip(self.graph.inputs, self.graph.input_dtypes, strict=True)]
         with self.bb.function("main", params):
             for param in params:
-                self.values[param.name] = (param, "NCHW" if len(param.ty.shape.values) == 4 else NOT_4D)
+                self.values[param.name] = (param, _fixed_layout(param.ty.shape.values))
             with self.bb.dataflow():
                 for op in self.graph.ops:
                     kind = get_kind(op.kind) if op.role == "tunable" else None
@@ -155,6 +157,11 @@ class _Emitter:
                 out = self.bb.emit_output(result)
             self.bb.emit_func_output(out)
         return Emitted(self.bb.get(), self.kernels, len(self.converted), self.origins)
+
+
+def _fixed_layout(shape) -> str:
+    """How fixed ops and model inputs store a value of ``shape``: NCHW if it is 4-D, else untransformed."""
+    return "NCHW" if len(shape) == 4 else NOT_4D
 
 
 def follower_expr(op: Op, x: relax.Expr, stored: str) -> relax.Expr:

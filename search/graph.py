@@ -13,7 +13,8 @@ One ``Op`` per operator that matters for layouts. Three roles:
   plain NCHW, as do the model inputs/outputs.
 
 Layout edges join two tunable ops through follower chains and carry 4-D activations only (2-D tensors have the single
-layout ``NC`` and need no edge). Tunable ops that read from or write to a fixed op / model boundary are listed as
+layout ``NC`` and need no edge); ops of a layout-free kind (``batch_matmul``) count as fixed ops here, as their 4-D
+tensors are no NCHW activations. Tunable ops that read from or write to a fixed op / model boundary are listed as
 boundary reads and writes.
 """
 
@@ -56,6 +57,9 @@ class Op:
         ``value`` ((C,)) of channel_scale / channel_shift.
     input_sides : tuple of str
         For a tunable op, which of its layouts each input must arrive in: ``in``, or ``out`` for a residual.
+    layout_free : bool
+        A tunable op of a ``layout_free`` kind (``batch_matmul``): its tensors are logical arrays, read and written as
+        a fixed op's are, whatever their rank.
     bindings : tuple of str
         Names of the Relax bindings this op replaces (for messages).
     call : relax.Expr or None
@@ -71,6 +75,7 @@ class Op:
     attrs: dict[str, Any] = field(default_factory=dict)
     params: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     input_sides: tuple[str, ...] = ()
+    layout_free: bool = False
     bindings: tuple[str, ...] = ()
     call: Any = field(default=None, repr=False)
 
@@ -203,7 +208,7 @@ def _source(by_name: dict[str, Op], value: str) -> str | None:
     while value in by_name and by_name[value].role == "follower":
         value = by_name[value].inputs[0]
     op = by_name.get(value)
-    return op.name if op is not None and op.role == "tunable" else None
+    return op.name if op is not None and op.role == "tunable" and not op.layout_free else None
 
 
 def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[BoundaryRead], list[BoundaryWrite]]:
@@ -215,7 +220,7 @@ def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[
             src = _source(by_name, value)
             if len(shape) != 4 or op.role == "follower":
                 continue
-            if op.role == "fixed":
+            if op.role == "fixed" or op.layout_free:
                 writes.extend([BoundaryWrite(src, op.name, shape, value)] if src else [])
             elif src is None:
                 reads.append(BoundaryRead(op.name, index, op.input_sides[index], shape))

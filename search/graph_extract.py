@@ -69,7 +69,7 @@ class _Extractor:
 
     def tunable_op(self, kind: OperatorKind, match: Match) -> None:
         self.add_op(kind.name, "tunable", match.parts, list(match.inputs), attrs=dict(match.attrs),
-                    params=dict(match.params), input_sides=kind.input_sides(match))
+                    params=dict(match.params), input_sides=kind.input_sides(match), layout_free=kind.layout_free)
 
     # ---------------------------------------------------------------- matching
     def absorbing_matches(self) -> dict[int, tuple[OperatorKind, Match]]:

@@ -47,9 +47,9 @@ def tuning_space(
     space_size: int = DEFAULT_SPACE_SIZE,
     baselines: Sequence[str] = BASELINES,
 ) -> dict[str, list[Candidate]]:
-    """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (dense keeps ``NC``),
-    the first ``space_size`` of them, then the candidates of the uniform plans ``baselines`` (names of
-    ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
+    """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (dense keeps ``NC``, a
+    layout-free kind its own), the first ``space_size`` of them, then the candidates of the uniform plans
+    ``baselines`` (names of ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
     The baselines make every node's domain non-empty and let their predicted costs be read off the problem.
     """
@@ -59,7 +59,7 @@ def tuning_space(
     space = {}
     for op in graph.tunable:
         ranked = node_candidates(op)
-        chosen = [c for c in ranked if c.in_layout in allowed and c.out_layout in allowed][:space_size]
+        chosen = [c for c in ranked if op.layout_free or {c.in_layout, c.out_layout} <= allowed][:space_size]
         chosen += [plan.candidate(op.name) for plan in baselines]
         space[op.name] = list(dict.fromkeys(chosen))
     return space

@@ -1,10 +1,10 @@
 """Operator kinds: one class per kind of tunable operator behind one interface (``base``), registered by name.
 
-Built in: ``conv2d``, ``depthwise_conv2d`` and ``dense`` (kernel kinds, with templates), ``concat`` and ``add`` (layout
-kinds). A new kind is one class and ``@register``; ``check_kind`` checks it.
+Built in: ``conv2d``, ``depthwise_conv2d``, ``dense`` and ``batch_matmul`` (kernel kinds, with templates),
+``concat`` and ``add`` (layout kinds). A new kind is one class and ``@register``; ``check_kind`` checks it.
 """
 
-from search.kinds import add, concat, conv2d, dense, depthwise  # noqa: F401  (they register themselves)
+from search.kinds import add, batch_matmul, concat, conv2d, dense, depthwise  # noqa: F401  (they register themselves)
 from search.kinds.base import KernelKind, LayoutKind, Match, OperatorKind
 from search.kinds.checks import check_kernel, check_kind, kind_checks
 from search.kinds.registry import KINDS, get_kind, kernel_kind, register

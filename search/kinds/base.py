@@ -58,10 +58,16 @@ class OperatorKind(ABC):
     examples : tuple
         What the conformance suite runs the kind on when given nothing else (``check_kind(kind)``): workloads of a
         kernel kind, tuples of input shapes of a layout kind.
+    layout_free : bool
+        Whether the op's tensors are plain logical arrays rather than NCHW activations, whatever their rank (an
+        attention matmul's (batch, heads, tokens, size)). The plan decides no layout for them: the graph gives the op
+        no layout edges, boundary reads or writes, it reads and writes its values as a fixed op does (4-D ones in
+        NCHW order, which is their logical order) and its layout pairs only name the kernel's view.
     """
 
     name: ClassVar[str]
     absorbs: ClassVar[bool] = False
+    layout_free: ClassVar[bool] = False
     examples: ClassVar[tuple[Any, ...]] = ()
 
     @abstractmethod
@@ -109,8 +115,9 @@ class LayoutKind(OperatorKind):
 class KernelKind(OperatorKind):
     """A kind that runs as a scheduled template kernel.
 
-    The kernel's arguments are ``data`` (in the input layout), the constant arrays ``pack`` returns, the residual (in
-    the output layout) when the epilogue adds one, and the output (in the output layout).
+    The kernel's arguments are ``data`` (in the input layout), the constant arrays ``pack`` returns, the other
+    activations ``activations`` lists (by default the residual, in the output layout, when the epilogue adds one), and
+    the output (in the output layout).
 
     Attributes
     ----------
@@ -158,6 +165,12 @@ class KernelKind(OperatorKind):
     def out_shape(self, workload: Any) -> tuple[int, ...]:
         """Logical shape of the output (and of the residual)."""
 
+    def activations(self, spec: KernelSpec) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """The kernel's activation arguments in order, each as (the side of the spec whose layout it is stored in,
+        ``in`` or ``out``; its logical shape): the data, then the residual when the epilogue adds one."""
+        data = ("in", tuple(self.in_shape(spec.workload)))
+        return (data, ("out", tuple(self.out_shape(spec.workload)))) if spec.epilogue.residual else (data,)
+
     @abstractmethod
     def knob_space(self, spec: KernelSpec, size: int | None = None) -> list[Knobs]:
         """Knob settings for ``spec``'s workload and layouts (its own knobs ignored), the default first, at most
@@ -176,9 +189,9 @@ class KernelKind(OperatorKind):
         """Random constant operands as the graph would hold them (for the conformance suite)."""
 
     @abstractmethod
-    def reference(self, spec: KernelSpec, data: np.ndarray, params: dict[str, np.ndarray],
-                  residual: np.ndarray | None) -> np.ndarray:
-        """The numpy (float64) result in logical layout."""
+    def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
+                  ) -> np.ndarray:
+        """The numpy (float64) result in logical layout on the logical ``activations`` (data first)."""
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
         """Cost-model features of the kernel (names of ``cost_models.features.FEATURE_NAMES``); a kind without

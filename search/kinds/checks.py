@@ -81,30 +81,32 @@ def _space_check(kind: KernelKind, spec: KernelSpec, target) -> None:
 
 def check_kernel(spec: KernelSpec, *, target=None, seed: int = 0) -> None:
     """Build ``spec`` with its kind, check the PrimFunc is scheduled and its parameters have the shapes of the data,
-    the packed constants, the residual and the output, run it on random operands and compare with the kind's numpy
-    reference; ``AssertionError`` on a difference."""
+    the packed constants, the other activations (a residual) and the output, run it on random operands and compare
+    with the kind's numpy reference; ``AssertionError`` on a difference."""
     _numerics_check(spec.kind, spec, target or _target(), seed)
 
 
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
     where = f"{kind.name} {spec.in_layout}>{spec.out_layout}:{dict(spec.knobs)} {spec.epilogue} on {spec.workload!r}"
     rng = np.random.default_rng(seed)
-    wl, src, dst = spec.workload, layout(spec.in_layout), layout(spec.out_layout)
-    data = rng.uniform(-1, 1, kind.in_shape(wl))
+    wl, layouts = spec.workload, {"in": layout(spec.in_layout), "out": layout(spec.out_layout)}
+    activations = kind.activations(spec)
+    (_, data_shape), *others = activations
+    data = rng.uniform(-1, 1, data_shape)
     params = kind.random_params(wl, spec.epilogue, rng)
-    residual = rng.uniform(-1, 1, kind.out_shape(wl)) if spec.epilogue.residual else None
+    inputs = [data, *(rng.uniform(-1, 1, shape) for _, shape in others)]
     func = kind.build(spec, target)
     assert bool(func.attrs["tir.is_scheduled"]) and "global_symbol" not in func.attrs, \
         f"{where}: build must return a PrimFunc marked scheduled, without a global symbol"
-    packed = kind.pack(spec, params)
-    arrays = [src.from_logical(data), *packed] + ([dst.from_logical(residual)] if residual is not None else [])
-    out_shape = dst.physical_shape(kind.out_shape(wl))
+    stored = [layouts[side].from_logical(x) for (side, _), x in zip(activations, inputs)]
+    arrays = [stored[0], *kind.pack(spec, params), *stored[1:]]
+    out_shape = layouts["out"].physical_shape(kind.out_shape(wl))
     shapes = [tuple(int(e) for e in p.shape) for p in func.params]
     assert shapes == [a.shape for a in arrays] + [out_shape], \
-        f"{where}: parameters {shapes}, but data, packed constants, residual and output are " \
+        f"{where}: parameters {shapes}, but data, packed constants, other activations and output are " \
         f"{[a.shape for a in arrays] + [out_shape]}"
-    expected = kind.reference(spec, data, params, residual)
-    _close(dst.to_logical(_run(func, arrays, out_shape, target)), expected, where)
+    expected = kind.reference(spec, inputs, params)
+    _close(layouts["out"].to_logical(_run(func, arrays, out_shape, target)), expected, where)
 
 
 def _features_check(kind: KernelKind, spec: KernelSpec) -> None:

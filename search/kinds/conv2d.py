@@ -3,6 +3,8 @@ run by the template in ``search.templates.conv2d`` in any pair of NCHW, NHWC and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from search.bindings import Bindings, plain
@@ -91,10 +93,11 @@ class ConvLike(KernelKind):
             params["bias"] = rng.uniform(-1, 1, wl.out_channels)
         return params
 
-    def reference(self, spec: KernelSpec, data: np.ndarray, params: dict[str, np.ndarray],
-                  residual: np.ndarray | None) -> np.ndarray:
+    def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
+                  ) -> np.ndarray:
+        data, *residual = inputs  # the residual, if the epilogue adds one
         acc = conv_reference(data, params["weight"], spec.workload)
-        return apply_epilogue(acc, spec.epilogue, params.get("bias"), residual)
+        return apply_epilogue(acc, spec.epilogue, params.get("bias"), *residual)
 
 
 @register

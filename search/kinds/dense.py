@@ -3,6 +3,8 @@ template in ``search.templates.dense`` on ``NC`` activations."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from search.bindings import Bindings
@@ -72,9 +74,10 @@ class DenseKind(KernelKind):
             params["bias"] = rng.uniform(-1, 1, workload.out_features)
         return params
 
-    def reference(self, spec: KernelSpec, data: np.ndarray, params: dict[str, np.ndarray],
-                  residual: np.ndarray | None) -> np.ndarray:
-        return apply_epilogue(data @ params["weight"].T, spec.epilogue, params.get("bias"), residual)
+    def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
+                  ) -> np.ndarray:
+        data, *residual = inputs  # the residual, if the epilogue adds one
+        return apply_epilogue(data @ params["weight"].T, spec.epilogue, params.get("bias"), *residual)
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
         wl = spec.workload

@@ -85,7 +85,7 @@ def packed_bias(spec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [np.ascontiguousarray(params["bias"], dtype=spec.workload.dtype).reshape(-1)]
 
 
-def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray | None, residual: np.ndarray | None,
+def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray | None, residual: np.ndarray | None = None
                    ) -> np.ndarray:
     """``act(acc + bias + residual)`` in numpy, on logical arrays (channels on axis 1)."""
     shape = [1] * acc.ndim

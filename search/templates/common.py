@@ -138,6 +138,18 @@ def by_closeness(values: Sequence[int], default: int) -> list[int]:
     return sorted(values, key=lambda v: (v != default, abs(v - default), v))
 
 
+def row_tiles(rows: int, limit: int = 8, default: int = 4) -> list[int]:
+    """Register tiles of ``rows`` (unrolled rows sharing each loaded vector): divisors up to ``limit``, the largest
+    up to ``default`` first."""
+    tiles = divisors(rows, limit)
+    return by_closeness(tiles, max(t for t in tiles if t <= default))
+
+
+def k_unrolls(extent: int) -> list[int]:
+    """Unroll factors of a reduction of ``extent`` that divide it: 4 (the default where it divides), 1, 8."""
+    return [k for k in (4, 1, 8) if extent % k == 0]
+
+
 def reg_tile_default(width: int, vectors_per_row: int) -> int:
     """Largest divisor of ``width`` up to 14 whose tile fits the accumulator registers."""
     fits = [d for d in divisors(width, 14) if d * vectors_per_row <= unit().accumulators]

@@ -11,19 +11,17 @@ import tvm
 from tvm import te
 
 from search.templates.common import (
-    by_closeness,
-    divisors,
     epilogue_compute,
     finish,
+    k_unrolls,
     knob_product,
     resolve_knobs,
+    row_tiles,
     vectorize_tile,
 )
 from search.templates.workloads import DenseWorkload, KernelSpec, Knobs
 
 OC_BLOCKS = (16, 32, 8, 64, 4)
-K_UNROLLS = (4, 1, 8)
-MAX_ROWS, DEFAULT_ROWS = 8, 4  # batch register tile: choices up to 8 rows, default up to 4
 
 
 def supported_layouts(workload: DenseWorkload) -> list[tuple[str, str]]:
@@ -32,11 +30,10 @@ def supported_layouts(workload: DenseWorkload) -> list[tuple[str, str]]:
 
 def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     wl = spec.workload
-    rows = divisors(wl.batch, MAX_ROWS)
     return {
         "oc_bn": [b for b in OC_BLOCKS if wl.out_features % b == 0] or [1],
-        "reg_b": by_closeness(rows, max(r for r in rows if r <= DEFAULT_ROWS)),
-        "k_unroll": [k for k in K_UNROLLS if wl.in_features % k == 0],
+        "reg_b": row_tiles(wl.batch),
+        "k_unroll": k_unrolls(wl.in_features),
     }
 
 

@@ -82,6 +82,23 @@ class DenseWorkload:
 
 
 @dataclass(frozen=True)
+class BatchMatmulWorkload:
+    """``out[b, i, j] = sum_k a[b, i, k] * w[b, k, j]``: a product of two activations per batch entry."""
+
+    batch: int
+    m: int
+    k: int
+    n: int
+    dtype: str = "float32"
+
+    kind = "batch_matmul"  # the operator kind running it (a class attribute, not a field)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.batch * self.m * self.k * self.n
+
+
+@dataclass(frozen=True)
 class Epilogue:
     """Elementwise work fused after the reduction: ``act(acc + bias + residual)``."""
 

@@ -28,9 +28,9 @@ vit_small            32       1     13   (+ 4; 2 layers, 64 hidden, 10 classes, 
 ================  =====  ======  =====
 
 The transformers (``transformer.py``) keep their tokens as 2-D (tokens, hidden) tensors, so their linear layers are
-the dense ops of item 6 below; their other operators (embedding ``R.take``, ``R.nn.layer_norm``, ``R.nn.softmax``,
-``R.nn.gelu``, the attention's 4-D ``R.matmul`` of two activations, reshapes and transposes splitting and merging the
-heads) lie outside the CNN vocabulary below and become fixed ops of the graph.
+the dense ops of item 6 below, and the attention's 4-D ``R.matmul`` of two activations are ``batch_matmul`` ops; their
+other operators (embedding ``R.take``, ``R.nn.layer_norm``, ``R.nn.softmax``, ``R.nn.gelu``, reshapes and transposes
+splitting and merging the heads) lie outside the CNN vocabulary below and become fixed ops of the graph.
 
 Weights
 -------

@@ -13,9 +13,10 @@ Tokens flow as 2-D (tokens, hidden) tensors, tokens = batch x sequence, so every
 ``R.matmul(x, W)`` by a constant (in, out) weight and an ``R.add`` of a (1, out) bias: the ``dense`` kind of
 ``search.kinds``. Attention splits the heads with ``R.reshape`` and ``R.permute_dims`` (queries and values to
 (batch, heads, sequence, head size), keys pre-transposed to (batch, heads, head size, sequence)), multiplies the
-activations with two 4-D ``R.matmul`` calls, scaled by a constant and with ``R.nn.softmax`` between them, and merges
-the heads back to (tokens, hidden). Layer norms are ``R.nn.layer_norm`` on the last axis, GELU is ``R.nn.gelu``
-(the erf form). Names follow Hugging Face's modules: ``layer{i}_attention_query``, ``layer{i}_output_dense``, ...
+activations with two 4-D ``R.matmul`` calls (the ``batch_matmul`` kind), scaled by a constant and with
+``R.nn.softmax`` between them, and merges the heads back to (tokens, hidden). Layer norms are ``R.nn.layer_norm`` on
+the last axis, GELU is ``R.nn.gelu`` (the erf form). Names follow Hugging Face's modules:
+``layer{i}_attention_query``, ``layer{i}_output_dense``, ...
 
 Linear weights are N(0, 1 / fan_in), so that queries and keys are O(1) and the softmax is far from uniform; biases
 N(0, 0.02); layer norms' gamma in [0.8, 1.2], beta N(0, 0.05); embeddings N(0, 1). ``numpy.random.default_rng([seed,

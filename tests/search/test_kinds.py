@@ -30,7 +30,8 @@ def test_every_registered_kind_conforms(kind, check_name, check):
     check()
 
 
-@pytest.mark.parametrize(("name", "pairs"), [("conv2d", 2), ("depthwise_conv2d", None), ("dense", None)])
+@pytest.mark.parametrize(("name", "pairs"), [("conv2d", 2), ("depthwise_conv2d", None), ("dense", None),
+                                             ("batch_matmul", None)])
 def test_every_knob_setting_on_one_workload(name, pairs):
     kind = KINDS[name]
     check_kind(kind, kind.examples[:1], epilogues=kind.epilogues[-1:], pairs=pairs, target=TARGET)
@@ -38,8 +39,8 @@ def test_every_knob_setting_on_one_workload(name, pairs):
 
 def test_the_suite_catches_a_wrong_kernel_and_a_wrong_default():
     class Off(type(KINDS["dense"])):  # adds 1 to every output: the numpy reference disagrees
-        def reference(self, spec, data, params, residual):
-            return super().reference(spec, data, params, residual) - 1
+        def reference(self, spec, inputs, params):
+            return super().reference(spec, inputs, params) - 1
 
     with pytest.raises(AssertionError, match="numerics.*relative error"):
         check_kind(Off(), pairs=1, settings=1, target=TARGET)
@@ -53,7 +54,7 @@ def test_the_suite_catches_a_wrong_kernel_and_a_wrong_default():
 
 
 def test_registry_lookup():
-    assert set(KINDS) >= {"conv2d", "depthwise_conv2d", "dense", "concat", "add"}
+    assert set(KINDS) >= {"conv2d", "depthwise_conv2d", "dense", "batch_matmul", "concat", "add"}
     assert get_kind("conv2d") is KINDS["conv2d"] and isinstance(KINDS["dense"], KernelKind)
     with pytest.raises(SearchError, match="no operator kind 'gemm'.*conv2d"):
         get_kind("gemm")

@@ -77,12 +77,22 @@ def test_vit_small_compiles_and_matches_numpy_reference():
 def test_linear_layers_are_dense_nodes_with_their_gelu_and_residual_fused():
     graph = extract_graph(load_model("bert_small"))
     assert graph.input_dtypes == ("int64", "int64")
-    assert {op.kind for op in graph.tunable} == {"dense"} and len(graph.tunable) == 12
-    epilogues = [(op.attrs["bias"], op.attrs["residual"], op.attrs["activation"]) for op in graph.tunable]
+    dense = [op for op in graph.tunable if op.kind == "dense"]
+    assert len(dense) == 12
+    epilogues = [(op.attrs["bias"], op.attrs["residual"], op.attrs["activation"]) for op in dense]
     per_layer = [(True, False, None)] * 3 + [(True, True, None), (True, False, "gelu"), (True, True, None)]
     assert epilogues == per_layer * 2  # query, key, value, attention output, intermediate, output
     fixed = {op.kind for op in graph.ops if op.role == "fixed"}
-    assert {"take", "nn.layer_norm", "nn.softmax", "matmul"} <= fixed and "nn.gelu" not in fixed
+    assert {"take", "nn.layer_norm", "nn.softmax"} <= fixed and not fixed & {"nn.gelu", "matmul"}
+
+
+def test_attention_matmuls_are_layout_free_batch_matmul_nodes():
+    graph = extract_graph(load_model("bert_small"))
+    nodes = [op for op in graph.tunable if op.kind == "batch_matmul"]
+    assert len(nodes) == 4 and all(op.layout_free for op in nodes)
+    scores, context = nodes[:2]  # (batch, heads, tokens, size) @ (batch, heads, size, tokens), then probs @ values
+    assert scores.input_shapes == ((1, 4, 16, 16), (1, 4, 16, 16)) and context.shape == (1, 4, 16, 16)
+    assert not graph.edges and not graph.boundary_reads and not graph.boundary_writes  # 4-D, but no NCHW activations
 
 
 @pytest.mark.parametrize("model", ["bert_small", "vit_small"])
@@ -92,6 +102,7 @@ def test_tune_exports_a_checked_plan_of_a_transformer(model, tmp_path):
     artifact = load_artifact(tmp_path / "out" / "artifact")
     assert artifact.manifest["numerical_check"]["passed"]
     assert summary["measurements"]["new"] > 0 and summary["plan"]["latency"]["median_ms"] > 0
+    assert sum(node.startswith("batch_matmul_") for node in artifact.plan.choices) == 4  # attention: own kernels
     if model == "bert_small":
         assert artifact.manifest["input_dtypes"] == {"input_ids": "int64", "token_type_ids": "int64"}
         assert all(a.dtype == np.int64 and a.max() < 2 for a in artifact.random_inputs())

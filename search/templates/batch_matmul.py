@@ -1,0 +1,75 @@
+"""Batched matmul of two activations ``out[b, i, j] = sum_k a[b, i, k] * w[b, k, j]`` on row-major 3-D tensors.
+
+The columns are split in vectorised blocks of ``n_bn`` (the vector unit's lanes or a divisor of them that divides n,
+else 1), the rows in an unrolled register tile of ``reg_m`` and the reduction unrolled by ``k_unroll``; (batch, row
+tile, column block) triples run in parallel. Every knob divides its extent, so any sizes compute exactly.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import te
+
+from search.templates.common import (
+    epilogue_compute,
+    finish,
+    k_unrolls,
+    knob_product,
+    resolve_knobs,
+    row_tiles,
+    unit,
+    vectorize_tile,
+)
+from search.templates.workloads import BatchMatmulWorkload, Epilogue, KernelSpec, Knobs
+
+LAYOUT = "BIJ"  # a plain row-major 3-D tensor: batch, rows, columns
+
+
+def supported_layouts(workload: BatchMatmulWorkload) -> list[tuple[str, str]]:
+    return [(LAYOUT, LAYOUT)]
+
+
+def _choices(spec: KernelSpec) -> dict[str, list[int]]:
+    wl, lanes = spec.workload, unit().lanes
+    blocks = [lanes, 2 * lanes] + [lanes // d for d in (2, 4) if lanes % d == 0]
+    return {
+        "n_bn": [b for b in blocks if wl.n % b == 0] or [1],
+        "reg_m": row_tiles(wl.m),
+        "k_unroll": k_unrolls(wl.k),
+    }
+
+
+def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
+    return knob_product(_choices(spec), size)
+
+
+def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    wl = spec.workload
+    knobs = resolve_knobs(spec.knobs, _choices(spec))
+    a = te.placeholder((wl.batch, wl.m, wl.k), wl.dtype, name="a")
+    w = te.placeholder((wl.batch, wl.k, wl.n), wl.dtype, name="w")
+    k = te.reduce_axis((0, wl.k), name="k")
+    acc = te.compute((wl.batch, wl.m, wl.n), lambda b, i, j: te.sum(a[b, i, k] * w[b, k, j], axis=k),
+                     name="batch_matmul")
+    out, _ = epilogue_compute(acc, Epilogue(bias=False), wl.n, lambda b, i, j: j)  # the tile's write-back
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
+    _schedule(sch, knobs)
+    return finish(sch)
+
+
+def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int]) -> None:
+    acc = sch.get_sblock("batch_matmul")
+    b, i, j, k = sch.get_loops(acc)
+    io, ii = sch.split(i, [None, knobs["reg_m"]])
+    jo, ji = sch.split(j, [None, knobs["n_bn"]])
+    ko, ki = sch.split(k, [None, knobs["k_unroll"]])
+    sch.reorder(b, io, jo, ko, ki, ii, ji)
+    out = sch.get_sblock("out")
+    sch.reverse_compute_at(out, jo)
+    sch.parallel(sch.fuse(b, io, jo))
+    sch.unroll(ki)
+    sch.unroll(ii)
+    sch.vectorize(ji)
+    init = sch.decompose_reduction(acc, ko)
+    vectorize_tile(sch, init, depth=1)
+    vectorize_tile(sch, out, depth=1)
