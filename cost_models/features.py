@@ -23,10 +23,11 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 4  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
-# 4: gelu_tanh
+FEATURE_VERSION = 5  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+# 4: gelu_tanh; 5: is_batch_matmul
 
-FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "layout_transform")  # the kinds with an is_<kind> feature
+# the kinds with an is_<kind> feature
+FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "layout_transform")
 
 FEATURE_NAMES = (
     # what the task is

@@ -10,6 +10,7 @@ from tvm import relax
 
 from search.bindings import Bindings
 from search.kinds.base import KernelKind, Match
+from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.relax_exprs import static_shape
 from search.templates import batch_matmul as template
@@ -21,8 +22,8 @@ class BatchMatmulKind(KernelKind):
     """``a @ w`` with a (..., m, k) and w (..., k, n) both activations of rank >= 3 and equal leading dimensions (no
     broadcasting). The kernel runs on the leading dimensions flattened into one batch axis (a transformer's batch x
     heads) and export reshapes around it for free. It absorbs no epilogue, and its tensors take no part in layout
-    decisions (``layout_free``): its one layout pair names the row-major 3-D view. It gives no cost-model features yet
-    (``features`` raises NotImplementedError), so only measured costs price it, not the learned model."""
+    decisions (``layout_free``): its one layout pair names the row-major 3-D view. Its cost-model features are a dense
+    layer's on the flattened (batch x m, k) rows, the second operand counted as one (k, n) weight."""
 
     name = "batch_matmul"
     absorbs = False
@@ -83,3 +84,8 @@ class BatchMatmulKind(KernelKind):
                   ) -> np.ndarray:
         a, w = inputs
         return a @ w
+
+    def features(self, spec: KernelSpec) -> dict[str, float]:
+        wl = spec.workload
+        extents = Extents(wl.batch * wl.m, wl.k, 1, 1, wl.n, 1, 1)
+        return tiled_kernel_features(spec, extents, wl.k, dict(spec.knobs).get("n_bn", 1), layouts=False)
