@@ -95,17 +95,25 @@ def test_attention_matmuls_are_layout_free_batch_matmul_nodes():
     assert not graph.edges and not graph.boundary_reads and not graph.boundary_writes  # 4-D, but no NCHW activations
 
 
-@pytest.mark.parametrize("model", ["bert_small", "vit_small"])
-def test_tune_exports_a_checked_plan_of_a_transformer(model, tmp_path):
-    summary = tune(model, tmp_path / "out", cache=tmp_path / "costs.sqlite", threads=1, space_size=2, repeat=2,
+def test_tune_exports_a_checked_plan_of_bert(tmp_path):
+    summary = tune("bert_small", tmp_path / "out", cache=tmp_path / "costs.sqlite", threads=1, space_size=2, repeat=2,
                    calibrate=0, echo=lambda line: None)
     artifact = load_artifact(tmp_path / "out" / "artifact")
     assert artifact.manifest["numerical_check"]["passed"]
     assert summary["measurements"]["new"] > 0 and summary["plan"]["latency"]["median_ms"] > 0
     assert sum(node.startswith("batch_matmul_") for node in artifact.plan.choices) == 4  # attention: own kernels
-    if model == "bert_small":
-        assert artifact.manifest["input_dtypes"] == {"input_ids": "int64", "token_type_ids": "int64"}
-        assert all(a.dtype == np.int64 and a.max() < 2 for a in artifact.random_inputs())
+    assert artifact.manifest["input_dtypes"] == {"input_ids": "int64", "token_type_ids": "int64"}
+    assert all(a.dtype == np.int64 and a.max() < 2 for a in artifact.random_inputs())
+
+
+def test_a_vit_plan_with_a_blocked_patch_embedding_exports_and_checks():
+    from search.export import export, make_target
+    from search.plan import baseline_plan
+
+    graph = extract_graph(load_model("vit_small"))
+    plan = baseline_plan(graph, "nchw16c")
+    assert plan.candidate("conv2d_0").out_layout == "NCHW16c"  # converted back before the patches' reshape
+    assert export(graph, plan, target=make_target(1), threads=1).manifest["numerical_check"]["passed"]
 
 
 @pytest.mark.parametrize("name, layer_norm", [("bert_small", "fused"), ("bert_small", "decomposed"),
