@@ -204,3 +204,22 @@ class KernelKind(OperatorKind):
         if (spec.in_layout, spec.out_layout) not in self.supported_layouts(spec.workload):
             raise SearchError(f"no {self.name} kernel for layouts {spec.in_layout} -> {spec.out_layout} on "
                               f"{spec.workload}")
+
+
+class TemplateKind(KernelKind):
+    """A kernel kind whose layouts, knob space and PrimFunc come from one template module, its ``template`` (with
+    ``supported_layouts(workload)``, ``knob_space(spec, size)`` and ``build(spec, target)``, as in
+    ``search.templates``)."""
+
+    template: ClassVar[Any]
+
+    def supported_layouts(self, workload: Any) -> list[tuple[str, str]]:
+        return self.template.supported_layouts(workload)
+
+    def knob_space(self, spec: KernelSpec, size: int | None = None) -> list[Knobs]:
+        self.check_spec(spec)
+        return self.template.knob_space(spec, size)
+
+    def build(self, spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+        self.check_spec(spec)
+        return self.template.build(spec, target)

@@ -9,7 +9,7 @@ import numpy as np
 from tvm import relax
 
 from search.bindings import Bindings
-from search.kinds.base import KernelKind, Match
+from search.kinds.base import Match, TemplateKind
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.relax_exprs import static_shape
@@ -18,7 +18,7 @@ from search.templates.workloads import BatchMatmulWorkload, Epilogue, KernelSpec
 
 
 @register
-class BatchMatmulKind(KernelKind):
+class BatchMatmulKind(TemplateKind):
     """``a @ w`` with a (..., m, k) and w (..., k, n) both activations of rank >= 3 and equal leading dimensions (no
     broadcasting). The kernel runs on the leading dimensions flattened into one batch axis (a transformer's batch x
     heads) and export reshapes around it for free. It absorbs no epilogue, and its tensors take no part in layout
@@ -26,6 +26,7 @@ class BatchMatmulKind(KernelKind):
     layer's on the flattened (batch x m, k) rows, the second operand counted as one (k, n) weight."""
 
     name = "batch_matmul"
+    template = template
     absorbs = False
     layout_free = True
     workload_type = BatchMatmulWorkload
@@ -61,17 +62,6 @@ class BatchMatmulKind(KernelKind):
     def activations(self, spec: KernelSpec) -> tuple[tuple[str, tuple[int, ...]], ...]:
         wl = spec.workload
         return ("in", self.in_shape(wl)), ("in", (wl.batch, wl.k, wl.n))
-
-    def supported_layouts(self, workload: BatchMatmulWorkload) -> list[tuple[str, str]]:
-        return template.supported_layouts(workload)
-
-    def knob_space(self, spec: KernelSpec, size: int | None = None):
-        self.check_spec(spec)
-        return template.knob_space(spec, size)
-
-    def build(self, spec: KernelSpec, target):
-        self.check_spec(spec)
-        return template.build(spec, target)
 
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
         return []

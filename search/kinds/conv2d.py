@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from search.bindings import Bindings, plain
-from search.kinds.base import KernelKind, Match
+from search.kinds.base import Match, TemplateKind
 from search.kinds.epilogue import apply_epilogue, fused_chain, packed_bias
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
@@ -70,7 +70,7 @@ def conv_extents(wl: Conv2DWorkload) -> Extents:
                    wl.kernel, wl.strides, (top + bottom, left + right), wl.groups)
 
 
-class ConvLike(KernelKind):
+class ConvLike(TemplateKind):
     """What conv2d and depthwise conv2d share: the workload, shapes, random operands, numpy reference, bias."""
 
     workload_type = Conv2DWorkload
@@ -105,6 +105,7 @@ class Conv2DKind(ConvLike):
     """``act(conv2d(data, weight) + bias + residual)``, groups 1."""
 
     name = "conv2d"
+    template = template
     examples = (
         Conv2DWorkload(1, 8, 7, 6, 16, (3, 3), (1, 1), (1, 1, 1, 1)),
         Conv2DWorkload(1, 8, 5, 17, 12, (3, 3), (1, 1), (1, 1, 1, 1)),  # 12 channels, 17 wide: knobs pad both
@@ -112,17 +113,6 @@ class Conv2DKind(ConvLike):
 
     def match(self, bindings: Bindings, index: int) -> Match | None:
         return match_conv(bindings, index, depthwise=False)
-
-    def supported_layouts(self, workload: Conv2DWorkload) -> list[tuple[str, str]]:
-        return template.supported_layouts(workload)
-
-    def knob_space(self, spec: KernelSpec, size: int | None = None):
-        self.check_spec(spec)
-        return template.knob_space(spec, size)
-
-    def build(self, spec: KernelSpec, target):
-        self.check_spec(spec)
-        return template.build(spec, target)
 
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.check_spec(spec)

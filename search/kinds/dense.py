@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from search.bindings import Bindings
-from search.kinds.base import KernelKind, Match
+from search.kinds.base import Match, TemplateKind
 from search.kinds.epilogue import apply_epilogue, fused_chain, packed_bias
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
@@ -18,12 +18,13 @@ from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
 
 
 @register
-class DenseKind(KernelKind):
+class DenseKind(TemplateKind):
     """``act(data @ weight.T + bias + residual)`` with data (..., in) and a constant weight; the graph holds the
     weight as (out, in). The kernel runs on data flattened to (rows, in), rows the product of the leading dimensions
     (a transformer's batch x tokens), and export reshapes around it for free."""
 
     name = "dense"
+    template = template
     workload_type = DenseWorkload
     epilogues = (Epilogue(bias=False, activation="relu6"), Epilogue(True, True, "relu"), Epilogue(True, False, "gelu"),
                  Epilogue(False, True, "gelu_tanh"))
@@ -51,17 +52,6 @@ class DenseKind(KernelKind):
 
     def out_shape(self, workload: DenseWorkload) -> tuple[int, ...]:
         return (workload.batch, workload.out_features)
-
-    def supported_layouts(self, workload: DenseWorkload) -> list[tuple[str, str]]:
-        return template.supported_layouts(workload)
-
-    def knob_space(self, spec: KernelSpec, size: int | None = None):
-        self.check_spec(spec)
-        return template.knob_space(spec, size)
-
-    def build(self, spec: KernelSpec, target):
-        self.check_spec(spec)
-        return template.build(spec, target)
 
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.check_spec(spec)

@@ -21,6 +21,7 @@ class DepthwiseConv2DKind(ConvLike):
     """``act(depthwise_conv2d(data, weight) + bias + residual)``."""
 
     name = "depthwise_conv2d"
+    template = template
     examples = (
         Conv2DWorkload(1, 16, 9, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1), groups=16),
         Conv2DWorkload(1, 8, 9, 9, 8, (3, 3), (2, 2), (1, 0, 1, 0), groups=8),
@@ -32,17 +33,6 @@ class DepthwiseConv2DKind(ConvLike):
     def baseline(self, op, name: str) -> tuple[str, str]:
         shared = nearest_layout(name, op.shape[1])
         return shared, shared
-
-    def supported_layouts(self, workload: Conv2DWorkload) -> list[tuple[str, str]]:
-        return template.supported_layouts(workload)
-
-    def knob_space(self, spec: KernelSpec, size: int | None = None):
-        self.check_spec(spec)
-        return template.knob_space(spec, size)
-
-    def build(self, spec: KernelSpec, target):
-        self.check_spec(spec)
-        return template.build(spec, target)
 
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.check_spec(spec)

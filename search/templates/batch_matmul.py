@@ -17,8 +17,8 @@ from search.templates.common import (
     knob_product,
     resolve_knobs,
     row_tiles,
+    schedule_matmul,
     unit,
-    vectorize_tile,
 )
 from search.templates.workloads import BatchMatmulWorkload, Epilogue, KernelSpec, Knobs
 
@@ -53,23 +53,8 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
                      name="batch_matmul")
     out, _ = epilogue_compute(acc, Epilogue(bias=False), wl.n, lambda b, i, j: j)  # the tile's write-back
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
-    _schedule(sch, knobs)
-    return finish(sch)
-
-
-def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int]) -> None:
     acc = sch.get_sblock("batch_matmul")
-    b, i, j, k = sch.get_loops(acc)
-    io, ii = sch.split(i, [None, knobs["reg_m"]])
-    jo, ji = sch.split(j, [None, knobs["n_bn"]])
-    ko, ki = sch.split(k, [None, knobs["k_unroll"]])
-    sch.reorder(b, io, jo, ko, ki, ii, ji)
-    out = sch.get_sblock("out")
-    sch.reverse_compute_at(out, jo)
-    sch.parallel(sch.fuse(b, io, jo))
-    sch.unroll(ki)
-    sch.unroll(ii)
-    sch.vectorize(ji)
-    init = sch.decompose_reduction(acc, ko)
-    vectorize_tile(sch, init, depth=1)
-    vectorize_tile(sch, out, depth=1)
+    batch, i, j, k = sch.get_loops(acc)
+    columns, vector = sch.split(j, [None, knobs["n_bn"]])
+    schedule_matmul(sch, acc, [batch], i, knobs["reg_m"], columns, vector, k, knobs["k_unroll"])
+    return finish(sch)

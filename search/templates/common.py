@@ -122,6 +122,26 @@ def vectorize_tile(sch: tvm.s_tir.Schedule, block: tvm.s_tir.SBlockRV, depth: in
         sch.vectorize(loops[-1])
 
 
+def schedule_matmul(sch: tvm.s_tir.Schedule, acc: tvm.s_tir.SBlockRV, outer: Sequence, row, row_tile: int,
+                    columns, vector, k, k_unroll: int) -> None:
+    """The matmul templates' schedule of reduction block ``acc`` and its write-back "out": rows split in unrolled
+    register tiles of ``row_tile``, the reduction ``k`` unrolled by ``k_unroll``, the ``vector`` loop (a column block)
+    vectorised innermost; the ``outer`` loops, row tiles and ``columns`` (the column blocks) fused and run in
+    parallel, each writing its tile back at once."""
+    row_outer, row_inner = sch.split(row, [None, row_tile])
+    k_outer, k_inner = sch.split(k, [None, k_unroll])
+    sch.reorder(*outer, row_outer, columns, k_outer, k_inner, row_inner, vector)
+    out = sch.get_sblock("out")
+    sch.reverse_compute_at(out, columns)
+    sch.parallel(sch.fuse(*outer, row_outer, columns))
+    sch.unroll(k_inner)
+    sch.unroll(row_inner)
+    sch.vectorize(vector)
+    init = sch.decompose_reduction(acc, k_outer)
+    vectorize_tile(sch, init, depth=1)
+    vectorize_tile(sch, out, depth=1)
+
+
 def finish(sch: tvm.s_tir.Schedule) -> tvm.tirx.PrimFunc:
     """The scheduled PrimFunc, marked scheduled and without a global symbol."""
     func = sch.mod["main"].with_attr("tir.is_scheduled", True)

@@ -17,7 +17,7 @@ from search.templates.common import (
     knob_product,
     resolve_knobs,
     row_tiles,
-    vectorize_tile,
+    schedule_matmul,
 )
 from search.templates.workloads import DenseWorkload, KernelSpec, Knobs
 
@@ -67,22 +67,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         flat.append(("out", "read", 2 if spec.epilogue.bias else 1))
     for block, kind, index in flat:
         sch.transform_layout(block, (kind, index), lambda b, oc, oi: (b, oc * ob + oi))
-    _schedule(sch, knobs)
-    return finish(sch)
-
-
-def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int]) -> None:
     acc = sch.get_sblock("dense")
     b, oc, oi, k = sch.get_loops(acc)
-    bo, bi = sch.split(b, [None, knobs["reg_b"]])
-    ko, ki = sch.split(k, [None, knobs["k_unroll"]])
-    sch.reorder(bo, oc, ko, ki, bi, oi)
-    out = sch.get_sblock("out")
-    sch.reverse_compute_at(out, oc)
-    sch.parallel(sch.fuse(bo, oc))
-    sch.unroll(ki)
-    sch.unroll(bi)
-    sch.vectorize(oi)
-    init = sch.decompose_reduction(acc, ko)
-    vectorize_tile(sch, init, depth=1)
-    vectorize_tile(sch, out, depth=1)
+    schedule_matmul(sch, acc, [], b, knobs["reg_b"], oc, oi, k, knobs["k_unroll"])
+    return finish(sch)
