@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from xml.etree import ElementTree
 
 import pytest
@@ -35,6 +36,15 @@ def runs(tmp_path_factory):
                               echo=lines.append, **SETTINGS))
         printed.append(lines)
     return root / "run0", summaries, printed
+
+
+@pytest.fixture
+def warm_cache(runs, tmp_path):
+    """A copy of the cache the two runs filled: a test of what tune does after measuring measures nothing."""
+    out, _, _ = runs
+    cache = tmp_path / "costs.sqlite"
+    shutil.copyfile(out.parent / "costs.sqlite", cache)
+    return cache
 
 
 def test_tune_writes_a_checked_plan_and_its_artifact(runs):
@@ -74,9 +84,9 @@ def test_a_second_run_on_the_same_cache_measures_nothing(runs):
     assert second["solver"]["cost"] == pytest.approx(first["solver"]["cost"])
 
 
-def test_several_solvers_are_timed_beside_the_baselines(tmp_path):
+def test_several_solvers_are_timed_beside_the_baselines(tmp_path, warm_cache):
     lines: list[str] = []
-    summary = tune(residual_concat_net(), tmp_path / "out", cache=tmp_path / "costs.sqlite", echo=lines.append,
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=warm_cache, echo=lines.append,
                    solver="greedy,dp,pbqp", **SETTINGS)
     per_solver = summary["solvers"]
     assert list(per_solver) == ["greedy", "dp", "pbqp"]
@@ -154,13 +164,13 @@ def test_progress_names_each_cluster_node_with_its_records_and_state():
     assert log.getvalue().rstrip("\n").endswith("; nodes: a1b2c3 12 measuring, d4e5f6 3 lost (stopped answering)")
 
 
-def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path):
+def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path, warm_cache):
     from cost_models.cache import CostCache
     from cost_models.calibration import NETWORK
     from experiments.tracking import client, log_tune
 
     lines: list[str] = []
-    summary = tune(residual_concat_net(), tmp_path / "out", cache=tmp_path / "costs.sqlite", echo=lines.append,
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=warm_cache, echo=lines.append,
                    **{**SETTINGS, "repeat": 2, "calibrate": 3})
     rounds = summary["calibration"]["rounds"]
     assert 1 <= len(rounds) <= 3 and summary["calibration"]["converged"] == (not rounds[-1]["plan_changed"])
