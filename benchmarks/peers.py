@@ -9,7 +9,9 @@ Per network (batch 1, ``--threads`` for everyone):
    spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
    times the artifact an earlier run left in the work folder instead of tuning again);
 4. PyTorch eager (NCHW and channels-last) and ONNX Runtime on the zoo network re-emitted with the same weights
-   (``search.zoo.torch_net``, ``search.zoo.onnx.save``; needs ``pip install -e ".[peers]"``).
+   (``search.zoo.torch_net``, ``search.zoo.onnx.save``, ``save_transformer`` for the transformers; needs
+   ``pip install -e ".[peers]"``); a peer that is not installed, or PyTorch on a transformer (no torch module yet),
+   is skipped and named in the table.
 
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
@@ -60,13 +62,16 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     from solvers import solve
 
     start = time.monotonic()
-    extracted = extract(model, image_size=args.image_size, threads=args.threads)
+    extracted = extract(model, image_size=args.image_size, threads=args.threads,
+                        **({"cache": args.cache} if args.cache else {}))
     solutions = {"pbqp": solve(extracted.problem, "pbqp"), "ilp": solve(extracted.problem, "ilp", time_limit=60.0)}
     solver = min(solutions, key=lambda name: solutions[name].cost)
     plans = {"tessera": plan_from_assignment(solutions[solver].assignment, extracted.model, extracted.args,
                                              auxiliary=extracted.problem.meta.get("auxiliary", ()))}
-    plans.update({name: Plan(baseline_plan(extracted.graph, name).choices, extracted.model, extracted.args)
-                  for name in BASELINES})
+    for name in BASELINES:  # a baseline identical to an earlier one (a BERT has no layout to choose) runs once
+        choices = baseline_plan(extracted.graph, name).choices
+        if all(plan.choices != choices for label, plan in plans.items() if label != "tessera"):
+            plans[name] = Plan(choices, extracted.model, extracted.args)
     target = make_target(args.threads)
     reference = reference_outputs(extracted.graph, target, extracted.args["seed"])
     paths = {}
@@ -79,6 +84,21 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
                      "tessera_seconds": time.monotonic() - start, "predicted_ms": solutions[solver].cost,
                      "solver": solver, "status": solutions[solver].status}
     return paths, facts
+
+
+def missing_peers(model: str) -> dict[str, str]:
+    """The peer engines that cannot run ``model`` here, with the reason (not installed; no PyTorch module for the
+    zoo's transformers)."""
+    from importlib.util import find_spec
+
+    from search.zoo.transformer import is_transformer
+
+    packages = {"pytorch": "torch", "onnxruntime": "onnxruntime"}
+    missing = {name: f"{package} is not installed (pip install -e \".[peers]\")"
+               for name, package in packages.items() if find_spec(package) is None}
+    if "pytorch" not in missing and is_transformer(model):
+        missing["pytorch"] = "search.zoo.torch_net has no transformers"
+    return missing
 
 
 def metaschedule_budget(model: str, facts: dict, budget: float | None) -> float:
@@ -127,9 +147,15 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         else:
             facts["metaschedule"] = manifest["metaschedule"]
             contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
-    contenders += [Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt")),
-                   Contender("pytorch-cl", "pytorch-cl", work / "model.pt"),
-                   Contender("onnxruntime", "onnxruntime", save_onnx(mod, work / "model.onnx"))]
+    missing = missing_peers(model)
+    if "pytorch" not in missing:
+        contenders += [Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt")),
+                       Contender("pytorch-cl", "pytorch-cl", work / "model.pt")]
+    if "onnxruntime" not in missing:
+        contenders.append(Contender("onnxruntime", "onnxruntime", save_onnx(mod, work / "model.onnx", model)))
+    for peer, reason in missing.items():
+        facts.setdefault("skipped", {})[peer] = reason
+        print(f"{model}: {peer} skipped: {reason}", file=sys.stderr)
     latency = interleaved_peers(contenders, rounds=args.rounds, threads=args.threads,
                                 echo=lambda line: print(f"{model}: {line}", file=sys.stderr))
     result = {"model": model, "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
@@ -169,6 +195,8 @@ def table(result: dict) -> list[str]:
                   f"{TOLERANCE:g} for float32 reordering)."]
     else:
         lines += ["", "Output error: not checked in this run (before the check existed)."]
+    for peer, reason in result.get("skipped", {}).items():
+        lines.append(f"Not timed: {peer} ({reason}).")
     return lines
 
 
@@ -238,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="time the MetaSchedule artifact an earlier run left in WORK/<model>/metaschedule "
                         "(tune as usual where there is none, unless --no-metaschedule)")
     parser.add_argument("--work", type=Path, default=Path("peers-work"))
+    parser.add_argument("--cache", type=Path, default=None, help="cost cache (default: tessera's)")
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)

@@ -3,8 +3,9 @@
 The model's candidate space is measured (``experiments.tune.extract``, warm timings, the given cost cache); for each
 distinct workload the best candidate's median is reported with the number of nodes running it, and the same product
 computed by numpy (``a @ w`` in float32, BLAS limited to the same threads with threadpoolctl): random inputs, a
-warm-up, repeats of at least 50 ms, median and interquartile range, one timing at a time. Prints markdown. Measuring
-fills the cache: run with nothing else on the machine and record its CPU and vector unit.
+warm-up, repeats of at least 50 ms, median and interquartile range, one timing at a time. Both are also given as
+fractions of the host's FMA peak at the same threads (``benchmarks/fma_peak.py``, measured first). Prints markdown.
+Measuring fills the cache: run with nothing else on the machine and record its CPU and vector unit.
 
     .venv/bin/python benchmarks/transformer_ops.py --model bert_base --threads 2 --cache costs.sqlite
 """
@@ -22,6 +23,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from fma_peak import measure_peak  # noqa: E402  (this script's directory)
 
 from cost_models.measure import cpu_model  # noqa: E402
 from experiments.tune import extract, use_threads  # noqa: E402
@@ -66,6 +69,7 @@ def main() -> None:
     parser.add_argument("--cache", default=str(Path("~/.cache/tessera/costs.sqlite").expanduser()))
     args = parser.parse_args()
     use_threads(args.threads)
+    peak = measure_peak(args.threads).gflops
     extracted = extract(args.model, threads=args.threads, cache=args.cache)
     graph, problem = extracted.graph, extracted.problem
     nodes: dict[object, list[int]] = defaultdict(list)
@@ -73,9 +77,10 @@ def main() -> None:
         if op.kind in KINDS:
             nodes[get_kind(op.kind).workload(op)].append(problem.index(op.name))
     print(f"{args.model}, {args.threads} threads, CPU {cpu_model()}, vector unit {HOST.name}; "
-          f"measurements: {extracted.tasks} tasks, {extracted.new} new\n")
-    print("| workload | nodes | tessera ms | GFLOP/s | best candidate | numpy ms (IQR) | GFLOP/s | tessera / numpy |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+          f"measurements: {extracted.tasks} tasks, {extracted.new} new; FMA peak {peak:.1f} GFLOP/s\n")
+    print("| workload | nodes | tessera ms | GFLOP/s | of peak | best candidate | numpy ms (IQR) | GFLOP/s | of peak | "
+          "tessera / numpy |")
+    print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     rng = np.random.default_rng(0)
     totals = [0.0, 0.0]
     with threadpool_limits(limits=args.threads, user_api="blas"):
@@ -86,9 +91,10 @@ def main() -> None:
             blas_ms, blas_iqr = time_numpy(*numpy_operands(workload, rng), args.repeat)
             totals[0] += ms * len(indices)
             totals[1] += blas_ms * len(indices)
-            gflops = workload.flops / 1e9
-            print(f"| {workload} | {len(indices)} | {ms:.3f} | {gflops / ms * 1e3:.1f} | {node.candidates[best]} | "
-                  f"{blas_ms:.3f} ({blas_iqr:.3f}) | {gflops / blas_ms * 1e3:.1f} | {ms / blas_ms:.2f} |")
+            ours, blas = workload.flops / ms / 1e6, workload.flops / blas_ms / 1e6
+            print(f"| {workload} | {len(indices)} | {ms:.3f} | {ours:.1f} | {ours / peak:.0%} | "
+                  f"{node.candidates[best]} | {blas_ms:.3f} ({blas_iqr:.3f}) | {blas:.1f} | {blas / peak:.0%} | "
+                  f"{ms / blas_ms:.2f} |")
     print(f"\nsum over the network's nodes: tessera {totals[0]:.1f} ms, numpy {totals[1]:.1f} ms "
           f"({totals[0] / totals[1]:.2f}x numpy's time)")
 

@@ -5,18 +5,18 @@ An engine runs one saved network on the CPU:
 - ``tvm``: a tessera artifact directory (a plan, a uniform baseline or a MetaSchedule build), run by the Relax VM;
 - ``pytorch`` and ``pytorch-cl``: a module saved with ``torch.save`` (``search.zoo.torch_net``), run eagerly under
   ``torch.inference_mode``, in NCHW or channels-last memory format;
-- ``onnxruntime``: an ``.onnx`` file (``search.zoo.onnx.save``), run by ONNX Runtime's CPU provider with every graph
-  optimisation on.
+- ``onnxruntime``: an ``.onnx`` file (``search.zoo.onnx.save``, ``save_transformer`` for transformers), run by ONNX
+  Runtime's CPU provider with every graph optimisation on.
 
 ``interleaved_peers`` starts one worker process per contender (``python -m experiments.peers serve ENGINE PATH``:
 the engine's own thread pool, its threads fixed by ``--threads``, the model loaded once) and asks them for one timing
 each, in turn, round after round, starting one contender later each round, so that drift of a shared machine hits
-all alike. Every timing runs the same standard-normal input (seed 0): a warm-up run, then ``number`` runs (fixed at
-the first round to last at least ``MIN_SECONDS``) whose mean is that round's sample. The result per contender is the
-median of the rounds with quartiles and extremes, and ``max_error``: before the rounds every worker saves its outputs
-for that input, and each is compared with the first contender's (largest absolute difference over the largest
-absolute reference value, per output; inf if the outputs' shapes differ), so a peer that computes another network is
-caught. torch and onnxruntime are optional (``pip install -e ".[peers]"``).
+all alike. Every timing runs the same input (``search.artifact.random_arrays``, seed 0): a warm-up run, then
+``number`` runs (fixed at the first round to last at least ``MIN_SECONDS``) whose mean is that round's sample. The
+result per contender is the median of the rounds with quartiles and extremes, and ``max_error``: before the rounds
+every worker saves its outputs for that input, and each is compared with the first contender's (largest absolute
+difference over the largest absolute reference value, per output; inf if the outputs' shapes differ), so a peer that
+computes another network is caught. torch and onnxruntime are optional (``pip install -e ".[peers]"``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime")
+ONNX_DTYPES = {"tensor(float)": "float32", "tensor(int64)": "int64", "tensor(int32)": "int32"}
 MIN_SECONDS = 0.2
 """Each timing lasts at least this long (``number`` runs of the network)."""
 SETTLE_SECONDS = 0.3
@@ -93,8 +94,9 @@ def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        (spec,) = session.get_inputs()
-        feed = {spec.name: random_arrays([spec.shape], 0)[0]}
+        specs = session.get_inputs()  # drawn as tessera's artifacts draw theirs, so every engine sees one input
+        arrays = random_arrays([spec.shape for spec in specs], 0, [ONNX_DTYPES[spec.type] for spec in specs])
+        feed = {spec.name: array for spec, array in zip(specs, arrays, strict=True)}
         return (lambda: session.run(None, feed)), {"engine_version": ort.__version__, "threads_used": threads}
     raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
 
@@ -241,13 +243,16 @@ def save_pytorch(mod, path: Path) -> Path:
     return path
 
 
-def save_onnx(mod, path: Path) -> Path:
-    """Save ``mod`` (a zoo network) as the ONNX file the ``onnxruntime`` engine loads."""
+def save_onnx(mod, path: Path, model: str | None = None) -> Path:
+    """Save ``mod`` (a zoo network, ``model`` its name) as the ONNX file the ``onnxruntime`` engine loads; a zoo
+    transformer is written as exporters write it (``search.zoo.onnx.save_transformer``)."""
     import onnx
 
     from search.zoo.onnx.save import to_onnx
+    from search.zoo.onnx.save_transformer import transformer_to_onnx
+    from search.zoo.transformer import is_transformer
 
-    onnx.save(to_onnx(mod), str(path))
+    onnx.save(transformer_to_onnx(model, mod) if model and is_transformer(model) else to_onnx(mod), str(path))
     return path
 
 

@@ -169,3 +169,13 @@ def test_an_unknown_gelu_form_is_refused():
 
     with pytest.raises(SearchError, match="gelu must be one of erf, tanh, got 'sigmoid'"):
         transformer_to_onnx("bert_small", load_model("bert_small", batch=1), gelu="sigmoid")
+
+
+def test_only_the_zoo_transformers_are_written_as_transformers():
+    from search.zoo.onnx.save_transformer import transformer_to_onnx
+    from search.zoo.transformer import is_transformer
+
+    assert [is_transformer(name) for name in ("bert_small", "vit_b16", "resnet18", "nets/model.onnx")] == [
+        True, True, False, False]
+    with pytest.raises(SearchError, match="resnet18: not a zoo transformer"):
+        transformer_to_onnx("resnet18", load_model("resnet18", image_size=32))

@@ -26,7 +26,7 @@ from tvm import relax
 from search.bindings import Bindings
 from search.errors import SearchError
 from search.zoo.onnx.save import IR_VERSION, OPSET
-from search.zoo.transformer import Bert, ViT
+from search.zoo.transformer import Bert, ViT, is_transformer
 
 LAYER_NORMS = ("fused", "decomposed")
 GELUS = ("erf", "tanh")
@@ -207,9 +207,9 @@ def transformer_to_onnx(name: str, mod: tvm.IRModule, *, layer_norm: str = "fuse
     per GELU)."""
     from search.zoo import MODELS
 
-    spec = MODELS[name].builder if name in MODELS else None
-    if not isinstance(spec, Bert | ViT):
+    if not is_transformer(name):
         raise SearchError(f"{name}: not a zoo transformer")
+    spec = MODELS[name].builder
     if layer_norm not in LAYER_NORMS:
         raise SearchError(f"layer_norm must be one of {', '.join(LAYER_NORMS)}, got {layer_norm!r}")
     if gelu not in GELUS:
