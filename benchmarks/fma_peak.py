@@ -35,9 +35,9 @@ class Peak:
     """The measured FMA throughput at ``threads`` threads."""
 
     threads: int
-    gflops: float
-    iqr_gflops: float
-    ms: float
+    gflops: float  # at the median time per call
+    ms: float  # median time per call
+    iqr_ms: float
 
 
 def fma_chains(workers: int, unit: VectorUnit, iters: int) -> tvm.tirx.PrimFunc:
@@ -75,9 +75,7 @@ def measure_peak(threads: int, unit: VectorUnit = HOST, iters: int = ITERS, repe
     """The FMA peak at ``threads`` threads: one worker per thread."""
     timing = time_kernel(fma_chains(threads, unit, iters), target=make_target(threads), threads=threads,
                          repeat=repeat, min_repeat_ms=100)
-    flops = fma_flops(threads, unit, iters)
-    q1_ms, q3_ms = timing.median_ms - timing.iqr_ms / 2, timing.median_ms + timing.iqr_ms / 2
-    return Peak(threads, timing.gflops(flops), flops / (q1_ms * 1e6) - flops / (q3_ms * 1e6), timing.median_ms)
+    return Peak(threads, timing.gflops(fma_flops(threads, unit, iters)), timing.median_ms, timing.iqr_ms)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,12 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(f"CPU {cpu_model()}, vector unit {HOST.name} ({HOST.lanes} float32 lanes, {HOST.accumulators} "
           f"accumulators per worker), LLVM mcpu {tvm.target.codegen.llvm_get_system_cpu()}\n")
-    print("| threads | GFLOP/s (approx. IQR) | GFLOP/s per thread | ms per call |")
+    print("| threads | GFLOP/s | GFLOP/s per thread | ms per call (IQR) |")
     print("| ---: | ---: | ---: | ---: |")
     for threads in args.threads:
         peak = measure_peak(threads, iters=args.iters)
-        print(f"| {threads} | {peak.gflops:.1f} ({peak.iqr_gflops:.1f}) | {peak.gflops / threads:.1f} | "
-              f"{peak.ms:.2f} |", flush=True)
+        print(f"| {threads} | {peak.gflops:.1f} | {peak.gflops / threads:.1f} | {peak.ms:.3f} ({peak.iqr_ms:.3f}) |",
+              flush=True)
     return 0
 
 
