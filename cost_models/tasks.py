@@ -84,14 +84,14 @@ class TransformTask:
         )
 
     def primfunc(self, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-        """The legalised, scheduled transform (legalisation does not depend on ``target``)."""
+        """The legalised transform, scheduled for ``target``."""
         src, dst = layout(self.src), layout(self.dst)
         data = relax.Var("data", relax.TensorType(src.physical_shape(self.shape), TRANSFORM_DTYPE))
         bb = relax.BlockBuilder()
         with bb.function("main", [data]):
             out = bb.emit(relax.op.layout_transform(data, index_map=src.index_map(dst)))
             bb.emit_func_output(out)
-        lowered = schedule_legalised(bb.get())
+        lowered = schedule_legalised(bb.get(), target)
         (func,) = [f for f in lowered.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
         return func
 

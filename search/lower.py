@@ -1,5 +1,6 @@
-"""Lower an emitted module: legalise, fuse the chains of non-template operators, give them a simple parallel
-schedule, check that the template kernels survive the default Relax pipeline unchanged, and compile.
+"""Lower an emitted module: legalise (softmax, exp, erf and tanh in their fast forms), fuse the chains of non-template
+operators, schedule them (reductions along the innermost axis, as softmax and layer norm, by TVM's dlight CPU rule;
+everything else by a simple parallel, vectorised schedule), check that the template kernels survive the default Relax pipeline unchanged, and compile.
 
 The CPU default pipeline of ``tvm.compile`` does not fuse, so ``call_tir`` kernels stay separate PrimFuncs unless
 fused here; the check compares every kernel body after the pipeline with the body its kind's ``build`` returned.
@@ -13,6 +14,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 from tvm import relax
+from tvm.s_tir import dlight
 
 from search.bindings import op_name
 from search.templates.common import unit
@@ -62,6 +64,31 @@ def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     return sch.mod["main"].with_attr(SCHEDULED, True)
 
 
+def _reduces_innermost(func: tvm.tirx.PrimFunc) -> bool:
+    """Whether a block of ``func`` reduces along the last axis of what it reads (softmax's max and sum, layer norm's
+    mean), the pattern ``dlight.cpu.Reduction`` schedules well; pooling windows and channel blocks are not."""
+    sch = tvm.s_tir.Schedule(func)
+    for block in (sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root"))):
+        reduce = [iv.var for iv in block.iter_vars if iv.iter_type == tvm.tirx.IterVar.CommReduce]
+        if any(r.region[-1].min.same_as(v) for r in block.reads for v in reduce):
+            return True
+    return False
+
+
+def _schedule(func: tvm.tirx.PrimFunc, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    """``func`` scheduled: by ``dlight.cpu.Reduction`` where it reduces along its innermost axis and the rule applies
+    (BERT's softmax runs several times faster so: docs/measurements.md), otherwise generically."""
+    if _reduces_innermost(func):
+        try:
+            with target:
+                sch = dlight.cpu.Reduction().apply(func, target, False)
+        except (RuntimeError, OSError, ValueError):  # the rule's own ScheduleErrors: take the generic schedule
+            sch = None
+        if isinstance(sch, tvm.s_tir.Schedule):
+            return sch.mod["main"].with_attr(SCHEDULED, True)
+    return _schedule_generic(func)
+
+
 def _contiguous_lanes(sch: tvm.s_tir.Schedule, block, loop, index: int) -> bool:
     """Whether ``loop`` (bound to the block's iter var ``index``) is worth vectorising inside a reduction: a loop of
     at most MAX_VECTOR iterations or a multiple of the vector lanes that only ever indexes the last dimension of what
@@ -104,8 +131,10 @@ def _calls(fused: tvm.IRModule, merged: tvm.IRModule) -> list[Call]:
 
 
 def _fuse(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule]:
-    """``mod`` legalised and fused: after FuseOps (relax functions per group) and after FuseTIR (PrimFuncs)."""
-    mod = relax.transform.LegalizeOps()(mod)
+    """``mod`` with fast math, legalised and fused: after FuseOps (relax functions per group) and after FuseTIR
+    (PrimFuncs). Fast math: softmax, exp, erf and tanh as TVM's ``fast_*`` forms, which vectorise (the templates'
+    GELU epilogues use the same rational erf and tanh)."""
+    mod = relax.transform.LegalizeOps()(relax.transform.FastMathTransform()(mod))
     marked = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc) and func.attrs.get(SCHEDULED, False):
@@ -114,19 +143,19 @@ def _fuse(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule]:
     return fused, relax.transform.FuseTIR()(fused)
 
 
-def schedule_legalised(mod: tvm.IRModule) -> tvm.IRModule:
+def schedule_legalised(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """Legalise ``mod``, fuse chains of injective and elementwise operators (a concat with the BatchNorm and ReLU
     after it, a pooling with the scale, shift and ReLU after it) into one function each, and schedule every
     PrimFunc not already marked scheduled. The template kernels are marked opaque, so nothing fuses into them."""
-    return _scheduled(_fuse(mod)[1])
+    return _scheduled(_fuse(mod)[1], target)
 
 
-def _scheduled(mod: tvm.IRModule) -> tvm.IRModule:
+def _scheduled(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     updated = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc) and not func.attrs.get(SCHEDULED, False):
             try:
-                updated[gvar] = _schedule_generic(func)
+                updated[gvar] = _schedule(func, target)
             except (RuntimeError, OSError, ValueError):  # ScheduleError, or tvm-ffi's errors for odd loop nests
                 continue  # leave it unscheduled: correct, just serial
     return updated
@@ -144,7 +173,7 @@ def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], 
     """
     fused, merged = _fuse(mod)
     calls = _calls(fused, merged)
-    scheduled = _scheduled(merged)
+    scheduled = _scheduled(merged, target)
     with target:
         lowered = relax.get_pipeline("default")(scheduled)
     functions = {gvar.name_hint: func for gvar, func in lowered.functions.items()}

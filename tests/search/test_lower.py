@@ -41,7 +41,7 @@ def run(mod: tvm.IRModule, data: np.ndarray) -> np.ndarray:
 def test_scheduled_pooling_matches_the_unscheduled_build(kind, layout):
     mod = pooling(kind, layout)
     data = np.random.default_rng(0).uniform(-1, 1, SHAPES[layout]).astype("float32")
-    scheduled = schedule_legalised(mod)
+    scheduled = schedule_legalised(mod, TARGET)
     expected = run(relax.transform.LegalizeOps()(mod), data)
     np.testing.assert_allclose(run(scheduled, data), expected, rtol=1e-6, atol=1e-6)
     (func,) = [f for f in scheduled.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
@@ -55,3 +55,46 @@ def reduction_vectorised(func: tvm.tirx.PrimFunc) -> bool:
     (block,) = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
                 if any(iv.iter_type == tvm.tirx.IterVar.CommReduce for iv in sch.get(b).iter_vars)]
     return sch.get(sch.get_loops(block)[-1]).kind == tvm.tirx.ForKind.VECTORIZED
+
+
+def last_axis(kind: str) -> tuple[tvm.IRModule, np.ndarray, np.ndarray]:
+    """A softmax or layer norm over the last axis of a (2, 4, 8, 48) input, with numpy's answer."""
+    data = np.random.default_rng(1).standard_normal((2, 4, 8, 48)).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(data.shape, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            if kind == "softmax":
+                y = relax.op.nn.softmax(x, axis=-1)
+                shifted = np.exp(data - data.max(-1, keepdims=True))
+                expected = shifted / shifted.sum(-1, keepdims=True)
+            else:
+                ones, zeros = (relax.const(np.full(48, v, "float32")) for v in (1, 0))
+                y = relax.op.nn.layer_norm(x, ones, zeros, axes=[-1], epsilon=1e-5)
+                expected = (data - data.mean(-1, keepdims=True)) / np.sqrt(data.var(-1, keepdims=True) + 1e-5)
+            out = bb.emit_output(bb.emit(y))
+        bb.emit_func_output(out)
+    return bb.get(), data, expected
+
+
+@pytest.mark.parametrize("kind", ["softmax", "layer_norm"])
+def test_last_axis_reductions_take_the_reduction_rule(kind):
+    mod, data, expected = last_axis(kind)
+    scheduled = schedule_legalised(mod, TARGET)
+    np.testing.assert_allclose(run(scheduled, data), expected, rtol=1e-5, atol=1e-6)
+    (func,) = [f for f in scheduled.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    assert func.attrs["tir.is_scheduled"]
+    # dlight's rule: every block under one parallel loop over the rows, the inner axes vectorised (the generic
+    # schedule gives each block a loop nest of its own)
+    sch = tvm.s_tir.Schedule(func)
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    outer = {sch.get(sch.get_loops(block)[0]) for block in blocks}
+    assert len(blocks) > 1 and len(outer) == 1 and outer.pop().kind == tvm.tirx.ForKind.PARALLEL
+    assert tvm.tirx.ForKind.VECTORIZED in loop_kinds(func)
+    if kind == "softmax":  # fast math: the exp is the vectorisable polynomial, no scalar library call is left
+        assert "T.exp(" not in func.script()
+
+
+def loop_kinds(func: tvm.tirx.PrimFunc) -> set:
+    sch = tvm.s_tir.Schedule(func)
+    return {sch.get(loop).kind for block in sch.get_child_blocks(sch.get_sblock("root")) for loop in sch.get_loops(block)}
