@@ -9,6 +9,11 @@ latency is their problem cost plus the time the problem does not price (fixed op
 nodes and followers, the VM's own calls): the median, over the other profiled plans, of measured latency less problem
 cost, so that no plan's prediction uses its own measurement. The solvers then solve the calibrated problem; a new plan
 is exported, timed and profiled with the baselines for the next round, the same plan ends the rounds.
+
+Profiles taken while the machine is slower than when the costs were measured would teach the calibration that slow
+window (``cost_models.drift``): after profiling, a few of the plans' kernels are timed again (``check_drift``); if
+they run slower than their records allow, the plans are timed and profiled once more, and if the window is still
+disturbed, calibration stops without keeping those profiles.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cost_models.drift import Drift
     from experiments.tune import Extracted
     from search.profile import Profile
 
@@ -28,8 +34,9 @@ PROFILE_RUNS = 10
 @dataclass(frozen=True)
 class Round:
     """One calibration round: the plans' predicted and measured latency (ms) by label, the offset added to the
-    problem cost (median unpriced time; per label, leaving that label out), how the costs were priced, and the plan
-    the solvers chose on the calibrated problem (``plan_changed``: it differs from the one measured this round)."""
+    problem cost (median unpriced time; per label, leaving that label out), how the costs were priced, the plan
+    the solvers chose on the calibrated problem (``plan_changed``: it differs from the one measured this round), and
+    the drift ratio checked after the profiles this round learned from (``cost_models.drift``)."""
 
     index: int
     predicted_ms: dict[str, float]
@@ -37,6 +44,7 @@ class Round:
     offset_ms: dict[str, float]
     calibration: dict[str, Any] = field(default_factory=dict)
     plan_changed: bool = False
+    drift: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,6 +68,32 @@ def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles:
     finally:
         measured.close()
     return kept
+
+
+def plan_kernels(extracted: Extracted, plans: Mapping[str, Any]) -> list[Any]:
+    """The kernel tasks the plans run (with repeats)."""
+    from cost_models.tasks import KernelTask
+    from search.candidates import kernel_spec
+    from search.kinds import KernelKind, get_kind
+    from search.plan import validate
+
+    graph = extracted.graph
+    return [KernelTask(kernel_spec(graph.op(name), candidate)) for plan in plans.values()
+            for name, candidate in validate(plan, graph).items()
+            if isinstance(get_kind(graph.op(name).kind), KernelKind)]
+
+
+def check_drift(extracted: Extracted, plans: Mapping[str, Any], source: Any, cache: Any) -> Drift:
+    """The plans' longest kernels timed again with ``source``'s timing, against their records in ``cache``."""
+    from cost_models.drift import measure_drift
+    from search.export import make_target
+
+    threads = extracted.problem.meta["threads"]
+    measured = source.open(cache, make_target(threads), threads, None)
+    try:
+        return measure_drift(measured, plan_kernels(extracted, plans))
+    finally:
+        measured.close()
 
 
 def predict(problem: Any, plans: Mapping[str, Any], measured_ms: Mapping[str, float]) -> tuple[dict, dict]:

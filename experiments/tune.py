@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cost_models.cache import DEFAULT_CACHE
-from experiments.calibrate import PROFILE_RUNS, Round, keep_network_times, predict
+from experiments.calibrate import PROFILE_RUNS, Round, check_drift, keep_network_times, predict
 from search.errors import SearchError
 
 if TYPE_CHECKING:
     import tvm
 
+    from cost_models.drift import Drift
     from cost_models.sources import CostSource
     from search.artifact import Artifact
     from search.graph import OpGraph
@@ -293,23 +294,25 @@ def tune(
     best = min(solutions, key=lambda name: solutions[name].cost)
     plans = _save_plans(extracted, solutions, best, directory)
     keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
-    echo(_timing_line(plans, repeat, calibrate > 0))
-    results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep,
-                                         profile_runs=PROFILE_RUNS if calibrate else 0)
-    rounds, measured_first = [], extracted
+    results, load, profiles, drift = _timed(extracted, plans, repeat=repeat, keep=keep, profile=calibrate > 0,
+                                            extract_args=extract_args, echo=echo)
+    rounds, measured_first, skipped = [], extracted, None
     for index in range(1, calibrate + 1):
+        if drift.disturbed:
+            skipped = f"{drift.describe()}, twice running: those profiles were not kept"
+            echo(f"warning: calibration stopped: {skipped}")
+            break
         echo(f"calibration round {index}: the profiles' in-network times priced into the problem, solved again")
         extracted, solutions, round_ = _calibration_round(index, model, extracted, plans, results, profiles, chosen,
-                                                          extract_args)
+                                                          extract_args, drift.ratio)
         rounds.append(round_)
         if not round_.plan_changed:
             break
         best = min(solutions, key=lambda name: solutions[name].cost)
         plans = _save_plans(extracted, solutions, best, directory)
         keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
-        echo(_timing_line(plans, repeat, index < calibrate))
-        results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep,
-                                             profile_runs=PROFILE_RUNS if index < calibrate else 0)
+        results, load, profiles, drift = _timed(extracted, plans, repeat=repeat, keep=keep, profile=index < calibrate,
+                                                extract_args=extract_args, echo=echo)
         extracted.problem.save(directory / "problem.json")
     if rounds:
         extracted = replace(extracted, tasks=measured_first.tasks, new=measured_first.new,
@@ -330,8 +333,9 @@ def tune(
     summary = _summary(extracted, solutions[best], tuned, baselines, make_target(extracted.problem.meta["threads"]),
                        directory)
     summary["load_average_1min"] = {"before_latency": load[0], "after_latency": load[1]}
-    if rounds:
-        summary["calibration"] = {"rounds": [r.to_dict() for r in rounds], "converged": not rounds[-1].plan_changed}
+    if calibrate:
+        summary["calibration"] = {"rounds": [r.to_dict() for r in rounds],
+                                  "converged": bool(rounds) and not rounds[-1].plan_changed, "skipped": skipped}
     if len(chosen) > 1:
         summary["solvers"] = {**per_solver, **{name: {"solver": name, "error": error} for name, error in
                                                errors.items()}}
@@ -342,17 +346,43 @@ def tune(
     return summary
 
 
+def _timed(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: dict[str, Path], profile: bool,
+           extract_args: dict[str, Any], echo: Callable[[str], None]) -> tuple[dict, list, dict, Drift | None]:
+    """``time_plans`` (profiling with ``profile``), then with profiles the drift check of ``experiments.calibrate``:
+    a disturbed window is timed and profiled once more. The drift is None without profiles."""
+    echo(_timing_line(plans, repeat, profile))
+    runs = PROFILE_RUNS if profile else 0
+    results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs)
+    if not profile:
+        return results, load, profiles, None
+    source, cache = _measured_source(extract_args), extract_args.get("cache", DEFAULT_CACHE)
+    drift = check_drift(extracted, plans, source, cache)
+    if drift.disturbed:
+        echo(f"warning: {drift.describe()}: the machine is slower than when the costs were measured; timing and "
+             "profiling the plans again")
+        results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs)
+        drift = check_drift(extracted, plans, source, cache)
+    return results, load, profiles, drift
+
+
+def _measured_source(extract_args: dict[str, Any]) -> Any:
+    """The measured source with the timing method the extraction's costs used (``warm`` unless they say)."""
+    from cost_models.sources import MeasuredSource, cost_source
+
+    return MeasuredSource(getattr(cost_source(extract_args.get("costs", "measured")), "timing", "warm"))
+
+
 def _calibration_round(index: int, model: Any, extracted: Extracted, plans: dict[str, Any],
                        results: dict[str, dict[str, Any]], profiles: dict[str, Any], chosen: list,
-                       extract_args: dict[str, Any]) -> tuple[Extracted, dict[str, Any], Round]:
+                       extract_args: dict[str, Any], drift: float) -> tuple[Extracted, dict[str, Any], Round]:
     """Keep the profiles' in-network times, price the problem again with the calibrated source, predict the
     measured plans and solve again: the calibrated extraction, the solutions, and the round (whether the best plan
     changed; see ``experiments.calibrate``)."""
-    from cost_models.sources import CalibratedSource, MeasuredSource, cost_source
+    from cost_models.sources import CalibratedSource
 
-    timing = getattr(cost_source(extract_args.get("costs", "measured")), "timing", "warm")
-    cache = extract_args.get("cache", DEFAULT_CACHE)
-    keep_network_times(extracted, plans, profiles, MeasuredSource(timing), cache)
+    source = _measured_source(extract_args)
+    keep_network_times(extracted, plans, profiles, source, extract_args.get("cache", DEFAULT_CACHE))
+    timing = source.timing
     calibrated = extract(model, **{**extract_args, "costs": CalibratedSource(timing)})
     measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
     predicted, offsets = predict(calibrated.problem, plans, measured)
@@ -362,7 +392,7 @@ def _calibration_round(index: int, model: Any, extracted: Extracted, plans: dict
     current = plans[f"solver:{best}"] if f"solver:{best}" in plans else next(
         plan for label, plan in plans.items() if label.startswith("solver:"))
     stats = calibrated.problem.meta["costs"].get("calibration", {})
-    round_ = Round(index, predicted, measured, offsets, stats, chosen_plan.choices != current.choices)
+    round_ = Round(index, predicted, measured, offsets, stats, chosen_plan.choices != current.choices, drift)
     return calibrated, solutions, round_
 
 
@@ -583,6 +613,8 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
                  f"{load['before_latency']:.2f} -> {load['after_latency']:.2f} on {usable_cores()} cores{pool}")
     for entry in s.get("calibration", {}).get("rounds", []):
         lines.append(_round_line(entry, s["solver"]["solver"]))
+    if s.get("calibration", {}).get("skipped"):
+        lines.append(f"calibration stopped: {s['calibration']['skipped']}")
     extra = ", plans/" if "solvers" in s else ""
     lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}; wrote "
                  f"{Path(s['files']['plan']).parent}: plan.json, {PICTURE}, problem.json, summary.json, "

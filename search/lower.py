@@ -1,6 +1,7 @@
 """Lower an emitted module: legalise (softmax, exp, erf and tanh in their fast forms), fuse the chains of non-template
 operators, schedule them (reductions along the innermost axis, as softmax and layer norm, by TVM's dlight CPU rule;
-everything else by a simple parallel, vectorised schedule), check that the template kernels survive the default Relax pipeline unchanged, and compile.
+everything else by a simple parallel, vectorised schedule), check that the template kernels survive the default Relax
+pipeline unchanged, and compile.
 
 The CPU default pipeline of ``tvm.compile`` does not fuse, so ``call_tir`` kernels stay separate PrimFuncs unless
 fused here; the check compares every kernel body after the pipeline with the body its kind's ``build`` returned.

@@ -13,6 +13,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
 
 import tvm
 from tvm import te
@@ -186,11 +187,39 @@ def by_closeness(values: Sequence[int], default: int) -> list[int]:
     return sorted(values, key=lambda v: (v != default, abs(v - default), v))
 
 
+def padded(extent: int, tile: int) -> int:
+    """``extent`` rounded up to a multiple of ``tile``."""
+    return -(-extent // tile) * tile
+
+
+def by_padded_work(extent: int, tiles: Sequence[int]) -> list[int]:
+    """``tiles`` ranked by the work of covering ``extent`` with them, padding included: padded extent x (tile + 1) /
+    tile, one unit of overhead per tile."""
+    return sorted(tiles, key=lambda t: Fraction(padded(extent, t) * (t + 1), t))
+
+
+def clamped(index: tvm.tirx.PrimExpr, extent: int, loop: int) -> tvm.tirx.PrimExpr:
+    """``index``, running over ``loop`` values, into an axis of ``extent``: past the end (a loop padded to a multiple
+    of its tile), the last element again: no branch, no padded copy; what is computed from it is dropped."""
+    return index if loop <= extent else te.min(index, extent - 1)
+
+
+MIN_ROW_TILE = 4
+"""A row count whose best dividing register tile is shorter than this gets padded tiles first."""
+
+
 def row_tiles(rows: int, limit: int = 8, default: int = 4) -> list[int]:
     """Register tiles of ``rows`` (unrolled rows sharing each loaded vector): divisors up to ``limit``, the largest
-    up to ``default`` first."""
+    up to ``default`` first. When that is shorter than MIN_ROW_TILE (a prime-ish count such as ViT's 197 tokens),
+    tiles from MIN_ROW_TILE to ``limit`` that pad the rows come first (``by_padded_work``); the kernel then computes
+    the extra rows from a repeated last row and drops them."""
     tiles = divisors(rows, limit)
-    return by_closeness(tiles, max(t for t in tiles if t <= default))
+    best = max(t for t in tiles if t <= default)
+    ordered = by_closeness(tiles, best)
+    if best < MIN_ROW_TILE < rows:
+        first = by_padded_work(rows, range(MIN_ROW_TILE, limit + 1))
+        ordered = first + [t for t in ordered if t not in first]
+    return ordered
 
 
 def k_unrolls(extent: int) -> list[int]:

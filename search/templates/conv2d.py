@@ -23,10 +23,12 @@ from tvm import te, topi
 from search.layouts import candidate_layouts, layout, view_block
 from search.templates.common import (
     by_closeness,
+    by_padded_work,
     divisors,
     epilogue_compute,
     finish,
     knob_product,
+    padded,
     reg_tile_default,
     relayout_params,
     resolve_knobs,
@@ -55,14 +57,9 @@ def _vectors(block: int) -> int:
     return -(-block // unit().lanes)
 
 
-def _padded(extent: int, tile: int) -> int:
-    """``extent`` rounded up to a multiple of ``tile``."""
-    return -(-extent // tile) * tile
-
-
 def _lane_use(channels: int, block: int) -> Fraction:
     """Share of the vector lanes doing real work when ``channels`` are computed in blocks of ``block``."""
-    return Fraction(channels, _padded(channels, block) // block * _vectors(block) * unit().lanes)
+    return Fraction(channels, padded(channels, block) // block * _vectors(block) * unit().lanes)
 
 
 def _oc_blocks(channels: int) -> list[int]:
@@ -71,7 +68,7 @@ def _oc_blocks(channels: int) -> list[int]:
     dividing = [b for b in OC_BLOCKS if channels % b == 0]
     if dividing and _lane_use(channels, dividing[0]) == 1:
         return dividing
-    return sorted(OC_BLOCKS, key=lambda b: (-_lane_use(channels, b), _padded(channels, b)))
+    return sorted(OC_BLOCKS, key=lambda b: (-_lane_use(channels, b), padded(channels, b)))
 
 
 def _reg_tiles(width: int, vectors: int) -> list[int]:
@@ -82,7 +79,7 @@ def _reg_tiles(width: int, vectors: int) -> list[int]:
     tiles = by_closeness(divisors(width, MAX_REG_N), default)
     if default < MIN_REG_N < width:
         fits = [t for t in range(MAX_PADDED_REG_N, MIN_REG_N - 1, -1) if t * vectors <= unit().accumulators]
-        tiles = sorted(fits, key=lambda t: Fraction(_padded(width, t) * (t + 1), t)) + tiles
+        tiles = by_padded_work(width, fits) + tiles
     return tiles[:REG_N_CHOICES]
 
 
@@ -117,8 +114,8 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
     """OIHW -> ``(O' // ob, I // ib, kh, kw, ib, ob)``, O' the output channels zero-padded to a multiple of ob."""
     ib, ob, _ = _blocks(spec)
     o, i, kh, kw = weight.shape
-    padded = np.pad(weight, ((0, _padded(o, ob) - o), (0, 0), (0, 0), (0, 0)))
-    packed = padded.reshape(-1, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1)
+    zeros = np.pad(weight, ((0, padded(o, ob) - o), (0, 0), (0, 0), (0, 0)))
+    packed = zeros.reshape(-1, ob, i // ib, ib, kh, kw).transpose(0, 2, 4, 5, 3, 1)
     return np.ascontiguousarray(packed, dtype=spec.workload.dtype)
 
 
@@ -127,7 +124,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     wl = spec.workload
     n, c, h, w = wl.in_shape
     kh, kw = wl.kernel
-    channels, width = _padded(wl.out_channels, ob), _padded(wl.out_width, knobs["reg_n"])
+    channels, width = padded(wl.out_channels, ob), padded(wl.out_width, knobs["reg_n"])
     top, left, bottom, right = wl.padding
     padding = (top, left, bottom, right + (width - wl.out_width) * wl.strides[1])  # the extra columns read zeros
     data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")

@@ -1,7 +1,8 @@
 """Dense layer ``out[b, o] = sum_i data[b, i] * weight[o, i]`` on "NC" activations, weights packed (O // ob, I, ob).
 
 The output features are split in vectorised blocks of ``oc_bn``, the batch in an unrolled register tile of ``reg_b``
-rows and the reduction unrolled by ``k_unroll``; (batch tile, feature block) pairs run in parallel.
+rows and the reduction unrolled by ``k_unroll``; (batch tile, feature block) pairs run in parallel. ``reg_b`` need not
+divide the rows (``row_tiles``): the tiles past the last row compute it again and the write-back drops them.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import tvm
 from tvm import te
 
 from search.templates.common import (
+    clamped,
     epilogue_compute,
     finish,
     k_unrolls,
     knob_product,
+    padded,
     resolve_knobs,
     row_tiles,
     schedule_matmul,
@@ -51,16 +54,17 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     wl = spec.workload
     knobs = resolve_knobs(spec.knobs, _choices(spec))
-    ob = knobs["oc_bn"]
+    ob, rows = knobs["oc_bn"], padded(wl.batch, knobs["reg_b"])
     data = te.placeholder((wl.batch, wl.in_features), wl.dtype, name="data")
     weight = te.placeholder((wl.out_features // ob, wl.in_features, ob), wl.dtype, name="weight")
     k = te.reduce_axis((0, wl.in_features), name="k")
     acc = te.compute(
-        (wl.batch, wl.out_features // ob, ob),
-        lambda b, oc, oi: te.sum(data[b, k] * weight[oc, k, oi], axis=k),
+        (rows, wl.out_features // ob, ob),
+        lambda b, oc, oi: te.sum(data[clamped(b, wl.batch, rows), k] * weight[oc, k, oi], axis=k),
         name="dense",
     )
-    out, extra = epilogue_compute(acc, spec.epilogue, wl.out_features, lambda b, oc, oi: oc * ob + oi)
+    out, extra = epilogue_compute(acc, spec.epilogue, wl.out_features, lambda b, oc, oi: oc * ob + oi,
+                                  shape=(wl.batch, wl.out_features // ob, ob))
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
     flat = [("out", "write", 0)]
     if spec.epilogue.residual:

@@ -178,6 +178,7 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     first = rounds[0]
     assert set(first["measured_ms"]) == {"solver:auto", *BASELINES} == set(first["predicted_ms"])
     assert first["calibration"]["in_network"] > 0 and "conv2d" in first["calibration"]["factors"]
+    assert first["drift"] > 0 and summary["calibration"]["skipped"] is None
     assert all(value > 0 for value in first["measured_ms"].values())
     cache = CostCache(tmp_path / "costs.sqlite")
     rows = cache._connect().execute("SELECT COUNT(*) FROM costs WHERE context LIKE ?", [f'%"{NETWORK}"%'])
@@ -193,3 +194,23 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     assert [m.step for m in history] == [r["index"] for r in rounds]
     assert [m.value for m in history] == [r["measured_ms"]["solver:auto"] for r in rounds]
     assert run.data.metrics["plan.predicted_ms"] == pytest.approx(plan["predicted_ms"])
+
+
+def test_calibration_keeps_no_profile_of_a_machine_slower_than_its_records(tmp_path, warm_cache):
+    """Records three times faster than the machine runs now: the drift check sees a disturbed window, the plans are
+    timed and profiled twice, and no in-network time is kept."""
+    from cost_models.cache import CostCache
+    from cost_models.calibration import NETWORK
+
+    connection = CostCache(warm_cache)._connect()
+    with connection:
+        connection.execute("UPDATE costs SET median_ms = median_ms / 3 WHERE median_ms IS NOT NULL")
+    lines: list[str] = []
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=warm_cache, echo=lines.append,
+                   **{**SETTINGS, "calibrate": 1})
+    assert summary["calibration"]["rounds"] == [] and not summary["calibration"]["converged"]
+    assert "ran x" in summary["calibration"]["skipped"]
+    assert sum("timing and profiling the plans again" in line for line in lines) == 1
+    assert any(line.startswith("calibration stopped:") for line in lines)
+    rows = connection.execute("SELECT COUNT(*) FROM costs WHERE context LIKE ?", [f'%"{NETWORK}"%'])
+    assert rows.fetchone()[0] == 0

@@ -97,4 +97,5 @@ def test_last_axis_reductions_take_the_reduction_rule(kind):
 
 def loop_kinds(func: tvm.tirx.PrimFunc) -> set:
     sch = tvm.s_tir.Schedule(func)
-    return {sch.get(loop).kind for block in sch.get_child_blocks(sch.get_sblock("root")) for loop in sch.get_loops(block)}
+    blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    return {sch.get(loop).kind for block in blocks for loop in sch.get_loops(block)}

@@ -12,8 +12,9 @@ import tvm
 from search.errors import SearchError
 from search.isa import AVX2, AVX512
 from search.kinds import KINDS, check_kernel
-from search.templates import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
+from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from search.templates.common import sized_for
+from search.templates.common import unit as vector_unit
 
 
 def build_kernel(spec: KernelSpec, target) -> tvm.tirx.PrimFunc:
@@ -195,6 +196,24 @@ def test_knobs_pad_channels_and_width_only_where_divisors_waste_the_vector(unit,
     assert default(replace(head, out_channels=128, width=56)) == {"oc_bn": 16, "reg_n": reg_n["wide"], "unroll_kw": 1}
     assert default(replace(head, out_channels=24, width=17), "NCHW8c")["reg_n"] == reg_n["8c"]
     assert default(replace(head, out_channels=32, width=17), "NCHW16c")["reg_n"] == reg_n["16c"]
+
+
+def test_matmuls_pad_prime_rows_and_columns_and_drop_the_padding():
+    """ViT's 197 tokens: no register tile of 4 or more and no vector block divides them, so padded ones come first
+    (8 rows computed from 200, 16-lane blocks over 208 columns), every setting computes exactly, and the kernel's
+    parameters keep the real shapes."""
+    dense_spec = KernelSpec(DenseWorkload(13, 12, 32), "NC", "NC", epilogue=FULL)
+    assert dict(knob_space(dense_spec)[0])["reg_b"] == 7  # 14 rows in 2 tiles: the least padded work of 4..8
+    assert dict(knob_space(KernelSpec(DenseWorkload(197, 12, 32), "NC", "NC"))[0])["reg_b"] == 8
+    for knobs in knob_space(dense_spec):
+        check_kernel(replace(dense_spec, knobs=knobs), target=TARGET)
+    scores = KernelSpec(BatchMatmulWorkload(2, 13, 8, 13), "BIJ", "BIJ")
+    choices = knob_space(scores)
+    assert {dict(k)["n_bn"] for k in choices} >= {vector_unit().lanes} and 1 not in {dict(k)["n_bn"] for k in choices}
+    for knobs in choices:
+        check_kernel(replace(scores, knobs=knobs), target=TARGET)
+    func = build_kernel(replace(scores, knobs=choices[0]), TARGET)
+    assert [tuple(int(e) for e in p.shape) for p in func.params] == [(2, 13, 8), (2, 8, 13), (2, 13, 13)]
 
 
 def test_padded_kernel_shapes():

@@ -1,0 +1,58 @@
+"""Does the machine run now as it did when the costs were measured? A few cached tasks timed again and compared.
+
+A shared host can slow everything down for minutes (a neighbour's job, a throttled core): timings taken then, and
+in-network profiles in particular, describe that window, not the machine. ``measure_drift`` times ``tasks`` again
+as the cache's records were timed (same context, the cache neither read for them nor written) and returns the
+median ratio of now over then; above ``1 + tolerance`` the window is ``disturbed``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cost_models.measure import MeasuredCosts
+from cost_models.tasks import Task
+
+DRIFT_TOLERANCE = 0.10
+"""How much slower than their records tasks may time before the window counts as disturbed: well above the 1-3%
+spread of repeated isolated timings, well below the slow windows met on shared hosts (docs/measurements.md)."""
+
+
+@dataclass(frozen=True)
+class Drift:
+    """Tasks timed again: per task key its cached and current median (ms), the median ratio of now over then
+    (``ratio``; 1.0 when nothing could be compared) and the tolerance ``disturbed`` is judged by."""
+
+    times: dict[str, tuple[float, float]]
+    ratio: float
+    tolerance: float = DRIFT_TOLERANCE
+
+    @property
+    def disturbed(self) -> bool:
+        return self.ratio > 1.0 + self.tolerance
+
+    def describe(self) -> str:
+        return (f"{len(self.times)} cached kernels timed again ran x{self.ratio:.2f} their recorded time "
+                f"(tolerance x{1.0 + self.tolerance:.2f})")
+
+
+PROBES = 3
+"""Tasks timed again: the longest-running ones recorded, whose timings are the least noisy."""
+
+
+def measure_drift(measured: MeasuredCosts, tasks: Sequence[Task], probes: int = PROBES,
+                  tolerance: float = DRIFT_TOLERANCE) -> Drift:
+    """The ``probes`` longest of ``tasks`` with a successful record in ``measured``'s cache, timed again now; see
+    the module docstring."""
+    distinct = list({task.key: task for task in tasks if not task.free}.values())
+    cached = measured.cache.get_many(measured.context, [task.key for task in distinct])
+    known = sorted((task for task in distinct if task.key in cached and cached[task.key].ok),
+                   key=lambda task: -cached[task.key].median_ms)[:probes]
+    times = {}
+    for task, record in zip(known, measured.time_again(known)):
+        if record.ok and cached[task.key].median_ms > 0:
+            times[task.key] = (cached[task.key].median_ms, record.median_ms)
+    ratio = statistics.median(now / then for then, now in times.values()) if times else 1.0
+    return Drift(times, float(ratio), tolerance)

@@ -1,0 +1,31 @@
+"""The drift check: cached kernels timed again against their records, the cache untouched."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from cost_models import CostCache
+from cost_models.drift import Drift, measure_drift
+from tests.cost_models.test_measure import conv_task, provider
+
+
+def test_kernels_timed_again_are_compared_with_their_records(tmp_path):
+    path = tmp_path / "c.sqlite"
+    fast, slow, unknown = conv_task(), conv_task("NCHW", "NCHW"), conv_task(relu=False)
+    with provider(path, builders=1) as costs:
+        costs.measure([fast, slow])
+        cache, context = CostCache(path), costs.context
+        records = cache.get_many(context, [fast.key, slow.key])
+        # the records say the machine ran 3x faster (fast) and 3x slower (slow) than it does
+        cache.put_many(context, {fast.key: replace(records[fast.key], median_ms=records[fast.key].median_ms / 3),
+                                 slow.key: replace(records[slow.key], median_ms=records[slow.key].median_ms * 3)})
+        before = {key: cache.get(context, key) for key in (fast.key, slow.key)}
+
+        one = measure_drift(costs, [fast, slow, unknown, fast], probes=1)  # the longest record: slow's
+        assert list(one.times) == [slow.key] and one.ratio < 0.5 and not one.disturbed
+        both = measure_drift(costs, [fast, slow, unknown])  # unknown has no record: not timed
+        assert set(both.times) == {fast.key, slow.key}
+        then, now = both.times[fast.key]
+        assert now / then > 2 and Drift({fast.key: (then, now)}, now / then).disturbed
+        assert {key: cache.get(context, key) for key in before} == before and cache.get(context, unknown.key) is None
+    assert not Drift({}, 1.0).disturbed
