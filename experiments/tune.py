@@ -294,8 +294,9 @@ def tune(
     best = min(solutions, key=lambda name: solutions[name].cost)
     plans = _save_plans(extracted, solutions, best, directory)
     keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
+    check = extract_args if calibrate else None
     results, load, profiles, drift = _timed(extracted, plans, repeat=repeat, keep=keep, profile=calibrate > 0,
-                                            extract_args=extract_args, echo=echo)
+                                            check=check, echo=echo)
     rounds, measured_first, skipped = [], extracted, None
     for index in range(1, calibrate + 1):
         if drift.disturbed:
@@ -312,7 +313,7 @@ def tune(
         plans = _save_plans(extracted, solutions, best, directory)
         keep = {f"solver:{best}": directory / TUNED_ARTIFACT}
         results, load, profiles, drift = _timed(extracted, plans, repeat=repeat, keep=keep, profile=index < calibrate,
-                                                extract_args=extract_args, echo=echo)
+                                                check=check, echo=echo)
         extracted.problem.save(directory / "problem.json")
     if rounds:
         extracted = replace(extracted, tasks=measured_first.tasks, new=measured_first.new,
@@ -336,6 +337,7 @@ def tune(
     if calibrate:
         summary["calibration"] = {"rounds": [r.to_dict() for r in rounds],
                                   "converged": bool(rounds) and not rounds[-1].plan_changed, "skipped": skipped}
+        summary["drift"] = {"ratio": drift.ratio, "disturbed": drift.disturbed, "kernels": len(drift.times)}
     if len(chosen) > 1:
         summary["solvers"] = {**per_solver, **{name: {"solver": name, "error": error} for name, error in
                                                errors.items()}}
@@ -347,19 +349,20 @@ def tune(
 
 
 def _timed(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: dict[str, Path], profile: bool,
-           extract_args: dict[str, Any], echo: Callable[[str], None]) -> tuple[dict, list, dict, Drift | None]:
-    """``time_plans`` (profiling with ``profile``), then with profiles the drift check of ``experiments.calibrate``:
-    a disturbed window is timed and profiled once more. The drift is None without profiles."""
+           check: dict[str, Any] | None, echo: Callable[[str], None]) -> tuple[dict, list, dict, Drift | None]:
+    """``time_plans`` (profiling with ``profile``), then with ``check`` (the extraction's arguments) the drift check
+    of ``experiments.calibrate``: a disturbed window is timed (and profiled) once more. The drift is None without
+    ``check``."""
     echo(_timing_line(plans, repeat, profile))
     runs = PROFILE_RUNS if profile else 0
     results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs)
-    if not profile:
+    if check is None:
         return results, load, profiles, None
-    source, cache = _measured_source(extract_args), extract_args.get("cache", DEFAULT_CACHE)
+    source, cache = _measured_source(check), check.get("cache", DEFAULT_CACHE)
     drift = check_drift(extracted, plans, source, cache)
     if drift.disturbed:
-        echo(f"warning: {drift.describe()}: the machine is slower than when the costs were measured; timing and "
-             "profiling the plans again")
+        again = "timing and profiling the plans again" if profile else "timing the plans again"
+        echo(f"warning: {drift.describe()}: the machine is slower than when the costs were measured; {again}")
         results, load, profiles = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs)
         drift = check_drift(extracted, plans, source, cache)
     return results, load, profiles, drift
@@ -615,6 +618,9 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
         lines.append(_round_line(entry, s["solver"]["solver"]))
     if s.get("calibration", {}).get("skipped"):
         lines.append(f"calibration stopped: {s['calibration']['skipped']}")
+    if s.get("drift", {}).get("disturbed"):
+        lines.append(f"warning: the latencies above were timed while {s['drift']['kernels']} of the plans' kernels ran "
+                     f"x{s['drift']['ratio']:.2f} their recorded time: the machine was disturbed; tune again later")
     extra = ", plans/" if "solvers" in s else ""
     lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}; wrote "
                  f"{Path(s['files']['plan']).parent}: plan.json, {PICTURE}, problem.json, summary.json, "
