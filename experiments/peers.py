@@ -95,10 +95,18 @@ def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         specs = session.get_inputs()  # drawn as tessera's artifacts draw theirs, so every engine sees one input
-        arrays = random_arrays([spec.shape for spec in specs], 0, [ONNX_DTYPES[spec.type] for spec in specs])
+        arrays = random_arrays([spec.shape for spec in specs], 0, [onnx_dtype(spec.type) for spec in specs])
         feed = {spec.name: array for spec, array in zip(specs, arrays, strict=True)}
         return (lambda: session.run(None, feed)), {"engine_version": ort.__version__, "threads_used": threads}
     raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+
+
+def onnx_dtype(type_name: str) -> str:
+    """The numpy dtype of an ONNX Runtime input type such as ``tensor(float)``; ``ValueError`` for the types tessera
+    never feeds (its artifacts take float32 data and integer ids)."""
+    if type_name not in ONNX_DTYPES:
+        raise ValueError(f"an ONNX input of type {type_name}: only {', '.join(ONNX_DTYPES)} can be fed")
+    return ONNX_DTYPES[type_name]
 
 
 def time_runner(run: Callable[[], Any], number: int | None) -> tuple[float, int]:

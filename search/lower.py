@@ -1,7 +1,7 @@
 """Lower an emitted module: legalise (softmax, exp, erf and tanh in their fast forms), fuse the chains of non-template
-operators, schedule them (reductions along the innermost axis, as softmax and layer norm, by TVM's dlight CPU rule;
-everything else by a simple parallel, vectorised schedule), check that the template kernels survive the default Relax
-pipeline unchanged, and compile.
+operators, schedule them (reductions along the innermost axis, as softmax and layer norm, with vectorised partial
+sums or TVM's dlight CPU rule; everything else by a simple parallel, vectorised schedule), check that the template
+kernels survive the default Relax pipeline unchanged, and compile.
 
 The CPU default pipeline of ``tvm.compile`` does not fuse, so ``call_tir`` kernels stay separate PrimFuncs unless
 fused here; the check compares every kernel body after the pipeline with the body its kind's ``build`` returned.
@@ -18,6 +18,7 @@ from tvm import relax
 from tvm.s_tir import dlight
 
 from search.bindings import op_name
+from search.row_reductions import schedule_rows
 from search.templates.common import unit
 
 SCHEDULED = "tir.is_scheduled"
@@ -77,9 +78,15 @@ def _reduces_innermost(func: tvm.tirx.PrimFunc) -> bool:
 
 
 def _schedule(func: tvm.tirx.PrimFunc, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-    """``func`` scheduled: by ``dlight.cpu.Reduction`` where it reduces along its innermost axis and the rule applies
-    (BERT's softmax runs several times faster so: docs/measurements.md), otherwise generically."""
+    """``func`` scheduled: where it reduces along its innermost axis, by ``search.row_reductions`` where its rows
+    split into whole vectors, else by ``dlight.cpu.Reduction`` where that rule applies; otherwise generically."""
     if _reduces_innermost(func):
+        try:
+            rows = schedule_rows(func)
+        except (RuntimeError, OSError, ValueError):  # a ScheduleError: try the next schedule
+            rows = None
+        if rows is not None:
+            return rows
         try:
             with target:
                 sch = dlight.cpu.Reduction().apply(func, target, False)

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from experiments.peers import Contender, interleaved_peers, max_error, save_onnx, save_pytorch
+from experiments.peers import Contender, interleaved_peers, max_error, onnx_dtype, save_onnx, save_pytorch
 from search.artifact import load_artifact
 from search.export import TOLERANCE, export
 from search.graph import extract_graph
@@ -56,6 +56,12 @@ def test_max_error_is_relative_and_catches_other_shapes():
     assert max_error([np.array([[2.0, -3.0]]), np.array([1.0])], reference) == 0.25
     assert max_error([np.array([2.0, -4.0]), np.array([1.0])], reference) == np.inf
     assert max_error(reference[:1], reference) == np.inf
+
+
+def test_onnx_inputs_are_fed_in_their_type_or_refused_by_name():
+    assert [onnx_dtype(t) for t in ("tensor(float)", "tensor(int64)", "tensor(int32)")] == ["float32", "int64", "int32"]
+    with pytest.raises(ValueError, match=r"tensor\(double\): only tensor\(float\)"):
+        onnx_dtype("tensor(double)")
 
 
 def test_a_worker_that_cannot_load_is_named(tmp_path):

@@ -8,6 +8,7 @@ import tvm
 from tvm import relax
 
 from search.lower import schedule_legalised
+from search.templates.common import unit
 
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
 SHAPES = {"NCHW16c": (1, 2, 9, 7, 16), "NCHW": (1, 32, 9, 7), "NHWC": (1, 9, 7, 96)}  # NHWC: 6 vectors of 16
@@ -57,9 +58,9 @@ def reduction_vectorised(func: tvm.tirx.PrimFunc) -> bool:
     return sch.get(sch.get_loops(block)[-1]).kind == tvm.tirx.ForKind.VECTORIZED
 
 
-def last_axis(kind: str) -> tuple[tvm.IRModule, np.ndarray, np.ndarray]:
-    """A softmax or layer norm over the last axis of a (2, 4, 8, 48) input, with numpy's answer."""
-    data = np.random.default_rng(1).standard_normal((2, 4, 8, 48)).astype("float32")
+def last_axis(kind: str, width: int) -> tuple[tvm.IRModule, np.ndarray, np.ndarray]:
+    """A softmax or layer norm over the last axis of a (2, 4, 8, width) input, with numpy's answer."""
+    data = np.random.default_rng(1).standard_normal((2, 4, 8, width)).astype("float32")
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(data.shape, "float32"))
     with bb.function("main", [x]):
@@ -69,7 +70,7 @@ def last_axis(kind: str) -> tuple[tvm.IRModule, np.ndarray, np.ndarray]:
                 shifted = np.exp(data - data.max(-1, keepdims=True))
                 expected = shifted / shifted.sum(-1, keepdims=True)
             else:
-                ones, zeros = (relax.const(np.full(48, v, "float32")) for v in (1, 0))
+                ones, zeros = (relax.const(np.full(width, v, "float32")) for v in (1, 0))
                 y = relax.op.nn.layer_norm(x, ones, zeros, axes=[-1], epsilon=1e-5)
                 expected = (data - data.mean(-1, keepdims=True)) / np.sqrt(data.var(-1, keepdims=True) + 1e-5)
             out = bb.emit_output(bb.emit(y))
@@ -78,24 +79,26 @@ def last_axis(kind: str) -> tuple[tvm.IRModule, np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("kind", ["softmax", "layer_norm"])
-def test_last_axis_reductions_take_the_reduction_rule(kind):
-    mod, data, expected = last_axis(kind)
+@pytest.mark.parametrize("vectors", [3, None])  # rows of 3 whole vectors, or of a prime length
+def test_last_axis_reductions_keep_partial_sums_per_lane_where_rows_are_whole_vectors(kind, vectors):
+    lanes = unit().lanes
+    mod, data, expected = last_axis(kind, 3 * lanes if vectors else 13)
     scheduled = schedule_legalised(mod, TARGET)
     np.testing.assert_allclose(run(scheduled, data), expected, rtol=1e-5, atol=1e-6)
     (func,) = [f for f in scheduled.functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
     assert func.attrs["tir.is_scheduled"]
-    # dlight's rule: every block under one parallel loop over the rows, the inner axes vectorised (the generic
-    # schedule gives each block a loop nest of its own)
     sch = tvm.s_tir.Schedule(func)
     blocks = sch.get_child_blocks(sch.get_sblock("root"))
+    names = [sch.get(block).name_hint for block in blocks]
+    reductions = sum(1 for name in names if name.endswith("_rf"))
     outer = {sch.get(sch.get_loops(block)[0]) for block in blocks}
-    assert len(blocks) > 1 and len(outer) == 1 and outer.pop().kind == tvm.tirx.ForKind.PARALLEL
-    assert tvm.tirx.ForKind.VECTORIZED in loop_kinds(func)
+    assert all(loop.kind == tvm.tirx.ForKind.PARALLEL for loop in outer)
+    if vectors:  # each reduction (max and sum, or mean and variance) through a vectorised per-lane partial
+        assert reductions == 2 and len(outer) == len(blocks)
+        for block in blocks:
+            if sch.get(block).name_hint.endswith("_rf"):
+                assert sch.get(sch.get_loops(block)[-1]).kind == tvm.tirx.ForKind.VECTORIZED
+    else:  # 13 lanes split no vector: dlight's rule, every block under one parallel loop over the rows
+        assert reductions == 0 and len(outer) == 1
     if kind == "softmax":  # fast math: the exp is the vectorisable polynomial, no scalar library call is left
         assert "T.exp(" not in func.script()
-
-
-def loop_kinds(func: tvm.tirx.PrimFunc) -> set:
-    sch = tvm.s_tir.Schedule(func)
-    blocks = sch.get_child_blocks(sch.get_sblock("root"))
-    return {sch.get(loop).kind for block in blocks for loop in sch.get_loops(block)}
