@@ -28,7 +28,8 @@ from cost_models.sources import XGBoostSource  # noqa: E402
 from cost_models.tasks import FREE  # noqa: E402
 from cost_models.xgb_model import XGBCostModel  # noqa: E402
 from experiments.costmodel import evaluate_on, train  # noqa: E402
-from experiments.tune import extract, time_plans, use_threads  # noqa: E402
+from experiments.timing import time_plans  # noqa: E402
+from experiments.tune import extract, use_threads  # noqa: E402
 from search import space as spaces  # noqa: E402
 from search.export import make_target  # noqa: E402
 from search.plan import BASELINES, baseline_plan, plan_from_assignment  # noqa: E402

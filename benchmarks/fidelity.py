@@ -1,7 +1,7 @@
 """How well the cost problem predicts the exported network: per kernel, per timing method, and end to end.
 
 For each network: the problem is extracted with warm timings (``--cache``), and six plans are exported, numerically
-checked and timed end to end in interleaved rounds (``experiments.tune.time_plans``, the in-process harness of
+checked and timed end to end in interleaved rounds (``experiments.timing.time_plans``, the in-process harness of
 ``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c baselines. Each is then
 profiled inside the network (``search.profile``).
 
@@ -39,7 +39,8 @@ from cost_models.calibration import Factors, network_times  # noqa: E402
 from cost_models.measure import MeasuredCosts, cpu_model  # noqa: E402
 from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
-from experiments.tune import extract, time_plans, use_threads  # noqa: E402
+from experiments.timing import time_plans  # noqa: E402
+from experiments.tune import extract, use_threads  # noqa: E402
 from search.export import make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import KernelKind, get_kind  # noqa: E402

@@ -139,7 +139,7 @@ def _solve(trial: Trial, problem) -> dict[str, Any]:
 def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, Any]:
     """Export the plan of ``assignment`` and the uniform baselines (each checked against the stock build) and time
     them end to end in interleaved rounds."""
-    from experiments.tune import time_plans
+    from experiments.timing import time_plans
     from search.plan import BASELINES, baseline_plan, plan_from_assignment
 
     plans = {"plan": plan_from_assignment(assignment, extracted.model, extracted.args,

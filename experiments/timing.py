@@ -1,0 +1,102 @@
+"""Export, check and time plans end to end: each distinct plan exported and checked once, then all timed in
+interleaved rounds in this process (the harness that defines a plan's measured latency), and profiled inside the
+network on request."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from experiments.tune import Extracted
+    from search.artifact import Artifact
+
+
+def timing_line(plans: dict[str, Any], repeat: int, profile: bool) -> str:
+    """What ``time_plans`` is about to do, as one progress line."""
+    distinct = len({tuple(sorted(plan.choices.items())) for plan in plans.values()})
+    baselines = ", ".join(label for label in plans if not label.startswith("solver:"))
+    profiled = ", then profiled inside the network" if profile else ""
+    return (f"exporting and checking {distinct} distinct plans (the solver's and the uniform baselines {baselines}), "
+            f"timing them in {repeat} interleaved rounds{profiled}")
+
+
+def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: dict[str, Path] | None = None,
+               profile_runs: int = 0) -> tuple[dict[str, dict[str, Any]], list[float], dict[str, Any]]:
+    """Export and check each distinct plan once, then time them all in interleaved rounds.
+
+    ``plans`` maps labels to ``Plan``s; the artifact of a label in ``keep`` is saved to its directory, the others
+    to a temporary one. Returns per label the predicted cost, the numerical check's error and the latency (labels
+    with identical plans share one export and timing), the 1-minute load average before and after timing, and with
+    ``profile_runs`` each distinct plan's profile inside the network (``search.profile``) by label.
+    """
+    from cost_models.pricing import plan_cost
+    from search.artifact import load_artifact
+    from search.export import export, make_target, reference_outputs
+    from search.profile import profile_artifact
+
+    graph, problem, threads = extracted.graph, extracted.problem, extracted.problem.meta["threads"]
+    target = make_target(threads)
+    seed = extracted.args["seed"]
+    reference = reference_outputs(graph, target, seed)
+    keep = keep or {}
+    distinct: dict[tuple, str] = {}  # choices -> the first label with them
+    results: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="tessera-plans-") as scratch:
+        artifacts = {}
+        for index, (label, plan) in enumerate(plans.items()):
+            key = tuple(sorted(plan.choices.items()))
+            if key in distinct:
+                results[label] = results[distinct[key]]
+                continue
+            distinct[key] = label
+            # always loaded from a fresh path: a process that loaded a library keeps using it for that path
+            where = Path(scratch) / f"plan{index}"
+            compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference)
+            compiled.save(where)
+            if label in keep:
+                shutil.copytree(where, keep[label], dirs_exist_ok=True)
+            artifacts[label] = load_artifact(where)
+            results[label] = {"predicted_ms": plan_cost(problem, plan.choices),
+                              "relative_error": compiled.manifest["numerical_check"]["relative_error"]}
+        load = [os.getloadavg()[0]]
+        for label, latency in interleaved_latency(artifacts, rounds=repeat, threads=threads).items():
+            results[label]["latency"] = latency
+        load.append(os.getloadavg()[0])
+        profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=seed)
+                    for label, artifact in artifacts.items()} if profile_runs else {}
+    return {label: dict(result) for label, result in results.items()}, load, profiles
+
+
+def interleaved_latency(artifacts: dict[str, Artifact], *, rounds: int, threads: int) -> dict[str, dict[str, Any]]:
+    """End-to-end latency of several artifacts, measured in turns so that load from other processes on a shared
+    machine hits them all alike.
+
+    Each of ``rounds`` rounds times every artifact once (``number`` runs of about 50 ms in all, fixed per artifact at
+    its first round), starting one artifact later each round. Returns, per artifact, the median, quartiles, extremes
+    and interquartile ``spread_ms`` of the per-round times in milliseconds.
+    """
+    import numpy as np
+
+    from search.artifact import measure_latency
+
+    labels = list(artifacts)
+    samples: dict[str, list[float]] = {label: [] for label in labels}
+    numbers: dict[str, int] = {}
+    runtime_threads = threads
+    for index in range(rounds):
+        shift = index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            latency = measure_latency(artifacts[label], repeat=1, number=numbers.get(label), threads=threads)
+            numbers[label], runtime_threads = latency.number, latency.runtime_threads
+            samples[label].append(latency.median_ms)
+    out = {}
+    for label, values in samples.items():
+        p25, median, p75 = (float(v) for v in np.percentile(values, [25, 50, 75]))
+        out[label] = {"median_ms": median, "p25_ms": p25, "p75_ms": p75, "spread_ms": p75 - p25,
+                      "min_ms": min(values), "max_ms": max(values), "rounds": rounds, "number": numbers[label],
+                      "threads": threads, "runtime_threads": runtime_threads}
+    return out
