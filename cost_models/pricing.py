@@ -9,8 +9,10 @@ Costs are in milliseconds:
   (``OpGraph.layout_values``). A read's conversion (from the layout the producer candidate stores the value in into
   the layout the reader candidate wants, 0 when they agree) goes on the edge between producer and reader, or on the
   node when the other end is fixed NCHW (a model input or fixed op read by a node, a node's value read by a fixed op
-  or an output). Where two reads of a value may want the same layout, one *auxiliary* node for that value and layout
-  prices the conversion once instead: its candidates are ``absent`` and ``present``, the edge to the producer prices
+  or an output), as do the transforms a layout-free kernel (``batch_matmul``) asks for around itself
+  (``KernelKind.conversions``: attention's head split and merge, unless the kernel reads through them). Where two
+  reads of a value may want the same layout, one *auxiliary* node for that value and layout prices the conversion once
+  instead: its candidates are ``absent`` and ``present``, the edge to the producer prices
   ``present`` (the conversion, or nothing where the producer stores that layout), and the edge to each reader forbids
   ``absent`` where the reader wants that layout. ``problem.meta["auxiliary"]`` lists these nodes; plans leave them out
   and ``plan_cost`` completes them. ``shared=False`` prices every read on its own instead (pairwise, smaller; it
@@ -34,7 +36,7 @@ from cost_models.tasks import ChainTask, KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.errors import SearchError
 from search.graph import LayoutValue, Op, OpGraph, Read
-from search.kinds import KernelKind, get_kind
+from search.kinds import KernelKind, get_kind, kernel_kind
 from search.templates.common import unit
 from solvers.problem import Problem
 
@@ -142,9 +144,15 @@ class _Costing:
         return list(dict.fromkeys(tasks))
 
     def node_transforms(self, node: str, candidate: Candidate) -> list[TransformTask]:
-        """The conversions between ``node`` as ``candidate`` and fixed NCHW values and readers."""
+        """The conversions between ``node`` as ``candidate`` and fixed NCHW values and readers, and those a
+        layout-free kernel runs around itself."""
+        op = self.graph.op(node)
+        own = []
+        if op.layout_free:
+            own = [TransformTask(c.shape, c.src, c.dst)
+                   for c in kernel_kind(op.kind).conversions(op, kernel_spec(op, candidate))]
         return (self.read_transforms(self.from_fixed.get(node, []), None, candidate)
-                + self.read_transforms(self.to_fixed.get(node, []), candidate.out_layout, None))
+                + self.read_transforms(self.to_fixed.get(node, []), candidate.out_layout, None) + own)
 
     def tasks(self) -> list[Task]:
         """Every distinct measurement the problem needs, kernels first."""

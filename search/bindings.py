@@ -62,6 +62,7 @@ class Bindings:
                 self.users[var].append(index)
         self.outputs = Counter(var_reads(func.body.body))
         self.defs = {b.var: b.value for b in self.items}
+        self.indices = {b.var: index for index, b in enumerate(self.items)}
         self.claimed: set[int] = set()
         self._consts: dict[Any, np.ndarray | None] = {}
 
@@ -71,6 +72,10 @@ class Bindings:
     def value(self, index: int):
         """The expression bound at ``index``."""
         return self.items[index].value
+
+    def index(self, var) -> int | None:
+        """The index of the binding of ``var`` (None for a parameter or anything else)."""
+        return self.indices.get(var)
 
     def var(self, index: int) -> relax.Var:
         """The variable bound at ``index``."""

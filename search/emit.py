@@ -3,7 +3,8 @@
 Every node of a kernel kind becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant
 arguments; a node of a layout kind (concat, add) runs its Relax op in its chosen layout; every edge whose layouts
 differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers run in their
-producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see NCHW (of 4-D values).
+producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see NCHW (of 4-D values),
+and a layout-free kernel gets the transforms its layouts ask for (``KernelKind.conversions``) around it.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class _Emitter:
         self.kernels: dict[str, tvm.tirx.PrimFunc] = {}
         self.functions: dict[str, tvm.ir.GlobalVar] = {}  # the source module's functions that fixed ops call
         self.origins: dict[str, Origin] = {}
+        self.transforms = 0
         self.shapes = dict(graph.inputs) | {op.name: op.shape for op in graph.ops}
 
     def read(self, value: str, wanted: str) -> relax.Expr:
@@ -66,36 +68,69 @@ class _Emitter:
             return expr
         key = (value, wanted)
         if key not in self.converted:
-            transform = relax.op.layout_transform(expr, index_map=layout(stored).index_map(layout(wanted)))
-            name = f"{value}_to_{wanted}"
-            self.converted[key] = self.bb.emit(transform, name_hint=name)
-            self.origins[name] = Origin(value, stored, wanted, tuple(self.shapes[value]))
+            self.converted[key] = self.transform(expr, value, stored, wanted, self.shapes[value])
         return self.converted[key]
 
     def kernel(self, op: Op, kind: KernelKind) -> None:
         candidate = self.chosen[op.name]
         spec = kind.spec(op, candidate.in_layout, candidate.out_layout, candidate.knobs)
         if spec not in self.kernel_vars:
-            name = f"{op.name}_{candidate.in_layout}_{candidate.out_layout}"
+            name = f"{op.name}_{candidate.in_layout}_{candidate.out_layout}".replace("+", "_")
             func = kind.build(spec, self.target)
             self.kernel_vars[spec] = self.bb.add_func(func, name)
             self.kernels[self.kernel_vars[spec].name_hint] = func
-        sides = {"in": candidate.in_layout, "out": candidate.out_layout}
-        # a layout-free op reads its values as they are stored for fixed ops (4-D ones in NCHW, their logical order)
-        inputs = [self.read(value, "NCHW" if op.layout_free else sides[side])
-                  for value, side in zip(op.inputs, op.input_sides)]
         # a kernel's logical shapes may flatten the op's (dense on (batch, tokens, in)): reshaped around it
-        wanted = [shape for _, shape in kind.activations(spec)]
-        inputs = [x if tuple(shape) == want else self.bb.emit(relax.op.reshape(x, want), name_hint=f"{op.name}_in{i}")
-                  for i, (x, shape, want) in enumerate(zip(inputs, op.input_shapes, wanted, strict=True))]
+        if op.layout_free:
+            inputs = self.layout_free_inputs(op, kind, spec)
+        else:
+            sides = {"in": candidate.in_layout, "out": candidate.out_layout}
+            inputs = [self.read(value, sides[side]) for value, side in zip(op.inputs, op.input_sides)]
+            inputs = [self.reshaped(x, shape, want, f"{op.name}_in{i}") for i, (x, shape, (_, want)) in
+                      enumerate(zip(inputs, op.input_shapes, kind.activations(spec), strict=True))]
         args = [inputs[0], *(relax.const(array) for array in kind.pack(spec, op.params)), *inputs[1:]]
-        kernel_out = tuple(kind.out_shape(spec.workload))
-        shape = layout(candidate.out_layout).physical_shape(kernel_out)
+        written, kernel_out = kind.output(spec)
+        shape = layout(written).physical_shape(kernel_out)
         call = relax.call_tir(self.kernel_vars[spec], relax.Tuple(args), relax.TensorType(shape, "float32"))
         self.define(op, self.bb.emit(call, name_hint=op.name), candidate.out_layout)
-        if kernel_out != tuple(op.shape):
+        if op.layout_free:
+            result = next((c for c in kind.conversions(op, spec) if c.input is None), None)
+            out = self.values[op.name][0]
+            if result is not None:
+                out = self.transform(out, op.name, result.src, result.dst, result.shape)
+                shape = layout(result.dst).physical_shape(result.shape)
+            self.values[op.name] = (self.reshaped(out, shape, op.shape, f"{op.name}_out"), _fixed_layout(op.shape))
+        elif tuple(kernel_out) != tuple(op.shape):
             view = self.bb.emit(relax.op.reshape(self.values[op.name][0], op.shape), name_hint=f"{op.name}_out")
-            self.values[op.name] = (view, _fixed_layout(op.shape) if op.layout_free else NOT_4D)
+            self.values[op.name] = (view, NOT_4D)
+
+    def layout_free_inputs(self, op: Op, kind: KernelKind, spec) -> list[relax.Expr]:
+        """The operands of layout-free ``op``'s kernel: its values as fixed ops see them, each viewed in the layout
+        it stores the operand in and converted where the kernel reads it in another."""
+        stored, _ = kind.stored_layouts(op)
+        moves = {c.input: c for c in kind.conversions(op, spec) if c.input is not None}
+        inputs = []
+        for i, (value, have, (want, logical)) in enumerate(zip(op.inputs, stored, kind.activations(spec),
+                                                               strict=True)):
+            x = self.reshaped(self.values[value][0], self.shapes[value], layout(have).physical_shape(logical),
+                              f"{op.name}_in{i}")
+            if i in moves:
+                x = self.transform(x, value, have, want, logical)
+            inputs.append(x)
+        return inputs
+
+    def reshaped(self, x: relax.Expr, shape, wanted, name: str) -> relax.Expr:
+        """``x`` (of ``shape``) reshaped to ``wanted`` if they differ."""
+        if tuple(shape) == tuple(wanted):
+            return x
+        return self.bb.emit(relax.op.reshape(x, wanted), name_hint=name)
+
+    def transform(self, x: relax.Expr, value: str, src: str, dst: str, shape) -> relax.Expr:
+        """An explicit layout transform of ``x`` (the value ``value`` of logical ``shape``) from ``src`` to ``dst``."""
+        name = f"{value}_to_{dst}"
+        var = self.bb.emit(relax.op.layout_transform(x, index_map=layout(src).index_map(layout(dst))), name_hint=name)
+        self.origins[var.name] = Origin(value, src, dst, tuple(shape))
+        self.transforms += 1
+        return var
 
     def layout_op(self, op: Op, kind: LayoutKind) -> None:
         stored = self.chosen[op.name].out_layout
@@ -156,7 +191,7 @@ class _Emitter:
                 result = relax.Tuple(outputs) if self.graph.output_is_tuple else outputs[0]
                 out = self.bb.emit_output(result)
             self.bb.emit_func_output(out)
-        return Emitted(self.bb.get(), self.kernels, len(self.converted), self.origins)
+        return Emitted(self.bb.get(), self.kernels, self.transforms, self.origins)
 
 
 def _fixed_layout(shape) -> str:

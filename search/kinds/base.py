@@ -36,13 +36,24 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Match:
-    """What a kind recognised: the bindings it replaces (its operator first, the one binding its output last), the
-    activations it reads (Relax variables, in argument order), its attributes and its constant operands."""
+    """What a kind recognised: the bindings it replaces (the one binding its output last), the activations it reads
+    (Relax variables, in argument order), its attributes and its constant operands."""
 
     parts: tuple[int, ...]
     inputs: tuple[Any, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     params: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """A layout transform export runs around a layout-free kernel: of its input ``input`` (None: its result), of
+    logical ``shape``, from layout ``src`` to ``dst``."""
+
+    input: int | None
+    shape: tuple[int, ...]
+    src: str
+    dst: str
 
 
 class OperatorKind(ABC):
@@ -62,7 +73,8 @@ class OperatorKind(ABC):
         Whether the op's tensors are plain logical arrays rather than NCHW activations, whatever their rank (an
         attention matmul's (batch, heads, tokens, size)). The plan decides no layout for them: the graph gives the op
         no layout edges, boundary reads or writes, it reads and writes its values as a fixed op does (4-D ones in
-        NCHW order, which is their logical order) and its layout pairs only name the kernel's view.
+        NCHW order, which is their logical order); its layout pairs name how the kernel reads and writes them, and
+        export converts between the two (a kernel kind's ``stored_layouts`` and ``conversions``).
     """
 
     name: ClassVar[str]
@@ -166,10 +178,31 @@ class KernelKind(OperatorKind):
         """Logical shape of the output (and of the residual)."""
 
     def activations(self, spec: KernelSpec) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        """The kernel's activation arguments in order, each as (the side of the spec whose layout it is stored in,
-        ``in`` or ``out``; its logical shape): the data, then the residual when the epilogue adds one."""
-        data = ("in", tuple(self.in_shape(spec.workload)))
-        return (data, ("out", tuple(self.out_shape(spec.workload)))) if spec.epilogue.residual else (data,)
+        """The kernel's activation arguments in order, each as (the layout it is stored in, its logical shape): the
+        data in the input layout, then the residual (in the output layout) when the epilogue adds one."""
+        data = (spec.in_layout, tuple(self.in_shape(spec.workload)))
+        residual = (spec.out_layout, tuple(self.out_shape(spec.workload)))
+        return (data, residual) if spec.epilogue.residual else (data,)
+
+    def output(self, spec: KernelSpec) -> tuple[str, tuple[int, ...]]:
+        """The kernel's output argument as (the layout it is stored in, its logical shape)."""
+        return spec.out_layout, tuple(self.out_shape(spec.workload))
+
+    # ------------------------------------------------------------------------------------------------ layout-free
+    def stored_layouts(self, op: Op) -> tuple[tuple[str, ...], str]:
+        """For a layout-free op: the layout each input value stores the kernel's logical operand in, and the layout
+        the op's value stores its result in. Default ``NCHW`` (values reshaped to the logical shape)."""
+        return ("NCHW",) * len(op.inputs), "NCHW"
+
+    def conversions(self, op: Op, spec: KernelSpec) -> list[Conversion]:
+        """For a layout-free op run as ``spec``: the layout transforms export runs around the kernel, for each
+        operand stored otherwise than the kernel reads it and for a result written otherwise than stored."""
+        stored, result = self.stored_layouts(op)
+        moves = [Conversion(i, shape, have, want)
+                 for i, (have, (want, shape)) in enumerate(zip(stored, self.activations(spec), strict=True))
+                 if have != want]
+        written, shape = self.output(spec)
+        return moves + ([Conversion(None, shape, written, result)] if written != result else [])
 
     @abstractmethod
     def knob_space(self, spec: KernelSpec, size: int | None = None) -> list[Knobs]:

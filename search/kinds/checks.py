@@ -61,8 +61,9 @@ def _workload_check(kind: KernelKind, workload: Any) -> None:
     assert pairs, f"{kind.name}: no layout pair for {workload!r}"
     assert len(set(pairs)) == len(pairs), f"{kind.name}: a layout pair is listed twice for {workload!r}"
     for in_layout, out_layout in pairs:
-        layout(in_layout).check(kind.in_shape(workload))
-        layout(out_layout).check(kind.out_shape(workload))
+        spec = KernelSpec(workload, in_layout, out_layout, (), kind.epilogues[0])
+        for name, shape in (*kind.activations(spec), kind.output(spec)):
+            layout(name).check(shape)
 
 
 def _space_check(kind: KernelKind, spec: KernelSpec, target) -> None:
@@ -89,7 +90,7 @@ def check_kernel(spec: KernelSpec, *, target=None, seed: int = 0) -> None:
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
     where = f"{kind.name} {spec.in_layout}>{spec.out_layout}:{dict(spec.knobs)} {spec.epilogue} on {spec.workload!r}"
     rng = np.random.default_rng(seed)
-    wl, layouts = spec.workload, {"in": layout(spec.in_layout), "out": layout(spec.out_layout)}
+    wl, (out_layout, out_logical) = spec.workload, kind.output(spec)
     activations = kind.activations(spec)
     (_, data_shape), *others = activations
     data = rng.uniform(-1, 1, data_shape)
@@ -98,15 +99,15 @@ def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> No
     func = kind.build(spec, target)
     assert bool(func.attrs["tir.is_scheduled"]) and "global_symbol" not in func.attrs, \
         f"{where}: build must return a PrimFunc marked scheduled, without a global symbol"
-    stored = [layouts[side].from_logical(x) for (side, _), x in zip(activations, inputs)]
+    stored = [layout(name).from_logical(x) for (name, _), x in zip(activations, inputs)]
     arrays = [stored[0], *kind.pack(spec, params), *stored[1:]]
-    out_shape = layouts["out"].physical_shape(kind.out_shape(wl))
+    out_shape = layout(out_layout).physical_shape(out_logical)
     shapes = [tuple(int(e) for e in p.shape) for p in func.params]
     assert shapes == [a.shape for a in arrays] + [out_shape], \
         f"{where}: parameters {shapes}, but data, packed constants, other activations and output are " \
         f"{[a.shape for a in arrays] + [out_shape]}"
     expected = kind.reference(spec, inputs, params)
-    _close(layouts["out"].to_logical(_run(func, arrays, out_shape, target)), expected, where)
+    _close(layout(out_layout).to_logical(_run(func, arrays, out_shape, target)), expected, where)
 
 
 def _features_check(kind: KernelKind, spec: KernelSpec) -> None:

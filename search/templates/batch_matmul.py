@@ -1,17 +1,28 @@
-"""Batched matmul of two activations ``out[b, i, j] = sum_k a[b, i, k] * w[b, k, j]`` on row-major 3-D tensors.
+"""Batched matmul of two activations ``out[b, h, i, j] = sum_k a[b, h, i, k] * w[b, h, k, j]``, its operands and its
+result each stored in a 4-D layout of its own.
+
+Layouts: ``BIJ`` stores everything contiguous in the kernel's order (``NCHW`` of the 4-D view: batch, heads, rows,
+columns), as a plain row-major 3-D tensor reshaped. A *strided* pair names the layout of each operand,
+``"A+W"`` (e.g. ``NHCW+NWCH``: attention's queries and keys read token-major, where their heads were split), and of
+the result (``NHCW``: written token-major, ready for the heads to merge); the kernel reads and writes through them,
+so export needs no transpose around it. ``BIJ`` as an operand layout is ``NCHW``.
 
 The columns are split in vectorised blocks of ``n_bn`` (the vector unit's lanes, twice them, or a divisor of them),
-the rows in an unrolled register tile of ``reg_m`` and the reduction unrolled by ``k_unroll``; (batch, row tile,
-column block) triples run in parallel. Where no block divides the columns (ViT's 197 tokens), ``w`` is first copied
-into zero-padded columns; a row tile that does not divide the rows computes the last row again (``row_tiles``); the
-write-back drops what padding computed.
+the rows in an unrolled register tile of ``reg_m`` and the reduction unrolled by ``k_unroll``; (batch, head, row tile,
+column block) run in parallel. Where no block divides the columns (ViT's 197 tokens) or ``w``'s columns are not its
+innermost stored axis (keys read token-major), ``w`` is first copied into contiguous zero-padded columns; a row tile
+that does not divide the rows computes the last row again (``row_tiles``); the write-back drops what padding computed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tvm
 from tvm import te
 
+from search.errors import SearchError
+from search.layouts import Layout, LayoutError, layout
 from search.templates.common import (
     clamped,
     epilogue_compute,
@@ -26,11 +37,60 @@ from search.templates.common import (
 )
 from search.templates.workloads import BatchMatmulWorkload, Epilogue, KernelSpec, Knobs
 
-LAYOUT = "BIJ"  # a plain row-major 3-D tensor: batch, rows, columns
+LAYOUT = "BIJ"  # every tensor contiguous in the kernel's order
+SEPARATOR = "+"  # between the two operands' layouts of a strided input layout
+VIEW = "NCHW"  # the kernel's own order of the 4-D view, as a layout
+ATTENTION_PAIRS = (  # what attention's permutes leave: scores from token-major queries and keys; context from
+    ("NHCW+NWCH", LAYOUT),  # token-major values, written head-major or token-major
+    ("NCHW+NHCW", LAYOUT),
+    ("NCHW+NHCW", "NHCW"),
+    (LAYOUT, "NHCW"),
+)
+
+
+def operand_layouts(in_layout: str) -> tuple[str, str]:
+    """The layouts of ``a`` and ``w`` that input layout ``in_layout`` names."""
+    if in_layout == LAYOUT:
+        return VIEW, VIEW
+    parts = tuple(in_layout.split(SEPARATOR))
+    if len(parts) != 2:
+        raise SearchError(f"batch_matmul input layout {in_layout!r} is neither {LAYOUT} nor A{SEPARATOR}W")
+    return parts  # type: ignore[return-value]
+
+
+def result_layout(out_layout: str) -> str:
+    """The layout of the result that output layout ``out_layout`` names."""
+    return VIEW if out_layout == LAYOUT else out_layout
+
+
+def input_layout(a: str, w: str) -> str:
+    """The input layout naming operand layouts ``a`` and ``w`` (``BIJ`` when both are the kernel's order)."""
+    return LAYOUT if (a, w) == (VIEW, VIEW) else f"{a}{SEPARATOR}{w}"
+
+
+def output_layout(result: str) -> str:
+    """The output layout naming result layout ``result``."""
+    return LAYOUT if result == VIEW else result
+
+
+def check_layouts(spec: KernelSpec) -> None:
+    """``SearchError`` unless every layout ``spec`` names is an axis order of the 4-D view (no blocks) and each is
+    named canonically (``BIJ`` for the kernel's own order)."""
+    names = (*operand_layouts(spec.in_layout), result_layout(spec.out_layout))
+    try:
+        parsed = [layout(name) for name in names]
+    except LayoutError as exc:
+        raise SearchError(f"batch_matmul layouts {spec.in_layout}>{spec.out_layout}: {exc}") from exc
+    if any(p.logical != VIEW or p.ndim != 4 for p in parsed):
+        raise SearchError(f"batch_matmul layouts {spec.in_layout}>{spec.out_layout}: every layout must order the "
+                          f"axes N, C, H, W of the 4-D view, unblocked")
+    if (input_layout(*names[:2]), output_layout(names[2])) != (spec.in_layout, spec.out_layout):
+        raise SearchError(f"batch_matmul layouts {spec.in_layout}>{spec.out_layout}: write the kernel's own order "
+                          f"as {LAYOUT}")
 
 
 def supported_layouts(workload: BatchMatmulWorkload) -> list[tuple[str, str]]:
-    return [(LAYOUT, LAYOUT)]
+    return [(LAYOUT, LAYOUT), *(ATTENTION_PAIRS if workload.heads > 1 else ())]
 
 
 def _choices(spec: KernelSpec) -> dict[str, list[int]]:
@@ -47,26 +107,38 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     return knob_product(_choices(spec), size)
 
 
+def _placeholder(name: str, stored: Layout, shape: tuple[int, ...], dtype: str) -> tuple[te.Tensor, Callable[..., tvm.tirx.PrimExpr]]:
+    """The argument ``name`` of logical ``shape`` stored in ``stored``, and its element at logical indices."""
+    tensor, at = te.placeholder(stored.physical_shape(shape), dtype, name=name), stored.stored_coordinates()
+    return tensor, lambda *idx: tensor[at(*idx)]
+
+
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    check_layouts(spec)
     wl = spec.workload
     knobs = resolve_knobs(spec.knobs, _choices(spec))
     rows, columns = padded(wl.m, knobs["reg_m"]), padded(wl.n, knobs["n_bn"])
-    a = te.placeholder((wl.batch, wl.m, wl.k), wl.dtype, name="a")
-    w = te.placeholder((wl.batch, wl.k, wl.n), wl.dtype, name="w")
-    source = w if columns == wl.n else te.compute(
-        (wl.batch, wl.k, columns), lambda b, k, j: te.if_then_else(j < wl.n, w[b, k, j], te.const(0, wl.dtype)),
-        name="w_pad")
+    outer = (wl.batch // wl.heads, wl.heads)
+    a_stored, w_stored = (layout(name) for name in operand_layouts(spec.in_layout))
+    a, a_at = _placeholder("a", a_stored, (*outer, wl.m, wl.k), wl.dtype)
+    w, w_at = _placeholder("w", w_stored, (*outer, wl.k, wl.n), wl.dtype)
+    packed = columns > wl.n or w_stored.axes[-1] != ("W", None)  # else w's columns are contiguous and complete
+    if packed:
+        w_pad = te.compute((*outer, wl.k, columns), lambda b, h, k, j: te.if_then_else(
+            j < wl.n, w_at(b, h, k, j), te.const(0, wl.dtype)), name="w_pad")
+        w_at = lambda b, h, k, j: w_pad[b, h, k, j]  # noqa: E731
     k = te.reduce_axis((0, wl.k), name="k")
-    acc = te.compute((wl.batch, rows, columns),
-                     lambda b, i, j: te.sum(a[b, clamped(i, wl.m, rows), k] * source[b, k, j], axis=k),
+    acc = te.compute((*outer, rows, columns),
+                     lambda b, h, i, j: te.sum(a_at(b, h, clamped(i, wl.m, rows), k) * w_at(b, h, k, j), axis=k),
                      name="batch_matmul")
-    out, _ = epilogue_compute(acc, Epilogue(bias=False), wl.n, lambda b, i, j: j,  # the tile's write-back
-                              shape=(wl.batch, wl.m, wl.n))
+    result = layout(result_layout(spec.out_layout))
+    out, _ = epilogue_compute(acc, Epilogue(bias=False), wl.n, lambda *idx: idx[-1],  # the tile's write-back
+                              shape=result.physical_shape((*outer, wl.m, wl.n)), source=result.logical_coordinates())
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
-    if columns > wl.n:
-        sch.parallel(sch.get_loops(sch.get_sblock("w_pad"))[0])
+    if packed:
+        sch.parallel(sch.fuse(*sch.get_loops(sch.get_sblock("w_pad"))[:2]))
     acc = sch.get_sblock("batch_matmul")
-    batch, i, j, k = sch.get_loops(acc)
+    batch, head, i, j, k = sch.get_loops(acc)
     blocks, vector = sch.split(j, [None, knobs["n_bn"]])
-    schedule_matmul(sch, acc, [batch], i, knobs["reg_m"], blocks, vector, k, knobs["k_unroll"])
+    schedule_matmul(sch, acc, [batch, head], i, knobs["reg_m"], blocks, vector, k, knobs["k_unroll"])
     return finish(sch)

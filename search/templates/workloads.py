@@ -83,13 +83,22 @@ class DenseWorkload:
 
 @dataclass(frozen=True)
 class BatchMatmulWorkload:
-    """``out[b, i, j] = sum_k a[b, i, k] * w[b, k, j]``: a product of two activations per batch entry."""
+    """``out[b, i, j] = sum_k a[b, i, k] * w[b, k, j]``: a product of two activations per batch entry.
+
+    The ``batch`` entries are ``batch // heads`` outer ones of ``heads`` each: the kernel sees its operands as 4-D
+    ``(batch // heads, heads, m, k)`` and ``(batch // heads, heads, k, n)`` (attention's batch and heads), each of
+    which a layout may store in another axis order."""
 
     batch: int
     m: int
     k: int
     n: int
     dtype: str = "float32"
+    heads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.heads < 1 or self.batch % self.heads:
+            raise SearchError(f"heads={self.heads} must be positive and divide batch={self.batch}")
 
     kind = "batch_matmul"  # the operator kind running it (a class attribute, not a field)
 

@@ -213,7 +213,7 @@ def test_matmuls_pad_prime_rows_and_columns_and_drop_the_padding():
     for knobs in choices:
         check_kernel(replace(scores, knobs=knobs), target=TARGET)
     func = build_kernel(replace(scores, knobs=choices[0]), TARGET)
-    assert [tuple(int(e) for e in p.shape) for p in func.params] == [(2, 13, 8), (2, 8, 13), (2, 13, 13)]
+    assert [tuple(int(e) for e in p.shape) for p in func.params] == [(2, 1, 13, 8), (2, 1, 8, 13), (2, 1, 13, 13)]
 
 
 def test_padded_kernel_shapes():

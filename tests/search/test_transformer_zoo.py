@@ -90,8 +90,8 @@ def test_attention_matmuls_are_layout_free_batch_matmul_nodes():
     graph = extract_graph(load_model("bert_small"))
     nodes = [op for op in graph.tunable if op.kind == "batch_matmul"]
     assert len(nodes) == 4 and all(op.layout_free for op in nodes)
-    scores, context = nodes[:2]  # (batch, heads, tokens, size) @ (batch, heads, size, tokens), then probs @ values
-    assert scores.input_shapes == ((1, 4, 16, 16), (1, 4, 16, 16)) and context.shape == (1, 4, 16, 16)
+    scores, context = nodes[:2]  # queries @ keys, then probs @ values, read and written where the heads split
+    assert scores.input_shapes == ((1, 16, 4, 16), (1, 16, 4, 16)) and context.shape == (1, 16, 4, 16)
     assert not graph.edges and not graph.boundary_reads and not graph.boundary_writes  # 4-D, but no NCHW activations
 
 
