@@ -107,7 +107,8 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     return knob_product(_choices(spec), size)
 
 
-def _placeholder(name: str, stored: Layout, shape: tuple[int, ...], dtype: str) -> tuple[te.Tensor, Callable[..., tvm.tirx.PrimExpr]]:
+def _placeholder(name: str, stored: Layout, shape: tuple[int, ...], dtype: str
+                 ) -> tuple[te.Tensor, Callable[..., tvm.tirx.PrimExpr]]:
     """The argument ``name`` of logical ``shape`` stored in ``stored``, and its element at logical indices."""
     tensor, at = te.placeholder(stored.physical_shape(shape), dtype, name=name), stored.stored_coordinates()
     return tensor, lambda *idx: tensor[at(*idx)]
@@ -136,7 +137,10 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
                               shape=result.physical_shape((*outer, wl.m, wl.n)), source=result.logical_coordinates())
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
     if packed:
-        sch.parallel(sch.fuse(*sch.get_loops(sch.get_sblock("w_pad"))[:2]))
+        b, h, k, j = sch.get_loops(sch.get_sblock("w_pad"))
+        if w_stored.axes[-1] == ("H", None):  # rows innermost (keys token-major): read them in order
+            sch.reorder(j, k)
+        sch.parallel(sch.fuse(b, h))
     acc = sch.get_sblock("batch_matmul")
     batch, head, i, j, k = sch.get_loops(acc)
     blocks, vector = sch.split(j, [None, knobs["n_bn"]])
