@@ -8,10 +8,11 @@ Per network (batch 1, ``--threads`` for everyone):
 3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
    spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
    times the artifact an earlier run left in the work folder instead of tuning again);
-4. PyTorch eager (NCHW and channels-last) and ONNX Runtime on the zoo network re-emitted with the same weights
-   (``search.zoo.torch_net``, ``search.zoo.onnx.save``, ``save_transformer`` for the transformers; needs
-   ``pip install -e ".[peers]"``); a peer that is not installed, or PyTorch on a transformer (no torch module yet),
-   is skipped and named in the table.
+4. PyTorch eager (NCHW and channels-last; transformers as Hugging Face and timm run them, with
+   ``F.scaled_dot_product_attention``) and ONNX Runtime on the zoo network re-emitted with the same weights
+   (``search.zoo.torch_net``, ``torch_transformer``, ``search.zoo.onnx.save``, ``save_transformer``; needs
+   ``pip install -e ".[peers]"``); a peer that is not installed, or channels-last on a transformer, is skipped and
+   named in the table.
 
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
@@ -87,8 +88,8 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
 
 
 def missing_peers(model: str) -> dict[str, str]:
-    """The peer engines that cannot run ``model`` here, with the reason (not installed; no PyTorch module for the
-    zoo's transformers)."""
+    """The peer engines that cannot run ``model`` here, with the reason (not installed; channels-last PyTorch on a
+    transformer)."""
     from importlib.util import find_spec
 
     from search.zoo.transformer import is_transformer
@@ -97,7 +98,7 @@ def missing_peers(model: str) -> dict[str, str]:
     missing = {name: f"{package} is not installed (pip install -e \".[peers]\")"
                for name, package in packages.items() if find_spec(package) is None}
     if "pytorch" not in missing and is_transformer(model):
-        missing["pytorch"] = "search.zoo.torch_net has no transformers"
+        missing["pytorch-cl"] = "channels-last memory is for convolutions; a transformer runs as its library runs it"
     return missing
 
 
@@ -149,8 +150,9 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
             contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
     missing = missing_peers(model)
     if "pytorch" not in missing:
-        contenders += [Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt")),
-                       Contender("pytorch-cl", "pytorch-cl", work / "model.pt")]
+        contenders.append(Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt", model)))
+    if "pytorch" not in missing and "pytorch-cl" not in missing:
+        contenders.append(Contender("pytorch-cl", "pytorch-cl", work / "model.pt"))
     if "onnxruntime" not in missing:
         contenders.append(Contender("onnxruntime", "onnxruntime", save_onnx(mod, work / "model.onnx", model)))
     for peer, reason in missing.items():

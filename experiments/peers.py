@@ -3,8 +3,9 @@
 An engine runs one saved network on the CPU:
 
 - ``tvm``: a tessera artifact directory (a plan, a uniform baseline or a MetaSchedule build), run by the Relax VM;
-- ``pytorch`` and ``pytorch-cl``: a module saved with ``torch.save`` (``search.zoo.torch_net``), run eagerly under
-  ``torch.inference_mode``, in NCHW or channels-last memory format;
+- ``pytorch`` and ``pytorch-cl``: a module saved with ``torch.save`` (``search.zoo.torch_net``; transformers
+  ``search.zoo.torch_transformer``), run eagerly under ``torch.inference_mode``, in NCHW or channels-last memory
+  format;
 - ``onnxruntime``: an ``.onnx`` file (``search.zoo.onnx.save``, ``save_transformer`` for transformers), run by ONNX
   Runtime's CPU provider with every graph optimisation on.
 
@@ -77,13 +78,15 @@ def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any
 
         torch.set_num_threads(threads)
         saved = torch.load(path, weights_only=False)
-        module, x = saved["module"], torch.from_numpy(random_arrays([saved["input_shape"]], 0)[0])
+        shapes, dtypes = zip(*saved["inputs"], strict=True)
+        module, xs = saved["module"], [torch.from_numpy(a) for a in random_arrays(shapes, 0, dtypes)]
         if engine == "pytorch-cl":
-            module, x = module.to(memory_format=torch.channels_last), x.contiguous(memory_format=torch.channels_last)
+            module = module.to(memory_format=torch.channels_last)
+            xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
 
         def run():
             with torch.inference_mode():
-                return module(x)
+                return module(*xs)
 
         return run, {"engine_version": torch.__version__, "threads_used": torch.get_num_threads()}
     if engine == "onnxruntime":
@@ -240,14 +243,18 @@ def summarize(values: list[float]) -> dict[str, float]:
             "max_ms": float(max(values)), "rounds": len(values)}
 
 
-def save_pytorch(mod, path: Path) -> Path:
-    """Save ``mod`` (a zoo network) as a PyTorch module the ``pytorch`` engines load."""
+def save_pytorch(mod, path: Path, model: str | None = None) -> Path:
+    """Save ``mod`` (a zoo network, ``model`` its name) as a PyTorch module the ``pytorch`` engines load, with its
+    inputs' shapes and dtypes; a zoo transformer as its users' library runs it (``search.zoo.torch_transformer``)."""
     import torch
 
     from search.zoo.torch_net import torch_module
+    from search.zoo.torch_transformer import transformer_module
+    from search.zoo.transformer import is_transformer
 
-    shape = [int(d) for d in mod["main"].params[0].ty.shape]
-    torch.save({"module": torch_module(mod), "input_shape": shape}, path)
+    inputs = [([int(d) for d in p.ty.shape], str(p.ty.dtype)) for p in mod["main"].params]
+    module = transformer_module(model, mod) if model and is_transformer(model) else torch_module(mod)
+    torch.save({"module": module, "inputs": inputs}, path)
     return path
 
 

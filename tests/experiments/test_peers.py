@@ -50,6 +50,17 @@ def test_contenders_are_timed_in_interleaved_rounds(network):
     assert sum(line.startswith("round ") for line in lines) == 3
 
 
+def test_pytorch_runs_a_zoo_transformer_with_its_integer_inputs_as_tessera_does(tmp_path):
+    pytest.importorskip("torch")
+    mod = load_model("bert_small")
+    graph = extract_graph(mod)
+    plan = Plan(baseline_plan(graph, "nchw").choices, "bert_small")
+    contenders = [Contender("plan", "tvm", export(graph, plan, threads=1).save(tmp_path / "plan")),
+                  Contender("torch", "pytorch", save_pytorch(mod, tmp_path / "m.pt", "bert_small"))]
+    result = interleaved_peers(contenders, rounds=1, threads=1, echo=lambda line: None)
+    assert result["torch"]["max_error"] <= TOLERANCE  # the same token ids, weights and network
+
+
 def test_max_error_is_relative_and_catches_other_shapes():
     reference = [np.array([[2.0, -4.0]]), np.array([1.0])]
     assert max_error(reference, reference) == 0.0

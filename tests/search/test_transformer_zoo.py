@@ -179,3 +179,26 @@ def test_only_the_zoo_transformers_are_written_as_transformers():
         True, True, False, False]
     with pytest.raises(SearchError, match="resnet18: not a zoo transformer"):
         transformer_to_onnx("resnet18", load_model("resnet18", image_size=32))
+
+
+@pytest.mark.parametrize("name", ["bert_small", "vit_small"])
+def test_the_pytorch_transformers_compute_the_zoo_network(name):
+    torch = pytest.importorskip("torch")
+    from search.zoo.torch_transformer import transformer_module
+
+    mod = load_model(name)
+    if name.startswith("bert"):
+        inputs = (TOKENS.integers(0, 1000, (1, 16)), TOKENS.integers(0, 2, (1, 16)))
+    else:
+        inputs = (TOKENS.standard_normal((1, 3, 32, 32)).astype("float32"),)
+    with torch.inference_mode():
+        actual = transformer_module(name, mod)(*(torch.from_numpy(x) for x in inputs)).numpy()
+    assert _relative_error(actual, reference_outputs(name, *inputs)) < 1e-5
+
+
+def test_only_zoo_transformers_have_a_pytorch_transformer_module():
+    pytest.importorskip("torch")
+    from search.zoo.torch_transformer import transformer_module
+
+    with pytest.raises(SearchError, match="not a zoo transformer"):
+        transformer_module("resnet18", load_model("resnet18", image_size=32))

@@ -21,35 +21,14 @@ import numpy as np
 import onnx
 import tvm
 from onnx import TensorProto, helper, numpy_helper
-from tvm import relax
 
-from search.bindings import Bindings
 from search.errors import SearchError
+from search.zoo.binding_constants import BindingConstants
 from search.zoo.onnx.save import IR_VERSION, OPSET
 from search.zoo.transformer import Bert, ViT, is_transformer
 
 LAYER_NORMS = ("fused", "decomposed")
 GELUS = ("erf", "tanh")
-
-
-class _Weights:
-    """The constant operands of ``mod``'s bindings, by binding name."""
-
-    def __init__(self, mod: tvm.IRModule) -> None:
-        bindings = Bindings(mod["main"])
-        self.by_name: dict[str, list[np.ndarray]] = {}
-        for index in range(len(bindings)):
-            value = bindings.value(index)
-            if isinstance(value, relax.Call):
-                found = [bindings.const(arg) for arg in value.args if not isinstance(arg, relax.Tuple)]
-                if isinstance(value.args[0], relax.Tuple):
-                    found += [bindings.const(item) for item in value.args[0].fields]
-                self.by_name[bindings.var(index).name] = [c for c in found if c is not None]
-
-    def __call__(self, name: str, index: int = 0) -> np.ndarray:
-        if name not in self.by_name or len(self.by_name[name]) <= index:
-            raise SearchError(f"{name}: not a binding with a constant of the zoo transformer")
-        return np.asarray(self.by_name[name][index], dtype=np.float32)
 
 
 class _Graph:
@@ -67,7 +46,7 @@ class _Graph:
         self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
-    def linear(self, x: str, weights: _Weights, name: str, weight: np.ndarray | None = None,
+    def linear(self, x: str, weights: BindingConstants, name: str, weight: np.ndarray | None = None,
                bias: np.ndarray | None = None) -> str:
         """``MatMul`` by the (in, out) weight of binding ``name`` and ``Add`` of its ``_bias``."""
         w = weights(name, 0) if weight is None else weight
@@ -75,7 +54,7 @@ class _Graph:
         out = self.node("MatMul", [x, self.const(w, f"{name}.weight")], f"{name}.matmul")
         return self.node("Add", [out, self.const(b, f"{name}.bias")], name)
 
-    def layer_norm(self, x: str, weights: _Weights, name: str, eps: float, form: str) -> str:
+    def layer_norm(self, x: str, weights: BindingConstants, name: str, eps: float, form: str) -> str:
         gamma = self.const(weights(name, 0), f"{name}.weight")
         beta = self.const(weights(name, 1), f"{name}.bias")
         if form == "fused":
@@ -114,7 +93,7 @@ class _Graph:
         return self.node("Reshape", [x, self.const(np.asarray(shape), f"{name}.shape", np.int64)], name)
 
 
-def _bert(g: _Graph, w: _Weights, spec: Bert, batch: int, seq: int, form: str, gelu: str
+def _bert(g: _Graph, w: BindingConstants, spec: Bert, batch: int, seq: int, form: str, gelu: str
           ) -> tuple[list, str, list[int]]:
     cfg = spec.config
     heads, size, width = cfg.heads, cfg.head_size, cfg.hidden
@@ -150,7 +129,7 @@ def _bert(g: _Graph, w: _Weights, spec: Bert, batch: int, seq: int, form: str, g
     return inputs, "last_hidden_state", [batch, seq, width]
 
 
-def _vit(g: _Graph, w: _Weights, spec: ViT, batch: int, image: int, form: str, gelu: str
+def _vit(g: _Graph, w: BindingConstants, spec: ViT, batch: int, image: int, form: str, gelu: str
          ) -> tuple[list, str, list[int]]:
     cfg, p = spec.config, spec.patch
     heads, size, width = cfg.heads, cfg.head_size, cfg.hidden
@@ -215,7 +194,7 @@ def transformer_to_onnx(name: str, mod: tvm.IRModule, *, layer_norm: str = "fuse
     if gelu not in GELUS:
         raise SearchError(f"gelu must be one of {', '.join(GELUS)}, got {gelu!r}")
     shape = [int(d) for d in mod["main"].params[0].ty.shape]
-    g, weights = _Graph(), _Weights(mod)
+    g, weights = _Graph(), BindingConstants(mod)
     write: Callable = _bert if isinstance(spec, Bert) else _vit
     inputs, output, out_shape = write(g, weights, spec, shape[0], shape[-1], layer_norm, gelu)
     outputs = [helper.make_tensor_value_info(output, TensorProto.FLOAT, out_shape)]
