@@ -1,7 +1,8 @@
 """The ``tessera`` command line: a thin layer over the Python API.
 
 Each subcommand has a ``_add_<name>`` function that declares its arguments and a ``_run_<name>`` function that calls
-public functions only. Errors a user can cause (bad files, unknown names, impossible plans) end as one
+public functions only (those that measure networks, in ``experiments.cli_measure``; what all share, in
+``experiments.cli_args``). Errors a user can cause (bad files, unknown names, impossible plans) end as one
 ``error: ...`` line and exit code 2; any other exception is an internal error, one line and exit code 3; ``--debug``
 (anywhere on the command line) shows the traceback instead. A solver that finds no finite-cost assignment exits 1.
 """
@@ -13,24 +14,17 @@ import importlib.metadata
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
+from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
+from experiments.cli_measure import add_measure_commands
 from solvers.base import SolverError
 from solvers.problem import ProblemError
-
-if TYPE_CHECKING:
-    from cost_models.exchange import CacheStats
 
 USAGE_ERROR = 2
 INTERNAL_ERROR = 3
 MAX_COMPILE_THREADS = 1024
 """The most cores ``tessera export --threads`` compiles for."""
-
-
-class UsageError(ValueError):
-    """A command line naming an output the command must not write: a directory where a file goes, a file where a
-    directory goes, or one of the command's own inputs."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,30 +33,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
-
-
-def _check_output_file(out: str, inputs: dict[str, str | None]) -> None:
-    """Refuse, before any work, an output file ``out`` that is a directory or one of ``inputs`` (what each is ->
-    its path)."""
-    path = Path(out)
-    if path.is_dir():
-        raise UsageError(f"{out} is a directory; name the file to write")
-    for what, given in inputs.items():
-        if given and path.exists() and Path(given).exists() and path.samefile(given):
-            raise UsageError(f"{out} is the {what}; write to another file")
-
-
-def _check_output_directory(out: str, writes: Sequence[str], inputs: dict[str, str | None]) -> None:
-    """Refuse, before any work, an output directory ``out`` that is a file, or whose entries ``writes`` (what the
-    command writes into it) include one of ``inputs`` (what each is -> its path)."""
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{out} is a file; name a directory to write {', '.join(writes)} into")
-    for what, given in inputs.items():
-        if given and Path(given).exists() and any(Path(given).resolve().is_relative_to((path / name).resolve())
-                                                  for name in writes):
-            raise UsageError(f"{out} holds the {what} {given}, which the command would overwrite; write to another "
-                             "directory")
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -75,14 +45,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, CostSourceError, CacheError,
             UsageError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
-
-
-def _add_input_shape(p: argparse.ArgumentParser, default: str) -> None:
-    """``--input-shape`` for a command that loads a network; ``default`` says what it is without the option."""
-    p.add_argument("--input-shape", action="append", default=None, metavar="[NAME=]D0,D1,...",
-                   help="shape of the model's input: D0,D1,... for the only input or NAME=D0,D1,... per input, "
-                        "repeatable (binds an ONNX file's dynamic dimensions; a zoo model takes N,3,S,S); not with "
-                        f"--batch / --image-size (default: {default})")
 
 
 # ---------------------------------------------------------------------------------------------------- solve
@@ -105,7 +67,7 @@ def _run_solve(args: argparse.Namespace) -> int:
     from solvers.problem import write_json_atomic
 
     if args.out:
-        _check_output_file(args.out, {"problem file": args.problem})
+        check_output_file(args.out, {"problem file": args.problem})
     problem = read_problem(args.problem)
     params = {} if args.time_limit is None else {"time_limit": args.time_limit}
     solution = solve(problem, args.solver, bound=args.bound, **params)
@@ -138,7 +100,7 @@ def _run_convert(args: argparse.Namespace) -> int:
     from solvers.formats import format_of, read_problem, write_problem
 
     format_of(args.output)  # an unknown output format is refused before the input is read
-    _check_output_file(args.output, {"input file": args.input})
+    check_output_file(args.output, {"input file": args.input})
     problem = read_problem(args.input)
     write_problem(problem, args.output)
     offset = problem.meta.get("offset", 0.0)
@@ -165,7 +127,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
 def _run_generate(args: argparse.Namespace) -> int:
     from solvers.generators import generate
 
-    _check_output_file(args.out, {})
+    check_output_file(args.out, {})
     problem = generate(args.kind, seed=args.seed, nodes=args.nodes, candidates=args.candidates)
     problem.save(args.out)
     print(f"wrote {args.out}: {args.kind}, {problem.num_nodes} nodes, {len(problem.edges)} edges")
@@ -238,7 +200,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--image-size", type=int, default=None,
                    help="input height and width, or a BERT's sequence length (default: the plan file's, else "
                         "the model's own)")
-    _add_input_shape(p, "the plan file's, else the file's")
+    add_input_shape(p, "the plan file's, else the file's")
     p.add_argument("--threads", type=int, default=1, help="cores to compile for (default: 1)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the weights and of the check's input (default: the plan file's, else 0)")
@@ -251,7 +213,7 @@ def _run_export(args: argparse.Namespace) -> int:
     from experiments.deploy import export_plan
     from search.artifact import save_artifact
 
-    _check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
+    check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
                             {"plan file": args.plan, "model file": args.model})
     if not 1 <= args.threads <= MAX_COMPILE_THREADS:
         raise UsageError(f"--threads must be an integer from 1 to {MAX_COMPILE_THREADS} (cores to compile for), got "
@@ -319,7 +281,7 @@ def _run_show(args: argparse.Namespace) -> int:
 def _add_models(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list the model zoo: input size, conv2d and dense counts, GFLOPs")
     p.add_argument("models", nargs="*", metavar="MODEL", help="zoo names or .onnx files (default: the whole zoo)")
-    _add_input_shape(p, "batch 1 at the model's own size")
+    add_input_shape(p, "batch 1 at the model's own size")
     p.set_defaults(run=_run_models)
 
 
@@ -350,250 +312,6 @@ def _input_size(shapes: list[tuple[int, ...]]) -> str:
         height, width = shapes[0][2:]
         return f"{height}" if height == width else f"{height}x{width}"
     return " ".join("x".join(map(str, shape)) for shape in shapes)
-
-
-# ---------------------------------------------------------------------------------------------------- extract / tune
-def _add_measurement_args(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache and the
-    cost source (the sources of ``cost_models.sources.COST_SOURCES``)."""
-    from cost_models.cache import TIMING_METHODS
-    from cost_models.sources import COST_SOURCES, DEFAULT
-
-    p.add_argument("model", help="zoo model name or .onnx file")
-    p.add_argument("--batch", type=int, default=None, help="batch size (default: 1)")
-    p.add_argument("--image-size", type=int, default=None,
-                   help="input height and width, or a BERT's sequence length (default: the model's own)")
-    _add_input_shape(p, "the file's; a dynamic batch is 1")
-    p.add_argument("--seed", type=int, default=0, help="seed of the model's random weights (default: 0)")
-    p.add_argument("--threads", type=int, default=None, help="runtime threads (default: every usable core)")
-    p.add_argument("--space-size", type=int, default=None,
-                   help="candidates per node before the uniform baselines' are added (default: 50)")
-    p.add_argument("--layouts", default=None,
-                   help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c)")
-    p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
-    p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
-                   help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())
-                   + f" (default: {DEFAULT})")
-    p.add_argument("--cost-model", default=None, help="cost-model file from 'tessera costmodel train'")
-    p.add_argument("--measure-fraction", type=float, default=None,
-                   help="hybrid: share of each node's candidates to measure (default: 0.2)")
-    p.add_argument("--hybrid-rounds", type=int, default=None, help="hybrid: predict-measure-refit rounds (default: 2)")
-    p.add_argument("--transforms", default="shared", choices=("shared", "pairwise"),
-                   help="price each layout conversion once, as the exported module runs it (shared: auxiliary nodes "
-                        "with hard constraints, which the auto solver proves) or every read on its own (pairwise: "
-                        "smaller problems the heuristics handle better) (default: shared)")
-    p.add_argument("--timing", default=None, choices=TIMING_METHODS,
-                   help="measured, hybrid: warm (repeats back to back), context (weights and output flushed from the "
-                        "caches before each call, the input kept) or cold (the last-level cache evicted before each "
-                        "call); records of different methods never mix in the cache (default: warm)")
-    p.add_argument("--address", default=None, metavar="HOST:PORT",
-                   help="measure on this Ray cluster, joined with Ray's token authentication (RAY_AUTH_TOKEN or "
-                        "~/.ray/auth_token): its nodes offering the timing_slot resource build and time what the cache "
-                        "lacks, every result written into the cache here as it arrives (see the README)")
-    p.add_argument("--key-by-node", action="store_true",
-                   help="with --address: nodes whose CPU or versions differ from this machine's time too, for records "
-                        "kept under their own context (the problem uses this machine's only)")
-
-
-def _measurement_kwargs(args: argparse.Namespace) -> dict:
-    from cost_models.cache import DEFAULT_CACHE
-    from cost_models.sources import cost_source
-    from experiments.progress import ProgressBar
-    from search.zoo import check_model
-
-    check_model(args.model, batch=args.batch, image_size=args.image_size, seed=args.seed,
-                input_shape=args.input_shape)  # before a cost cache is opened or a cluster joined
-    options = {"model": args.cost_model, "fraction": args.measure_fraction, "rounds": args.hybrid_rounds,
-               "timing": args.timing}
-    source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
-    return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
-            "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
-            "cache": args.cache or DEFAULT_CACHE, "costs": source, "transforms": args.transforms,
-            "address": args.address, "key_by_node": args.key_by_node, "progress": ProgressBar()}
-
-
-def _measurement_inputs(args: argparse.Namespace) -> dict[str, str | None]:
-    """The files extract and tune read, which their outputs must not overwrite."""
-    from cost_models.cache import DEFAULT_CACHE
-
-    cache = str(Path(args.cache or DEFAULT_CACHE).expanduser())
-    return {"model file": args.model, "cost-model file": args.cost_model, "cost cache": cache}
-
-
-def _add_extract(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("extract", help="measure a model's candidate space (what the cache lacks) into a problem file")
-    _add_measurement_args(p)
-    p.add_argument("--out", required=True, help="problem JSON file to write")
-    p.set_defaults(run=_run_extract)
-
-
-def _run_extract(args: argparse.Namespace) -> int:
-    from experiments.tune import extract
-
-    _check_output_file(args.out, _measurement_inputs(args))
-    kwargs = _measurement_kwargs(args)
-    try:
-        extracted = extract(args.model, **kwargs)
-    finally:
-        kwargs["progress"].close()
-    extracted.problem.save(args.out)
-    p = extracted.problem
-    print(f"wrote {args.out}: {p.num_nodes} nodes, {len(p.edges)} edges, {sum(p.domain_sizes)} candidates; "
-          f"{extracted.tasks} measurements needed, {extracted.new} new, {extracted.failed} failed")
-    return 0
-
-
-def _add_tune(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tune", help="measure, solve, export, check and time a model's plan against the baselines")
-    _add_measurement_args(p)
-    p.add_argument("--solver", default="auto",
-                   help="auto, dp, pbqp, ilp, toulbar2 or greedy, or several comma-separated, each plan timed beside "
-                        "the baselines (default: auto)")
-    p.add_argument("--time-limit", type=float, default=None, help="seconds each solver may spend")
-    p.add_argument("--repeat", type=int, default=10,
-                   help="interleaved timing rounds of the plan and each baseline (default: 10)")
-    p.add_argument("--calibrate", type=int, default=1, metavar="N",
-                   help="up to N calibration rounds: profile the exported plans inside the network, price the "
-                        "problem with those in-network times and solve again until the plan stops changing "
-                        "(default: 1; 0 predicts from isolated timings alone)")
-    p.add_argument("--tracking-uri", default=None,
-                   help="also log the run to this MLflow store (e.g. sqlite:///mlflow.db): the plans' latencies and "
-                        "each calibration round's predictions and measurements, in the experiment tessera-tune")
-    p.add_argument("--out", required=True, help="directory for plan.json, problem.json, summary.json, artifact/")
-    p.set_defaults(run=_run_tune)
-
-
-def _run_tune(args: argparse.Namespace) -> int:
-    from experiments.tracking_store import check_tracking_uri
-    from experiments.tune import tune
-    from search.artifact import check_timing
-
-    _check_output_directory(args.out, ("problem.json", "plan.json", "plan.svg", "summary.json", "artifact", "plans"),
-                            _measurement_inputs(args))
-    check_timing(args.repeat)  # rounds of timing, as many as `tessera run` takes
-    if args.tracking_uri:
-        check_tracking_uri(args.tracking_uri, create=True)  # a bad store is an error now, not after the tuning
-    kwargs = _measurement_kwargs(args)
-    try:
-        summary = tune(args.model, args.out, solver=args.solver, time_limit=args.time_limit, repeat=args.repeat,
-                       calibrate=args.calibrate, echo=lambda line: print(line, flush=True), **kwargs)
-    finally:
-        kwargs["progress"].close()
-    if args.tracking_uri:
-        from experiments.tracking import TUNE_EXPERIMENT, log_tune
-
-        run_id = log_tune(summary, args.tracking_uri)
-        print(f"logged to {args.tracking_uri}: experiment {TUNE_EXPERIMENT}, run {run_id}")
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------------- costmodel
-def _add_costmodel(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("costmodel", help="train or evaluate the XGBoost cost model on the cost cache")
-    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, helptext in (("train", "fit a model on what the cache holds of some zoo networks' spaces"),
-                           ("eval", "metrics of a model on held-out networks (nodes of seen workloads left out)")):
-        q = actions.add_parser(name, help=helptext)
-        q.add_argument("--models", required=True, help="comma-separated zoo networks")
-        q.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
-        q.add_argument("--threads", type=int, default=None, help="threads the timings were taken with")
-        q.add_argument("--layouts", default=None, help="the layouts the spaces were measured with (default: extract's)")
-        q.add_argument("--space-size", type=int, default=None, help="candidates per node (default: extract's)")
-        _add_input_shape(q, "each model's own")
-        if name == "train":
-            q.add_argument("--out", required=True, help="model file to write (JSON)")
-            q.add_argument("--objective", default="regression", choices=("regression", "rank"),
-                           help="squared error on log time, or pairwise ranking within each node (default: regression)")
-            q.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
-        else:
-            q.add_argument("--model", required=True, nargs="+", help="model file(s) to evaluate")
-    p.set_defaults(run=_run_costmodel)
-
-
-def _run_costmodel(args: argparse.Namespace) -> int:
-    from cost_models.cache import DEFAULT_CACHE, CacheError
-    from experiments.costmodel import evaluate_on, train
-    from search.zoo.shapes import input_shapes
-
-    input_shapes(args.input_shape)  # the command line is checked before any file is looked at
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    cache = Path(args.cache or DEFAULT_CACHE).expanduser()
-    if not cache.is_file():  # read, never created
-        raise CacheError(f"{cache}: no such cost cache")
-    space = {"threads": args.threads, "layouts": args.layouts, "space_size": args.space_size,
-             "input_shape": args.input_shape}
-    if args.action == "train":
-        _check_output_file(args.out, {"cost cache": str(cache), **{f"model file {m}": m for m in models}})
-        if not 0 <= args.seed < 2**31:
-            raise UsageError(f"--seed must be an integer from 0 to 2**31 - 1, got {args.seed}")
-        model, data = train(cache, models, args.out, objective=args.objective, seed=args.seed, **space)
-        for network in data:
-            print(f"{network.model}: {len(network.records)} measured tasks, {network.missing} not in the cache")
-        print(f"wrote {args.out}: {args.objective} model on {model.provenance['records']} records "
-              f"({model.provenance['groups']} workload groups)")
-        return 0
-    rows = [(path, row) for path in args.model for row in evaluate_on(path, models, cache, **space)]
-    print("| model file | network | pairwise | top-1 | top-5 | R^2 log | nodes | left out (seen) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for path, row in rows:
-        r2 = "-" if row["r2_log"] is None else f"{row['r2_log']:.3f}"
-        print(f"| {path} | {row['model']} | {row['pairwise_accuracy']:.3f} | {row['top1']:.3f} | {row['top5']:.3f} "
-              f"| {r2} | {row['groups']} | {row['seen_nodes_left_out']} |")
-    return 0
-
-
-# ---------------------------------------------------------------------------------------------------- cache
-def _add_cache(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cache", help="the cost cache: statistics, export and import as JSON Lines, merge caches")
-    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    actions.add_parser("stats", help="records by machine context and by measured kind, failures, dates")
-    q = actions.add_parser("export", help="write every record to a JSON Lines file (.gz compresses)")
-    q.add_argument("file", help="file to write (replaced atomically)")
-    q = actions.add_parser("import", help="add the records of a file 'export' wrote")
-    q.add_argument("file", help="JSON Lines file (.gz: compressed)")
-    q = actions.add_parser("merge", help="add the records of other cost caches")
-    q.add_argument("caches", nargs="+", help="sqlite cost caches to read (not changed)")
-    for q in actions.choices.values():
-        q.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
-    p.set_defaults(run=_run_cache)
-
-
-def _run_cache(args: argparse.Namespace) -> int:
-    from cost_models import exchange
-    from cost_models.cache import DEFAULT_CACHE, CacheError, CostCache
-
-    writes = args.action in ("import", "merge")
-    cache = CostCache(args.cache or DEFAULT_CACHE, read_only=not writes)
-    if not writes and not cache.path.is_file():
-        raise CacheError(f"{cache.path}: no such cost cache")
-    if args.action == "stats":
-        for line in _stats_lines(cache.path, exchange.stats(cache)):
-            print(line)
-        return 0
-    if args.action == "export":
-        print(f"wrote {args.file}: {exchange.export_records(cache, args.file)} records")
-        return 0
-    if args.action == "import":
-        counts = exchange.import_records(cache, exchange.read_records(args.file))
-    else:
-        counts = exchange.merge_caches(cache, args.caches)
-    print(f"{cache.path}: {counts.read} records read, {counts.added} added, {counts.replaced} replaced, "
-          f"{counts.kept} kept (a success beats a failure, else the newer measurement wins)")
-    return 0
-
-
-def _stats_lines(path: Path, s: CacheStats) -> list[str]:
-    """``tessera cache stats``' lines for the ``CacheStats`` ``s`` of the cache at ``path``."""
-    import time
-
-    def day(seconds: float) -> str:
-        return time.strftime("%Y-%m-%d %H:%M", time.localtime(seconds))
-
-    dates = f", measured {day(s.first)} to {day(s.last)}" if s.records else ""
-    lines = [f"{path}: {s.records} records, {s.failed} failed{dates}"]
-    for title, counts in (("by machine context", s.contexts), ("by kind", s.kinds)):
-        lines += [f"{title}:", *(f"  {count:8d}  {name}" for name, count in counts.items())]
-    return lines
 
 
 # ---------------------------------------------------------------------------------------------------- ablate / report
@@ -645,10 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_export(sub)
     _add_run(sub)
     _add_show(sub)
-    _add_extract(sub)
-    _add_tune(sub)
-    _add_costmodel(sub)
-    _add_cache(sub)
+    add_measure_commands(sub)
     _add_generate(sub)
     _add_demo(sub)
     _add_compare(sub)
