@@ -21,6 +21,9 @@ from typing import Any
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache") / "tessera" / "costs.sqlite"
 """The cost cache of every command without ``--cache``: ``$XDG_CACHE_HOME/tessera``, else ``~/.cache/tessera``."""
 TIMING_METHODS = ("warm", "context", "cold")  # see cost_models.timer
+DEFAULT_TIMING = "context"
+"""The timing method of every measurement not told otherwise: of the three, the one whose isolated times come
+closest to the kernels' times inside exported networks (docs/measurements.md, "Timing methods")."""
 
 _COLUMNS = ("context", "key", "median_ms", "spread_ms", "repeats", "error", "measured_at")
 _SCHEMA = """
@@ -45,7 +48,8 @@ class CacheError(RuntimeError):
 class Context:
     """Where and how a timing was taken: a timing is reused only under an identical context, so records of different
     timing methods (``cost_models.timer.TIMING_METHODS``) never mix. ``warm`` records keep the key they had before
-    methods existed (the field is left out of it), so caches filled then stay valid."""
+    methods existed (the field is left out of it), so caches filled then stay valid; a context without a timing
+    is such a warm one."""
 
     target: str
     cpu: str

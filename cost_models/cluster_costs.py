@@ -29,7 +29,7 @@ from typing import Any
 
 import tvm
 
-from cost_models.cache import Context, CostCache, CostRecord
+from cost_models.cache import DEFAULT_TIMING, Context, CostCache, CostRecord
 from cost_models.cluster import TIMING_SLOT, Cluster, ClusterError, connect
 from cost_models.cluster_node import NodeInfo, NodeMeasurer
 from cost_models.measure import (
@@ -118,7 +118,7 @@ class ClusterCosts(CostProvider):
         run_timeout: float = 60.0,
         repeat: int = 5,
         min_repeat_ms: int = 50,
-        timing: str = "warm",
+        timing: str = DEFAULT_TIMING,
         progress: Callable[[Progress], None] | None = None,
         f_build: str = DEFAULT_BUILD,
         f_run: str = DEFAULT_RUN,

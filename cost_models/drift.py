@@ -3,7 +3,10 @@
 A shared host can slow everything down for minutes (a neighbour's job, a throttled core): timings taken then, and
 in-network profiles in particular, describe that window, not the machine. ``measure_drift`` times ``tasks`` again
 as the cache's records were timed (same context, the cache neither read for them nor written) and returns the
-median ratio of now over then; above ``1 + tolerance`` the window is ``disturbed``.
+median ratio of now over then; above ``1 + tolerance`` the window is ``disturbed``. Kernels of a few microseconds,
+timed one call per repeat, spread by 10% or more between repeats and by as much between timings: the tolerance
+widens to ``SPREADS`` times the probes' relative spread (their interquartile range over their median) where that is
+larger, so that only a slowdown beyond the kernels' own noise counts.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cost_models.cache import CostRecord
 from cost_models.measure import MeasuredCosts
 from cost_models.tasks import Task
 
@@ -41,6 +45,9 @@ class Drift:
 PROBES = 3
 """Tasks timed again: the longest-running ones recorded, whose timings are the least noisy."""
 
+SPREADS = 2.0
+"""The tolerance is at least this many times the probes' median relative spread."""
+
 
 def measure_drift(measured: MeasuredCosts, tasks: Sequence[Task], probes: int = PROBES,
                   tolerance: float = DRIFT_TOLERANCE) -> Drift:
@@ -50,9 +57,16 @@ def measure_drift(measured: MeasuredCosts, tasks: Sequence[Task], probes: int = 
     cached = measured.cache.get_many(measured.context, [task.key for task in distinct])
     known = sorted((task for task in distinct if task.key in cached and cached[task.key].ok),
                    key=lambda task: -cached[task.key].median_ms)[:probes]
-    times = {}
+    times, spreads = {}, []
     for task, record in zip(known, measured.time_again(known)):
-        if record.ok and cached[task.key].median_ms > 0:
-            times[task.key] = (cached[task.key].median_ms, record.median_ms)
+        then = cached[task.key]
+        if record.ok and then.median_ms > 0 and record.median_ms > 0:
+            times[task.key] = (then.median_ms, record.median_ms)
+            spreads.append(max(_relative_spread(then), _relative_spread(record)))
     ratio = statistics.median(now / then for then, now in times.values()) if times else 1.0
-    return Drift(times, float(ratio), tolerance)
+    widened = SPREADS * statistics.median(spreads) if spreads else 0.0
+    return Drift(times, float(ratio), max(tolerance, widened))
+
+
+def _relative_spread(record: CostRecord) -> float:
+    return (record.spread_ms or 0.0) / record.median_ms

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tvm
 
-from cost_models.cache import TIMING_METHODS, Context, CostCache, CostRecord
+from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, Context, CostCache, CostRecord
 from cost_models.tasks import FREE, Task
 from cost_models.workers import Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
 from search.templates import TEMPLATE_VERSION
@@ -97,7 +97,7 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def machine_context(target: tvm.target.Target | str, threads: int, timing: str = "warm") -> Context:
+def machine_context(target: tvm.target.Target | str, threads: int, timing: str = DEFAULT_TIMING) -> Context:
     """The cache context of timings taken here with ``target``, ``threads`` and timing method ``timing``."""
     return Context(str(tvm.target.Target(target)), cpu_model(), threads, tvm.__version__, TEMPLATE_VERSION, timing)
 
@@ -199,7 +199,8 @@ class MeasuredCosts(CostProvider):
     repeat, min_repeat_ms
         Timed repeats per task and the minimum length of each (see ``cost_models.timer.time_kernel``).
     timing
-        The timing method, one of ``cost_models.timer.TIMING_METHODS`` (default ``warm``); part of the context.
+        The timing method, one of ``cost_models.timer.TIMING_METHODS`` (default
+        ``cost_models.cache.DEFAULT_TIMING``); part of the context.
     progress
         Called with a ``Progress`` after the cache lookup and after every measured task.
     f_build, f_run
@@ -226,7 +227,7 @@ class MeasuredCosts(CostProvider):
         batch_size: int = 16,
         repeat: int = 5,
         min_repeat_ms: int = 50,
-        timing: str = "warm",
+        timing: str = DEFAULT_TIMING,
         progress: Callable[[Progress], None] | None = None,
         f_build: str = DEFAULT_BUILD,
         f_run: str = DEFAULT_RUN,

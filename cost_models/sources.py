@@ -9,8 +9,8 @@ XGBoost; opening a source (or checking a hybrid one's parameters) does.
 Built in:
 
 - ``measured``: build and time every task the cost cache lacks (``cost_models.measure.MeasuredCosts``, or on a Ray
-  cluster ``cost_models.cluster_costs.ClusterCosts``) with a timing method (``timing``: ``warm`` by default,
-  ``context`` or ``cold``; see ``cost_models.timer``);
+  cluster ``cost_models.cluster_costs.ClusterCosts``) with a timing method (``timing``: ``context`` by default,
+  ``warm`` or ``cold``; see ``cost_models.timer``);
 - ``xgboost``: a regression cost-model file predicts every task (``cost_models.learned.PredictedCosts``);
 - ``calibrated``: measure as ``measured``, then price each task by its in-network time where profiles of exported
   plans left one in the cache, else by its isolated time scaled by its kind's in-network ratio
@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from cost_models.cache import DEFAULT_TIMING
 
 if TYPE_CHECKING:
     import tvm
@@ -171,7 +173,7 @@ def _model(path: str | Path) -> XGBCostModel:
 
 def _timing() -> Any:
     """The ``timing`` parameter of the sources that measure: a method of ``cost_models.cache.TIMING_METHODS``."""
-    return field(default="warm", metadata={"about": "a timing method (--timing)"})
+    return field(default=DEFAULT_TIMING, metadata={"about": "a timing method (--timing)"})
 
 
 def _check_timing(timing: str) -> None:

@@ -9,6 +9,9 @@ Three timing methods (``TIMING_METHODS``), which differ in what the caches hold 
   inside a network whose producer has just written the input;
 - ``cold``: one call per repeat after evicting the whole last-level cache (twice its size flushed), input included.
 
+Measurements that fill the cost cache use ``context`` unless told otherwise (``cost_models.cache.DEFAULT_TIMING``);
+``time_kernel`` called directly defaults to ``warm``, a kernel's throughput as benchmarks quote it.
+
 A single call per repeat needs many repeats for a stable median: as many as fit ``repeat * min_repeat_ms`` of kernel
 time, between ``repeat`` and ``MAX_COLD_REPEATS``.
 

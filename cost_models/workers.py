@@ -24,6 +24,8 @@ from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
+from cost_models.cache import DEFAULT_TIMING
+
 STARTUP_TIMEOUT = 300.0  # seconds for a worker to import its function (TVM) on a busy machine
 LOG_TAIL = 800  # characters of a crashed worker's stderr kept in the reason
 MESSAGE_LIMIT = 2000  # characters of an exception message kept in the reason
@@ -50,7 +52,7 @@ class RunSettings:
     threads: int
     repeat: int = 5
     min_repeat_ms: int = 50
-    method: str = "warm"
+    method: str = DEFAULT_TIMING
 
 
 def build_artifact(task: Any, target: str, out_dir: str) -> Artifact:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache and the
     cost source (the sources of ``cost_models.sources.COST_SOURCES``)."""
-    from cost_models.cache import TIMING_METHODS
+    from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS
     from cost_models.sources import COST_SOURCES, DEFAULT
 
     p.add_argument("model", help="zoo model name or .onnx file")
@@ -44,9 +44,10 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
                         "with hard constraints, which the auto solver proves) or every read on its own (pairwise: "
                         "smaller problems the heuristics handle better) (default: shared)")
     p.add_argument("--timing", default=None, choices=TIMING_METHODS,
-                   help="measured, hybrid: warm (repeats back to back), context (weights and output flushed from the "
-                        "caches before each call, the input kept) or cold (the last-level cache evicted before each "
-                        "call); records of different methods never mix in the cache (default: warm)")
+                   help="measured, hybrid: context (weights and output flushed from the caches before each call, the "
+                        "input kept, as after its producer in a network), warm (repeats back to back) or cold (the "
+                        "last-level cache evicted before each call); records of different methods never mix in the "
+                        f"cache (default: {DEFAULT_TIMING})")
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="measure on this Ray cluster, joined with Ray's token authentication (RAY_AUTH_TOKEN or "
                         "~/.ray/auth_token): its nodes offering the timing_slot resource build and time what the cache "

@@ -34,7 +34,7 @@ An experiment file looks like::
     costs = ["measured", "hybrid"] # cost source(s): measured (default), xgboost, hybrid, calibrated (COST_SOURCES)
     cost_model = "model.json"      # the cost-model file xgboost and hybrid need
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
-    timing = ["warm", "context"]   # the sources that measure: timing method(s) (default warm; cost_models.timer)
+    timing = ["warm", "context"]   # the sources that measure: timing method(s) (default context; cost_models.timer)
     transforms = ["shared", "pairwise"]  # layout transforms priced once per conversion (default) or per read
     # address = "10.0.0.1:6379"    # measure on this Ray cluster (as tessera extract --address); not part of the
                                    # trial's id or hash; with tessera ablate --address on the same cluster, or --serial
@@ -99,7 +99,7 @@ class ProblemSpec:
     costs: str | None = None  # None: measured
     cost_model: str | None = None
     measure_fraction: float | None = None
-    timing: str | None = None  # None: warm
+    timing: str | None = None  # None: context
     transforms: str | None = None  # None: shared
     address: str | None = None  # a Ray cluster measuring it; where, not what: outside the trial's id and hash
 

@@ -367,10 +367,11 @@ def _timed(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: di
 
 
 def _measured_source(extract_args: dict[str, Any]) -> Any:
-    """The measured source with the timing method the extraction's costs used (``warm`` unless they say)."""
+    """The measured source with the timing method the extraction's costs used (the default unless they say)."""
+    from cost_models.cache import DEFAULT_TIMING
     from cost_models.sources import MeasuredSource, cost_source
 
-    return MeasuredSource(getattr(cost_source(extract_args.get("costs", "measured")), "timing", "warm"))
+    return MeasuredSource(getattr(cost_source(extract_args.get("costs", "measured")), "timing", DEFAULT_TIMING))
 
 
 def _calibration_round(index: int, model: Any, extracted: Extracted, plans: dict[str, Any],
