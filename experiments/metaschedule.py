@@ -13,6 +13,7 @@ timed by MetaSchedule's ``LocalRunner``.
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import json
 import os
 import tempfile
@@ -92,6 +93,19 @@ class Deadline(PyMeasureCallback):
             raise DeadlinePassed("tuning budget spent")
 
 
+def _import_tensor_intrinsics() -> None:
+    """Import ``tvm.s_tir.tensor_intrin`` (MetaSchedule's tune contexts do) in seconds, not minutes.
+
+    Each of its ~500 TVMScript functions calls ``inspect.stack()``, and for every frame of the import machinery (files
+    named ``<frozen importlib...>``, which no module owns) ``inspect.getmodule`` scans all of ``sys.modules``: about
+    three minutes in a process that has loaded Ray, MLflow or PyTorch. Naming those frames' modules in inspect's
+    file-to-module cache first makes each lookup one dictionary hit (the frames have no source either way).
+    """
+    for name in ("importlib._bootstrap", "importlib._bootstrap_external"):
+        inspect.modulesbyfile.setdefault(f"<frozen {name}>", name)
+    import tvm.s_tir.tensor_intrin  # noqa: F401
+
+
 def _fused(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """``mod`` lowered to fused TIR functions exactly as ``compile_relax`` prepares it, so that the tasks extracted
     from it are the ones the database is applied to."""
@@ -137,6 +151,7 @@ def tune_metaschedule(
     with tempfile.TemporaryDirectory(prefix="tessera-ms-") as scratch:
         work = str(work_dir or scratch)
         extracted = ms.relax_integration.extract_tasks(_fused(mod, target), target)
+        _import_tensor_intrinsics()
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             extracted, work_dir=work, seed=seed, num_threads=threads,
             strategy=ms.search_strategy.EvolutionarySearch(population_size=population,
