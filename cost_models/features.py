@@ -23,8 +23,8 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 5  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
-# 4: gelu_tanh; 5: is_batch_matmul
+FEATURE_VERSION = 6  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+# 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "layout_transform")
@@ -39,6 +39,7 @@ FEATURE_NAMES = (
     # layouts: 1/0 flags and the channel block (0 when unblocked); transforms: source and destination
     "in_nchw", "in_nhwc", "in_block", "out_nchw", "out_nhwc", "out_block",
     "log_in_run", "log_out_run",  # contiguous innermost run of the input / output, in elements
+    "permuted_a", "permuted_b", "permuted_out",  # batch_matmul: an operand read / the result written head-split
     # schedule knobs and what they imply
     "ic_block", "oc_block", "reg_n", "unroll_kw", "oc_lane_use", "ic_lane_use", "accumulators", "accumulator_use",
     "width_tiles", "oc_padding", "width_padding", "log_parallel_items", "parallel_balance",

@@ -150,4 +150,9 @@ class BatchMatmulKind(TemplateKind):
     def features(self, spec: KernelSpec) -> dict[str, float]:
         wl = spec.workload
         extents = Extents(wl.batch * wl.m, wl.k, 1, 1, wl.n, 1, 1)
-        return tiled_kernel_features(spec, extents, wl.k, dict(spec.knobs).get("n_bn", 1), layouts=False)
+        row = tiled_kernel_features(spec, extents, wl.k, dict(spec.knobs).get("n_bn", 1), layouts=False)
+        a, w = template.operand_layouts(spec.in_layout)
+        out = template.result_layout(spec.out_layout)
+        row.update({f"permuted_{name}": float(order != template.VIEW)
+                    for name, order in (("a", a), ("b", w), ("out", out))})
+        return row

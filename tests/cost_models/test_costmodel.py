@@ -150,3 +150,17 @@ def test_predicted_costs_measure_nothing_and_hybrid_measures_its_fraction(synthe
     assert hybrid.stats["predicted"] == len(real_tasks) - len(cache)
     assert hybrid.model.provenance["refits"]  # refit on what it measured
 
+
+
+def test_a_batch_matmuls_head_layouts_are_features():
+    """The same attention matmul read head-major or through the layouts attention's permutes leave: distinct rows."""
+    from search.templates.workloads import BatchMatmulWorkload
+
+    workload = BatchMatmulWorkload(4, 16, 16, 16, heads=4)
+    kind = KINDS["batch_matmul"]
+    rows = {pair: feature_row(json.loads(KernelTask(KernelSpec(workload, *pair)).key))
+            for pair in kind.supported_layouts(workload)}
+    flags = {pair: tuple(row[INDEX[f"permuted_{x}"]] for x in ("a", "b", "out")) for pair, row in rows.items()}
+    assert flags[("BIJ", "BIJ")] == (0, 0, 0) and flags[("NHCW+NWCH", "BIJ")] == (1, 1, 0)
+    assert flags[("NCHW+NHCW", "NHCW")] == (0, 1, 1)
+    assert len({tuple(row) for row in rows.values()}) == len(rows)
