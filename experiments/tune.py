@@ -273,6 +273,7 @@ def tune(
     SearchError, SolverError
         Bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
     """
+    from cost_models.pricing import plan_cost
     from experiments.show import draw_plan
     from search.export import make_target
     from solvers.base import make_solver
@@ -319,6 +320,7 @@ def tune(
         predicted, _ = predict(extracted.problem, plans, {label: r["latency"]["median_ms"]
                                                          for label, r in results.items()})
         for label, result in results.items():
+            result["predicted_isolated_ms"] = plan_cost(measured_first.problem, plans[label].choices)
             result["predicted_ms"] = predicted[label]
     baselines = {name: results.pop(name) for name in list(results) if not name.startswith("solver:")}
     per_solver = {name: {**_solution_dict(solution), **results[f"solver:{name}"]} for name, solution in
@@ -518,8 +520,10 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     for label, result in rows:
         latency = result["latency"]
         speedup = f", plan speed-up {result['speedup']:.2f}x" if "speedup" in result else ""
-        lines.append(f"{label}: predicted {_ms(result['predicted_ms'])}, measured {_ms(latency['median_ms'])} "
-                     f"median (spread {_ms(latency['spread_ms'])}){speedup}")
+        isolated = f" (isolated timings: {_ms(result['predicted_isolated_ms'])})" \
+            if "predicted_isolated_ms" in result else ""
+        lines.append(f"{label}: predicted {_ms(result['predicted_ms'])}{isolated}, measured "
+                     f"{_ms(latency['median_ms'])} median (spread {_ms(latency['spread_ms'])}){speedup}")
     load = s["load_average_1min"]
     latency = s["plan"]["latency"]
     pool = "" if latency["runtime_threads"] == latency["threads"] else \
