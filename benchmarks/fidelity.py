@@ -1,9 +1,10 @@
 """How well the cost problem predicts the exported network: per kernel, per timing method, and end to end.
 
-For each network: the problem is extracted with warm timings (``--cache``), and six plans are exported, numerically
-checked and timed end to end in interleaved rounds (``experiments.timing.time_plans``, the in-process harness of
-``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c baselines. Each is then
-profiled inside the network (``search.profile``).
+For each network: the problem is extracted with warm timings (``--cache``; not the default, ``context``, so that the
+three methods are compared against the same plans as in the runs docs/measurements.md reports), and six plans are
+exported, numerically checked and timed end to end in interleaved rounds (``experiments.timing.time_plans``, the
+in-process harness of ``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c
+baselines. Each is then profiled inside the network (``search.profile``).
 
 1. Timing methods. Every kernel the six plans run is also timed alone with the ``context`` and ``cold`` methods (the
    same cache); each method's isolated times are compared with the kernels' in-network times: median absolute
@@ -38,6 +39,7 @@ from cost_models.cache import CostCache, CostRecord  # noqa: E402
 from cost_models.calibration import Factors, network_times  # noqa: E402
 from cost_models.measure import MeasuredCosts, cpu_model  # noqa: E402
 from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
+from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
 from experiments.timing import time_plans  # noqa: E402
 from experiments.tune import extract, use_threads  # noqa: E402
@@ -76,7 +78,8 @@ def isolated(tasks: list, cache: str, threads: int, method: str) -> dict:
 
 
 def run(model: str, args) -> list[str]:
-    extracted = extract(model, threads=args.threads, cache=args.cache, baselines=UNIFORM)
+    extracted = extract(model, threads=args.threads, cache=args.cache, baselines=UNIFORM,
+                        costs=MeasuredSource(timing="warm"))
     graph, problem = extracted.graph, extracted.problem
     auxiliary = problem.meta["auxiliary"]
     plans = {name: plan_from_assignment(solve(problem, name).assignment, model, extracted.args, auxiliary=auxiliary)

@@ -2,8 +2,8 @@
 head-major (``BIJ``: export transposes queries, keys and values into the kernel's order and the context back), each
 batch_matmul node there running its best head-major candidate.
 
-The model's space is priced from the cost cache (``experiments.tune.extract``: what the cache lacks is measured, warm
-timings) and solved exactly; both plans are exported and checked, timed end to end in interleaved rounds and
+The model's space is priced from the cost cache (``experiments.tune.extract``: what the cache lacks is measured with the
+default timing) and solved exactly; both plans are exported and checked, timed end to end in interleaved rounds and
 profiled inside the network (``search.profile``), and the time of their batch_matmul kernels and head transforms
 compared with what the problem predicts for them. Prints markdown with the host's CPU and vector unit. Measuring
 fills the cache and timing wants a quiet machine: run nothing else meanwhile.

@@ -1,11 +1,12 @@
 """GFLOP/s of tessera's dense and batch_matmul kernels on a transformer's distinct layers, beside numpy's BLAS.
 
-The model's candidate space is measured (``experiments.tune.extract``, warm timings, the given cost cache); for each
-distinct workload the best candidate's median is reported with the number of nodes running it, and the same product
-computed by numpy (``a @ w`` in float32, BLAS limited to the same threads with threadpoolctl): random inputs, a
-warm-up, repeats of at least 50 ms, median and interquartile range, one timing at a time. Both are also given as
-fractions of the host's FMA peak at the same threads (``benchmarks/fma_peak.py``, measured first). Prints markdown.
-Measuring fills the cache: run with nothing else on the machine and record its CPU and vector unit.
+The model's candidate space is measured (``experiments.tune.extract``, warm timings as throughput is quoted, the
+given cost cache); for each distinct workload the best candidate's median is reported with the number of nodes
+running it, and the same product computed by numpy (``a @ w`` in float32, BLAS limited to the same threads with
+threadpoolctl): random inputs, a warm-up, repeats of at least 50 ms, median and interquartile range, one timing at a
+time. Both are also given as fractions of the host's FMA peak at the same threads (``benchmarks/fma_peak.py``,
+measured first). Prints markdown. Measuring fills the cache: run with nothing else on the machine and record its CPU
+and vector unit.
 
     .venv/bin/python benchmarks/transformer_ops.py --model bert_base --threads 2 --cache costs.sqlite
 """
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fma_peak import measure_peak  # noqa: E402  (this script's directory)
 
 from cost_models.measure import cpu_model  # noqa: E402
+from cost_models.sources import MeasuredSource  # noqa: E402
 from experiments.tune import extract, use_threads  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import get_kind  # noqa: E402
@@ -70,7 +72,7 @@ def main() -> None:
     args = parser.parse_args()
     use_threads(args.threads)
     peak = measure_peak(args.threads).gflops
-    extracted = extract(args.model, threads=args.threads, cache=args.cache)
+    extracted = extract(args.model, threads=args.threads, cache=args.cache, costs=MeasuredSource(timing="warm"))
     graph, problem = extracted.graph, extracted.problem
     nodes: dict[object, list[int]] = defaultdict(list)
     for op in graph.tunable:
