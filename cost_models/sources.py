@@ -36,12 +36,11 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cost_models.cache import DEFAULT_TIMING
+from cost_models.cache import DEFAULT_TIMING, CostCache
 
 if TYPE_CHECKING:
     import tvm
 
-    from cost_models.cache import CostCache
     from cost_models.cluster import Cluster
     from cost_models.cluster_costs import ClusterCosts
     from cost_models.measure import CostProvider, MeasuredCosts, Progress
@@ -151,7 +150,7 @@ def _model_file() -> Any:
 def _cache(path: str | Path) -> CostCache:
     """The cost cache at ``path``; an existing file is opened now, so that one that is no cost cache is refused here,
     a missing one is created at its first use (not by a run refused before it measures)."""
-    from cost_models.cache import CacheError, CostCache
+    from cost_models.cache import CacheError
 
     try:
         store = CostCache(path)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cost_models.cache import DEFAULT_CACHE
+from cost_models.cache import DEFAULT_CACHE, DEFAULT_TIMING
 from experiments.calibrate import PROFILE_RUNS, Round, check_drift, keep_network_times, predict
 from experiments.timing import time_plans, timing_line
 from search.errors import SearchError
@@ -370,7 +370,6 @@ def _timed(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: di
 
 def _measured_source(extract_args: dict[str, Any]) -> Any:
     """The measured source with the timing method the extraction's costs used (the default unless they say)."""
-    from cost_models.cache import DEFAULT_TIMING
     from cost_models.sources import MeasuredSource, cost_source
 
     return MeasuredSource(getattr(cost_source(extract_args.get("costs", "measured")), "timing", DEFAULT_TIMING))

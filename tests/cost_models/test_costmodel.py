@@ -151,7 +151,6 @@ def test_predicted_costs_measure_nothing_and_hybrid_measures_its_fraction(synthe
     assert hybrid.model.provenance["refits"]  # refit on what it measured
 
 
-
 def test_a_batch_matmuls_head_layouts_are_features():
     """The same attention matmul read head-major or through the layouts attention's permutes leave: distinct rows."""
     from search.templates.workloads import BatchMatmulWorkload

@@ -31,7 +31,6 @@ def test_kernels_timed_again_are_compared_with_their_records(tmp_path):
     assert not Drift({}, 1.0).disturbed
 
 
-
 def test_the_tolerance_widens_to_the_kernels_recorded_spread_up_to_a_limit(tmp_path):
     """A kernel whose recorded repeats spread by 40% of its median is judged by a wider tolerance than 10%, but not
     one that would let a slow window through."""
