@@ -16,17 +16,18 @@ def test_kernels_timed_again_are_compared_with_their_records(tmp_path):
         costs.measure([fast, slow])
         cache, context = CostCache(path), costs.context
         records = cache.get_many(context, [fast.key, slow.key])
-        # the records say the machine ran 3x faster (fast) and 3x slower (slow) than it does
-        cache.put_many(context, {fast.key: replace(records[fast.key], median_ms=records[fast.key].median_ms / 3),
-                                 slow.key: replace(records[slow.key], median_ms=records[slow.key].median_ms * 3)})
+        # the records say the machine ran 10x faster (fast) and 10x slower (slow) than it does: µs kernels timed again
+        # in another moment can differ by 2.7x (seen in a clean-clone run), so the margin is wide
+        cache.put_many(context, {fast.key: replace(records[fast.key], median_ms=records[fast.key].median_ms / 10),
+                                 slow.key: replace(records[slow.key], median_ms=records[slow.key].median_ms * 10)})
         before = {key: cache.get(context, key) for key in (fast.key, slow.key)}
 
         one = measure_drift(costs, [fast, slow, unknown, fast], probes=1)  # the longest record: slow's
-        assert list(one.times) == [slow.key] and one.ratio < 0.5 and not one.disturbed
+        assert list(one.times) == [slow.key] and one.ratio < 0.4 and not one.disturbed
         both = measure_drift(costs, [fast, slow, unknown])  # unknown has no record: not timed
         assert set(both.times) == {fast.key, slow.key}
         then, now = both.times[fast.key]
-        assert now / then > 2 and Drift({fast.key: (then, now)}, now / then).disturbed
+        assert now / then > 2.5 and Drift({fast.key: (then, now)}, now / then).disturbed
         assert {key: cache.get(context, key) for key in before} == before and cache.get(context, unknown.key) is None
     assert not Drift({}, 1.0).disturbed
 
