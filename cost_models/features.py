@@ -23,8 +23,8 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 6  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
-# 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out
+FEATURE_VERSION = 7  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+# 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "layout_transform")
@@ -40,6 +40,8 @@ FEATURE_NAMES = (
     "in_nchw", "in_nhwc", "in_block", "out_nchw", "out_nhwc", "out_block",
     "log_in_run", "log_out_run",  # contiguous innermost run of the input / output, in elements
     "permuted_a", "permuted_b", "permuted_out",  # batch_matmul: an operand read / the result written head-split
+    # the algorithm: a conv2d's Winograd output tile size (0: direct)
+    "winograd",
     # schedule knobs and what they imply
     "ic_block", "oc_block", "reg_n", "unroll_kw", "oc_lane_use", "ic_lane_use", "accumulators", "accumulator_use",
     "width_tiles", "oc_padding", "width_padding", "log_parallel_items", "parallel_balance",

@@ -109,6 +109,7 @@ class Conv2DKind(ConvLike):
     examples = (
         Conv2DWorkload(1, 8, 7, 6, 16, (3, 3), (1, 1), (1, 1, 1, 1)),
         Conv2DWorkload(1, 8, 5, 17, 12, (3, 3), (1, 1), (1, 1, 1, 1)),  # 12 channels, 17 wide: knobs pad both
+        Conv2DWorkload(1, 16, 6, 7, 32, (3, 3), (1, 1), (1, 1, 1, 1)),  # Winograd settings; 7 wide: tiles cropped
     )
 
     def match(self, bindings: Bindings, index: int) -> Match | None:
@@ -122,4 +123,4 @@ class Conv2DKind(ConvLike):
         wl, knobs = spec.workload, dict(spec.knobs)
         ib = view_block(spec.in_layout, wl.in_channels)
         ob = knobs["oc_bn"] if "oc_bn" in knobs else view_block(spec.out_layout, wl.out_channels)
-        return tiled_kernel_features(spec, conv_extents(wl), ib, ob)
+        return {**tiled_kernel_features(spec, conv_extents(wl), ib, ob), "winograd": float(knobs.get("winograd", 0))}

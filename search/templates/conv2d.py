@@ -10,6 +10,9 @@ Neither knob has to divide its extent: the convolution then computes zero-padded
 with zeros) or extra output columns (the input padded further right), and the write-back keeps only the real ones.
 So a 126-channel NCHW output still fills the vector lanes (``oc_bn=16``: 128 computed), and a 71-wide output gets a
 12-wide register tile (72 computed) instead of its only divisor tile, 1.
+
+3x3 stride-1 convolutions also have Winograd settings (knob ``winograd``: the output tile size), built by
+``search.templates.winograd``: the algorithm is a choice of the plan like the layouts and the tiles.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import tvm
 from tvm import te, topi
 
 from search.layouts import candidate_layouts, layout, view_block
+from search.templates import winograd
 from search.templates.common import (
     by_closeness,
     by_padded_work,
@@ -96,10 +100,14 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
+    """The direct convolution's settings, the default first; where Winograd applies, its settings second (F(4x4))
+    and fourth (F(2x2)), so that a space of two settings per layout pair already holds the algorithm choice."""
     space = knob_product(_choices(spec), None)
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
-    return fits if size is None else fits[: max(size, 0)]
+    fast = winograd.knob_space(spec)
+    merged = [*fits[:1], *fast[:1], *fits[1:2], *fast[1:], *fits[2:]]
+    return merged if size is None else merged[: max(size, 0)]
 
 
 def _blocks(spec: KernelSpec) -> tuple[int, int, dict[str, int]]:
@@ -111,7 +119,10 @@ def _blocks(spec: KernelSpec) -> tuple[int, int, dict[str, int]]:
 
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
-    """OIHW -> ``(O' // ob, I // ib, kh, kw, ib, ob)``, O' the output channels zero-padded to a multiple of ob."""
+    """OIHW -> ``(O' // ob, I // ib, kh, kw, ib, ob)``, O' the output channels zero-padded to a multiple of ob (a
+    Winograd setting: ``search.templates.winograd.pack_weight``)."""
+    if winograd.is_winograd(spec.knobs):
+        return winograd.pack_weight(spec, weight)
     ib, ob, _ = _blocks(spec)
     o, i, kh, kw = weight.shape
     zeros = np.pad(weight, ((0, padded(o, ob) - o), (0, 0), (0, 0), (0, 0)))
@@ -120,6 +131,8 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    if winograd.is_winograd(spec.knobs):
+        return winograd.build(spec, target)
     ib, ob, knobs = _blocks(spec)
     wl = spec.workload
     n, c, h, w = wl.in_shape
