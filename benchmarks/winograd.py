@@ -1,0 +1,85 @@
+"""Winograd against the direct convolution on ResNet-50's 3x3 stride-1 convolutions: time and numerical error.
+
+For each distinct layer (batch 1, 224x224; bias and ReLU fused, as in the network), in NCHW16c -> NCHW16c: the direct
+template's first two knob settings and the Winograd settings F(4x4, 3x3) and F(2x2, 3x3), each timed like a kernel
+(``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and interquartile
+range), one at a time, and each run once on random data against the float64 numpy reference
+(``max|out - ref| / max|ref|``). Run it with nothing else on the machine.
+
+    .venv/bin/python benchmarks/winograd.py --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import tvm  # noqa: E402
+
+from benchmarks.templates import resnet50_convs  # noqa: E402
+from cost_models.measure import cpu_model  # noqa: E402
+from cost_models.timer import time_kernel  # noqa: E402
+from search.export import make_target  # noqa: E402
+from search.isa import HOST  # noqa: E402
+from search.kinds import get_kind  # noqa: E402
+from search.layouts import layout  # noqa: E402
+from search.templates import Epilogue, KernelSpec  # noqa: E402
+from search.templates.winograd import applies, is_winograd  # noqa: E402
+
+LAYOUT = "NCHW16c"
+
+
+def relative_error(spec: KernelSpec, target: tvm.target.Target, seed: int = 0) -> float:
+    """``max|out - ref| / max|ref|`` of the kernel on random data against the kind's float64 reference."""
+    kind = get_kind("conv2d")
+    rng = np.random.default_rng(seed)
+    data = rng.uniform(-1, 1, spec.workload.in_shape)
+    params = kind.random_params(spec.workload, spec.epilogue, rng)
+    lib = tvm.compile(tvm.IRModule({"main": kind.build(spec, target).with_attr("global_symbol", "main")}),
+                      target=target)
+    stored = layout(spec.out_layout)
+    args = [layout(spec.in_layout).from_logical(data), *kind.pack(spec, params)]
+    out = tvm.runtime.tensor(np.zeros(stored.physical_shape(spec.workload.out_shape), "float32"), tvm.cpu())
+    lib["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a, "float32"), tvm.cpu()) for a in args], out)
+    expected = kind.reference(spec, [data], params)
+    return float(np.max(np.abs(stored.to_logical(out.numpy()) - expected)) / np.max(np.abs(expected)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=9)
+    args = parser.parse_args()
+    if not 1 <= args.threads <= len(os.sched_getaffinity(0)) or args.repeat < 1:
+        parser.error("--threads from 1 to the usable cores, --repeat positive")
+    target, kind = make_target(args.threads), get_kind("conv2d")
+    print(f"host: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads, load {os.getloadavg()[0]:.2f}; "
+          f"{LAYOUT} -> {LAYOUT}, bias + ReLU fused; ms: median (IQR)\n")
+    print("| layer | workload | setting | ms | vs direct default | relative error |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for name, workload in resnet50_convs():
+        if not applies(workload):
+            continue
+        spec = KernelSpec(workload, LAYOUT, LAYOUT, (), Epilogue(True, False, "relu"))
+        space = kind.knob_space(spec)
+        settings = [k for k in space if not is_winograd(k)][:2] + [k for k in space if is_winograd(k)]
+        shape = f"{workload.in_channels}x{workload.height}x{workload.width} -> {workload.out_channels}"
+        direct = None
+        for knobs in settings:
+            built = replace(spec, knobs=knobs)
+            timing = time_kernel(kind.build(built, target), target=target, threads=args.threads,
+                                 repeat=args.repeat, min_repeat_ms=100)
+            direct = direct or timing.median_ms
+            label = ",".join(f"{key}={value}" for key, value in knobs)
+            print(f"| {name} | {shape} | {label} | {timing.median_ms:.3f} ({timing.iqr_ms:.3f}) | "
+                  f"{direct / timing.median_ms:.2f}x | {relative_error(built, target):.1e} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
