@@ -100,8 +100,9 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
-    """The direct convolution's settings, the default first; where Winograd applies, its settings second (F(4x4))
-    and fourth (F(2x2)), so that a space of two settings per layout pair already holds the algorithm choice."""
+    """The direct convolution's settings, the default first; where Winograd applies, its settings second and fourth
+    (``search.templates.winograd.knob_space`` order), so that a space of two settings per layout pair already holds
+    the algorithm choice."""
     space = knob_product(_choices(spec), None)
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
