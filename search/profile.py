@@ -7,11 +7,11 @@ are matched to that list in order. A listed call the VM did not run as a PrimFun
 free reshape, say) took no time. Everything else the VM calls (allocation, reshapes, shape checks: its builtins) is
 the run's overhead. Times are medians over the runs, in milliseconds.
 
-The instrument costs time of its own (a Python call before and after every call, which converts the call's arguments):
-an instrumented run's timed calls sum to 1-4% more than an uninstrumented run lasts on the reference networks, and to
-several times more on a network of microsecond kernels. So each run of the instrumented VM follows a run of a second,
-uninstrumented VM, and every time is scaled by the median uninstrumented wall time over the median sum of the timed
-calls: the profile adds up to what the deployed module takes, in the same window.
+The instrument costs time of its own (a Python call before and after every call, which converts the call's
+arguments), so the timed calls of an instrumented run do not add up to what an uninstrumented run lasts
+(docs/measurements.md). Each run of the instrumented VM therefore follows a run of a second, uninstrumented VM, and
+every time is scaled by the median uninstrumented wall time over the median sum of the timed calls: the profile adds
+up to what the deployed module takes, in the same window.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def _tiles(workload: Conv2DWorkload, m: int) -> int:
 
 def knob_space(spec: KernelSpec) -> list[Knobs]:
     """One setting per tile size, with the default output block and the first register tile that needs no more
-    tiles than there are (``REG_N`` order), else the first. The tile sizes whose tiles fill the default register tile
+    tiles than there are (``REG_N`` order), else the smallest. The tile sizes whose tiles fill the default register tile
     come first (in ``TILES`` order): a small image (7x7: four 4x4 tiles) puts F(2x2) before F(4x4)."""
     if not supports(spec):
         return []
@@ -93,7 +93,7 @@ def knob_space(spec: KernelSpec) -> list[Knobs]:
     fills = [m for m in choices[KNOB] if _tiles(spec.workload, m) >= choices["reg_n"][0]]
     for m in fills + [m for m in choices[KNOB] if m not in fills]:
         tiles = _tiles(spec.workload, m)
-        reg_n = next((r for r in choices["reg_n"] if r <= tiles), choices["reg_n"][0])
+        reg_n = next((r for r in choices["reg_n"] if r <= tiles), min(choices["reg_n"]))
         space.append(tuple(sorted({**{name: values[0] for name, values in choices.items()}, KNOB: m,
                                    "reg_n": reg_n}.items())))
     return space

@@ -63,8 +63,8 @@ def test_both_tile_sizes_compute_the_convolution_with_every_epilogue(m, layouts)
 def test_a_plan_with_winograd_exports_passes_the_check_and_names_it(graph, tmp_path):
     choices = {**baseline_plan(graph, "nchw16c").choices,
                "conv2d_1": "NCHW16c>NHWC:oc_bn=16,reg_n=8,winograd=4",  # with the residual, read in NHWC
-               "conv2d_3": "NHWC>NCHW16c:reg_n=8,winograd=2",
-               "conv2d_4": "NCHW16c>NCHW8c:reg_n=8,winograd=4"}
+               "conv2d_3": "NHWC>NCHW16c:reg_n=4,winograd=2",  # 4x4 px: four tiles
+               "conv2d_4": "NCHW16c>NCHW8c:reg_n=4,winograd=4"}
     plan = Plan(choices, model="tiny")
     compiled = export(graph, plan, target=TARGET, threads=1, seed=1)
     winograd_error = compiled.manifest["numerical_check"]["relative_error"]
