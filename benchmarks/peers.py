@@ -2,8 +2,8 @@
 
 Per network (batch 1, ``--threads`` for everyone):
 
-1. tessera: ``experiments.tune.extract`` (measures what the cost cache lacks), the best of pbqp and ilp (60 s), the
-   plan exported and checked; its seconds are recorded;
+1. tessera: ``experiments.tune.extract`` (measures what the cost cache lacks, timed by ``--timing``), the best of
+   pbqp and ilp (60 s), the plan exported and checked; its seconds are recorded;
 2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
 3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
    spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
@@ -41,6 +41,7 @@ import json  # noqa: E402
 import time  # noqa: E402
 from importlib.metadata import PackageNotFoundError, version  # noqa: E402
 
+from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS  # noqa: E402
 from experiments.peers import Contender, interleaved_peers, save_onnx, save_pytorch  # noqa: E402
 from experiments.trials import environment_info  # noqa: E402
 from search.export import TOLERANCE  # noqa: E402
@@ -57,13 +58,14 @@ MODELS = ("resnet50", "densenet201", "inception_v3", "ssd_resnet50_512")
 
 def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict]:
     """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines."""
+    from cost_models.sources import MeasuredSource
     from experiments.tune import extract
     from search.export import export, make_target, reference_outputs
     from search.plan import Plan, baseline_plan, plan_from_assignment
     from solvers import solve
 
     start = time.monotonic()
-    extracted = extract(model, image_size=args.image_size, threads=args.threads,
+    extracted = extract(model, image_size=args.image_size, threads=args.threads, costs=MeasuredSource(args.timing),
                         **({"cache": args.cache} if args.cache else {}))
     solutions = {"pbqp": solve(extracted.problem, "pbqp"), "ilp": solve(extracted.problem, "ilp", time_limit=60.0)}
     solver = min(solutions, key=lambda name: solutions[name].cost)
@@ -269,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(tune as usual where there is none, unless --no-metaschedule)")
     parser.add_argument("--work", type=Path, default=Path("peers-work"))
     parser.add_argument("--cache", type=Path, default=None, help="cost cache (default: tessera's)")
+    parser.add_argument("--timing", choices=TIMING_METHODS, default=DEFAULT_TIMING,
+                        help="how the kernels the plan is solved on are timed (default: %(default)s)")
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)

@@ -23,11 +23,12 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 7  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
-# 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd
+FEATURE_VERSION = 8  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+# 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
+# is_layer_norm, lane_partials
 
 # the kinds with an is_<kind> feature
-FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "layout_transform")
+FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")
 
 FEATURE_NAMES = (
     # what the task is
@@ -45,6 +46,7 @@ FEATURE_NAMES = (
     # schedule knobs and what they imply
     "ic_block", "oc_block", "reg_n", "unroll_kw", "oc_lane_use", "ic_lane_use", "accumulators", "accumulator_use",
     "width_tiles", "oc_padding", "width_padding", "log_parallel_items", "parallel_balance",
+    "lane_partials",  # softmax, layer norm: one partial sum per vector lane (1) or one per row (0)
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",
     # fused epilogue

@@ -111,7 +111,7 @@ class _Emitter:
         inputs = []
         for i, (value, have, (want, logical)) in enumerate(zip(op.inputs, stored, kind.activations(spec),
                                                                strict=True)):
-            x = self.reshaped(self.values[value][0], self.shapes[value], layout(have).physical_shape(logical),
+            x = self.reshaped(self.read(value, "NCHW"), self.shapes[value], layout(have).physical_shape(logical),
                               f"{op.name}_in{i}")
             if i in moves:
                 x = self.transform(x, value, have, want, logical)

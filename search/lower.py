@@ -77,12 +77,14 @@ def _reduces_innermost(func: tvm.tirx.PrimFunc) -> bool:
     return False
 
 
-def _schedule(func: tvm.tirx.PrimFunc, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-    """``func`` scheduled: where it reduces along its innermost axis, by ``search.row_reductions`` where its rows
-    split into whole vectors, else by ``dlight.cpu.Reduction`` where that rule applies; otherwise generically."""
+def schedule_function(func: tvm.tirx.PrimFunc, target: tvm.target.Target, *, partial: bool = True
+                      ) -> tvm.tirx.PrimFunc:
+    """``func`` scheduled: where it reduces along its innermost axis, by ``search.row_reductions`` (only if
+    ``partial``) where its rows split into whole vectors, else by ``dlight.cpu.Reduction`` where that rule applies;
+    otherwise generically."""
     if _reduces_innermost(func):
         try:
-            rows = schedule_rows(func)
+            rows = schedule_rows(func) if partial else None
         except (RuntimeError, OSError, ValueError):  # a ScheduleError: try the next schedule
             rows = None
         if rows is not None:
@@ -163,7 +165,7 @@ def _scheduled(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     for gvar, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc) and not func.attrs.get(SCHEDULED, False):
             try:
-                updated[gvar] = _schedule(func, target)
+                updated[gvar] = schedule_function(func, target)
             except (RuntimeError, OSError, ValueError):  # ScheduleError, or tvm-ffi's errors for odd loop nests
                 continue  # leave it unscheduled: correct, just serial
     return updated

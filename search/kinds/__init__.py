@@ -1,11 +1,12 @@
 """Operator kinds: one class per kind of tunable operator behind one interface (``base``), registered by name.
 
-Built in: ``conv2d``, ``depthwise_conv2d``, ``dense`` and ``batch_matmul`` (kernel kinds, with templates),
-``concat`` and ``add`` (layout kinds). A new kind is one class and ``@register`` (a ``TemplateKind`` takes its layouts,
-knobs and PrimFunc from one template module); ``check_kind`` checks it.
+Built in: ``conv2d``, ``depthwise_conv2d``, ``dense``, ``batch_matmul``, ``softmax`` and ``layer_norm`` (kernel
+kinds, with templates), ``concat`` and ``add`` (layout kinds). A new kind is one class and ``@register`` (a
+``TemplateKind`` takes its layouts, knobs and PrimFunc from one template module); ``check_kind`` checks it.
 """
 
-from search.kinds import add, batch_matmul, concat, conv2d, dense, depthwise  # noqa: F401  (they register themselves)
+# they register themselves
+from search.kinds import add, batch_matmul, concat, conv2d, dense, depthwise, rows  # noqa: F401
 from search.kinds.base import KernelKind, LayoutKind, Match, OperatorKind, TemplateKind
 from search.kinds.checks import check_kernel, check_kind, kind_checks
 from search.kinds.registry import KINDS, get_kind, kernel_kind, register

@@ -108,6 +108,40 @@ class BatchMatmulWorkload:
 
 
 @dataclass(frozen=True)
+class SoftmaxWorkload:
+    """``out[r, :] = softmax(scale * data[r, :])`` over ``rows`` rows of ``cols`` (attention's scores, flattened)."""
+
+    rows: int
+    cols: int
+    scale: float = 1.0
+    dtype: str = "float32"
+
+    kind = "softmax"  # the operator kind running it (a class attribute, not a field)
+
+    @property
+    def flops(self) -> int:
+        """Per element: the scale, the max, the subtraction, the sum and the division (exp counted as one)."""
+        return 6 * self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class LayerNormWorkload:
+    """``out[r, :] = (data[r, :] - mean) / sqrt(var + epsilon) * gamma + beta`` over ``rows`` rows of ``cols``."""
+
+    rows: int
+    cols: int
+    epsilon: float = 1e-5
+    dtype: str = "float32"
+
+    kind = "layer_norm"  # the operator kind running it (a class attribute, not a field)
+
+    @property
+    def flops(self) -> int:
+        """Per element: the two sums, the centring, the normalisation and the affine map."""
+        return 7 * self.rows * self.cols
+
+
+@dataclass(frozen=True)
 class Epilogue:
     """Elementwise work fused after the reduction: ``act(acc + bias + residual)``."""
 
