@@ -19,9 +19,7 @@ from search.kinds.base import Match, TemplateKind
 from search.kinds.features import BYTES, log_size
 from search.kinds.registry import register
 from search.templates import rows as template
-from search.templates.workloads import Epilogue, KernelSpec, LayerNormWorkload, SoftmaxWorkload
-
-Workload = SoftmaxWorkload | LayerNormWorkload
+from search.templates.workloads import Epilogue, KernelSpec, LayerNormWorkload, RowWorkload, SoftmaxWorkload
 
 
 class RowKind(TemplateKind):
@@ -43,10 +41,10 @@ class RowKind(TemplateKind):
         *rows, cols = op.shape
         return int(np.prod(rows)), int(cols)
 
-    def in_shape(self, workload: Workload) -> tuple[int, ...]:
+    def in_shape(self, workload: RowWorkload) -> tuple[int, ...]:
         return (workload.rows, workload.cols)
 
-    def out_shape(self, workload: Workload) -> tuple[int, ...]:
+    def out_shape(self, workload: RowWorkload) -> tuple[int, ...]:
         return (workload.rows, workload.cols)
 
     def features(self, spec: KernelSpec) -> dict[str, float]:

@@ -14,12 +14,12 @@ from tvm import te, topi
 
 from search.lower import schedule_function
 from search.templates.common import knob_product, resolve_knobs, unit
-from search.templates.workloads import KernelSpec, Knobs, LayerNormWorkload, SoftmaxWorkload
+from search.templates.workloads import KernelSpec, Knobs, RowWorkload, SoftmaxWorkload
 
 LAYOUT = "NC"
 
 
-def supported_layouts(workload: SoftmaxWorkload | LayerNormWorkload) -> list[tuple[str, str]]:
+def supported_layouts(workload: RowWorkload) -> list[tuple[str, str]]:
     return [(LAYOUT, LAYOUT)]
 
 
@@ -32,7 +32,7 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     return knob_product(_choices(spec), size)
 
 
-def _compute(workload: SoftmaxWorkload | LayerNormWorkload) -> list[te.Tensor]:
+def _compute(workload: RowWorkload) -> list[te.Tensor]:
     """The placeholders (data, then gamma and beta of a layer norm) and the output."""
     shape = (workload.rows, workload.cols)
     data = te.placeholder(shape, workload.dtype, name="data")

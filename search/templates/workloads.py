@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from search.errors import SearchError
 
@@ -108,37 +108,39 @@ class BatchMatmulWorkload:
 
 
 @dataclass(frozen=True)
-class SoftmaxWorkload:
-    """``out[r, :] = softmax(scale * data[r, :])`` over ``rows`` rows of ``cols`` (attention's scores, flattened)."""
+class RowWorkload:
+    """A computation along each of ``rows`` rows of ``cols`` elements, ``flops_per_element`` operations each."""
 
     rows: int
     cols: int
+
+    flops_per_element: ClassVar[int] = 1
+
+    @property
+    def flops(self) -> int:
+        return self.flops_per_element * self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class SoftmaxWorkload(RowWorkload):
+    """``out[r, :] = softmax(scale * data[r, :])`` (attention's scores, flattened to rows)."""
+
     scale: float = 1.0
     dtype: str = "float32"
 
     kind = "softmax"  # the operator kind running it (a class attribute, not a field)
-
-    @property
-    def flops(self) -> int:
-        """Per element: the scale, the max, the subtraction, the sum and the division (exp counted as one)."""
-        return 6 * self.rows * self.cols
+    flops_per_element = 6  # the scale, the max, the subtraction, the sum and the division (exp counted as one)
 
 
 @dataclass(frozen=True)
-class LayerNormWorkload:
-    """``out[r, :] = (data[r, :] - mean) / sqrt(var + epsilon) * gamma + beta`` over ``rows`` rows of ``cols``."""
+class LayerNormWorkload(RowWorkload):
+    """``out[r, :] = (data[r, :] - mean) / sqrt(var + epsilon) * gamma + beta``."""
 
-    rows: int
-    cols: int
     epsilon: float = 1e-5
     dtype: str = "float32"
 
     kind = "layer_norm"  # the operator kind running it (a class attribute, not a field)
-
-    @property
-    def flops(self) -> int:
-        """Per element: the two sums, the centring, the normalisation and the affine map."""
-        return 7 * self.rows * self.cols
+    flops_per_element = 7  # the two sums, the centring, the normalisation and the affine map
 
 
 @dataclass(frozen=True)
