@@ -96,6 +96,16 @@ def check_drift(extracted: Extracted, plans: Mapping[str, Any], source: Any, cac
         measured.close()
 
 
+def predict_with_offsets(problem: Any, plans: Mapping[str, Any], offsets: Mapping[str, float]) -> dict[str, float]:
+    """Each plan's predicted latency: problem cost plus its offset from the round that calibrated ``problem`` (the
+    median offset for a plan that round had none for). The offsets come from the measurements paired with the
+    profiles, so a later measurement in another state of the machine is predicted, not fitted."""
+    from cost_models.pricing import plan_cost
+
+    fallback = statistics.median(offsets.values()) if offsets else 0.0
+    return {label: plan_cost(problem, plan.choices) + offsets.get(label, fallback) for label, plan in plans.items()}
+
+
 def predict(problem: Any, plans: Mapping[str, Any], measured_ms: Mapping[str, float]) -> tuple[dict, dict]:
     """Each plan's predicted latency (problem cost plus the unpriced time of the *other* measured plans) and the
     offset used for it; a plan never measured gets the median over all of them."""

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cost_models.cache import DEFAULT_CACHE, DEFAULT_TIMING
-from experiments.calibrate import PROFILE_RUNS, Round, check_drift, keep_network_times, predict
+from experiments.calibrate import (
+    PROFILE_RUNS,
+    Round,
+    check_drift,
+    keep_network_times,
+    predict,
+    predict_with_offsets,
+)
 from experiments.timing import time_plans, timing_line
 from search.errors import SearchError
 
@@ -317,8 +324,7 @@ def tune(
     if rounds:
         extracted = replace(extracted, tasks=measured_first.tasks, new=measured_first.new,
                             failed=measured_first.failed, seconds=measured_first.seconds)
-        predicted, _ = predict(extracted.problem, plans, {label: r["latency"]["median_ms"]
-                                                         for label, r in results.items()})
+        predicted = predict_with_offsets(extracted.problem, plans, rounds[-1].offset_ms)
         for label, result in results.items():
             result["predicted_isolated_ms"] = plan_cost(measured_first.problem, plans[label].choices)
             result["predicted_ms"] = predicted[label]
