@@ -4,7 +4,7 @@ For each distinct layer (batch 1, 224x224; bias and ReLU fused, as in the networ
 template's first two knob settings and the Winograd settings F(4x4, 3x3) and F(2x2, 3x3), each timed like a kernel
 (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and interquartile
 range), one at a time, and each run once on random data against the float64 numpy reference
-(``max|out - ref| / max|ref|``). Run it with nothing else on the machine.
+(``search.kinds.checks.kernel_error``: ``max|out - ref| / max(1, max|ref|)``). Run it with nothing else on the machine.
 
     .venv/bin/python benchmarks/winograd.py --threads 2
 """
@@ -19,36 +19,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import tvm  # noqa: E402
-
 from benchmarks.templates import resnet50_convs  # noqa: E402
 from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.timer import time_kernel  # noqa: E402
 from search.export import make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import get_kind  # noqa: E402
-from search.layouts import layout  # noqa: E402
+from search.kinds.checks import kernel_error  # noqa: E402
 from search.templates import Epilogue, KernelSpec  # noqa: E402
 from search.templates.winograd import applies, is_winograd  # noqa: E402
 
 LAYOUT = "NCHW16c"
-
-
-def relative_error(spec: KernelSpec, target: tvm.target.Target, seed: int = 0) -> float:
-    """``max|out - ref| / max|ref|`` of the kernel on random data against the kind's float64 reference."""
-    kind = get_kind("conv2d")
-    rng = np.random.default_rng(seed)
-    data = rng.uniform(-1, 1, spec.workload.in_shape)
-    params = kind.random_params(spec.workload, spec.epilogue, rng)
-    lib = tvm.compile(tvm.IRModule({"main": kind.build(spec, target).with_attr("global_symbol", "main")}),
-                      target=target)
-    stored = layout(spec.out_layout)
-    args = [layout(spec.in_layout).from_logical(data), *kind.pack(spec, params)]
-    out = tvm.runtime.tensor(np.zeros(stored.physical_shape(spec.workload.out_shape), "float32"), tvm.cpu())
-    lib["main"](*[tvm.runtime.tensor(np.ascontiguousarray(a, "float32"), tvm.cpu()) for a in args], out)
-    expected = kind.reference(spec, [data], params)
-    return float(np.max(np.abs(stored.to_logical(out.numpy()) - expected)) / np.max(np.abs(expected)))
 
 
 def main() -> None:
@@ -78,7 +59,7 @@ def main() -> None:
             direct = direct or timing.median_ms
             label = ",".join(f"{key}={value}" for key, value in knobs)
             print(f"| {name} | {shape} | {label} | {timing.median_ms:.3f} ({timing.iqr_ms:.3f}) | "
-                  f"{direct / timing.median_ms:.2f}x | {relative_error(built, target):.1e} |", flush=True)
+                  f"{direct / timing.median_ms:.2f}x | {kernel_error(built, target=target):.1e} |", flush=True)
 
 
 if __name__ == "__main__":

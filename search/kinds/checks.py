@@ -46,9 +46,13 @@ def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target)
     return out.numpy()
 
 
-def _close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
+def _error(got: np.ndarray, expected: np.ndarray, what: str) -> float:
     assert got.shape == expected.shape, f"{what}: output shape {got.shape}, expected {expected.shape}"
-    error = float(np.max(np.abs(got - expected))) / max(1.0, float(np.max(np.abs(expected))))
+    return float(np.max(np.abs(got - expected))) / max(1.0, float(np.max(np.abs(expected))))
+
+
+def _close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
+    error = _error(got, expected, what)
     assert error <= TOLERANCE, f"{what}: relative error {error:.3g} against the numpy reference"
 
 
@@ -87,8 +91,24 @@ def check_kernel(spec: KernelSpec, *, target=None, seed: int = 0) -> None:
     _numerics_check(spec.kind, spec, target or _target(), seed)
 
 
+def kernel_error(spec: KernelSpec, *, target=None, seed: int = 0) -> float:
+    """``max|out - reference| / max(1, max|reference|)`` of ``spec``'s kernel on random operands against its kind's
+    float64 numpy reference (what ``check_kernel`` compares with ``TOLERANCE``); ``AssertionError`` if the PrimFunc is
+    not scheduled or its parameters have the wrong shapes."""
+    return _numerics(spec.kind, spec, target or _target(), seed)
+
+
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
-    where = f"{kind.name} {spec.in_layout}>{spec.out_layout}:{dict(spec.knobs)} {spec.epilogue} on {spec.workload!r}"
+    error = _numerics(kind, spec, target, seed)
+    assert error <= TOLERANCE, f"{_where(kind, spec)}: relative error {error:.3g} against the numpy reference"
+
+
+def _where(kind: KernelKind, spec: KernelSpec) -> str:
+    return f"{kind.name} {spec.in_layout}>{spec.out_layout}:{dict(spec.knobs)} {spec.epilogue} on {spec.workload!r}"
+
+
+def _numerics(kind: KernelKind, spec: KernelSpec, target, seed: int) -> float:
+    where = _where(kind, spec)
     rng = np.random.default_rng(seed)
     wl, (out_layout, out_logical) = spec.workload, kind.output(spec)
     activations = kind.activations(spec)
@@ -107,7 +127,7 @@ def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> No
         f"{where}: parameters {shapes}, but data, packed constants, other activations and output are " \
         f"{[a.shape for a in arrays] + [out_shape]}"
     expected = kind.reference(spec, inputs, params)
-    _close(layout(out_layout).to_logical(_run(func, arrays, out_shape, target)), expected, where)
+    return _error(layout(out_layout).to_logical(_run(func, arrays, out_shape, target)), expected, where)
 
 
 def _features_check(kind: KernelKind, spec: KernelSpec) -> None:
