@@ -20,7 +20,8 @@ Costs are in milliseconds:
 - a node's **chain**, what it runs besides its kernel in its output layout, is measured too (``ChainTask``): a concat
   or add node's own op and the followers after a node (pooling, BatchNorm's scale and shift, relu, ...), compiled as
   export fuses them and timed through the Relax VM. Followers of fixed NCHW values cost the same in every plan and
-  are not priced.
+  are not priced. A concat in place (its producers write their slices of its output, which must then be stored in
+  its layout: other pairs are forbidden) runs only its followers.
 """
 
 from __future__ import annotations
@@ -59,12 +60,12 @@ Pairs = list[tuple[LayoutValue, Read]]  # the reads of values between two tunabl
 def chain_task(graph: OpGraph, node: str, candidate: Candidate, followers: Sequence[Op] | None = None
                ) -> ChainTask | None:
     """What ``node`` runs besides its kernel in ``candidate``'s output layout: a layout kind's own op and the
-    followers after the node (``followers``, default ``graph.followers_of(node)``); None for a kernel without
-    followers, with a non-4-D output or of a layout-free kind."""
+    followers after the node (``followers``, default ``graph.followers_of(node)``); None for a kernel or an in-place
+    concat without followers, with a non-4-D output or of a layout-free kind."""
     op = graph.op(node)
     followers = graph.followers_of(node) if followers is None else followers
     described = tuple((f.kind, tuple(sorted(f.attrs.items()))) for f in followers)
-    if isinstance(get_kind(op.kind), KernelKind):
+    if isinstance(get_kind(op.kind), KernelKind) or candidate.in_place:
         if not followers or len(op.shape) != 4 or op.layout_free:
             return None
         return ChainTask("output", (op.shape,), described, candidate.out_layout)
@@ -183,10 +184,12 @@ class _Costing:
         return costs
 
     def edge_matrix(self, src: str, dst: str, pairs: Pairs) -> list[list[float]]:
-        """Rows: ``src``'s candidates; a row depends only on the candidate's output layout."""
+        """Rows: ``src``'s candidates; a row depends only on the candidate's output layout. A consumer running in
+    place forbids producers storing another layout than its own (they write into its output)."""
         rows: dict[str, list[float]] = {}
         for layout in dict.fromkeys(c.out_layout for c in self.space[src]):
-            rows[layout] = [sum(self.cost(t) for t in self.read_transforms(pairs, layout, consumer))
+            rows[layout] = [math.inf if consumer.in_place and layout != consumer.in_layout else
+                            sum(self.cost(t) for t in self.read_transforms(pairs, layout, consumer))
                             for consumer in self.space[dst]]
         return [rows[producer.out_layout] for producer in self.space[src]]
 

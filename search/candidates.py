@@ -1,7 +1,8 @@
 """The candidate space of every tunable node: (in_layout, out_layout, knobs), named by stable strings.
 
 Names: ``"NCHW8c>NCHW16c:reg_n=14,unroll_kw=1"`` for conv/dense kernels (``"NC>NC:..."`` for dense; no ``:`` part
-means the template's default knobs) and just the layout, ``"NCHW8c"``, for concat/add nodes.
+means the template's default knobs) and just the layout, ``"NCHW8c"``, for concat/add nodes
+(``"NCHW8c>NCHW8c:in_place=1"`` for a concat whose producers write into its output).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from search.errors import SearchError
 from search.graph import Op, OpGraph
-from search.kinds import KernelKind, get_kind, kernel_kind
+from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
 from search.layouts import LayoutError, activation_layout
 from search.templates.workloads import KernelSpec, Knobs
 
@@ -22,6 +23,11 @@ class Candidate:
     in_layout: str
     out_layout: str
     knobs: Knobs = ()
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the node's producers write straight into its output (a concat's ``in_place`` setting)."""
+        return dict(self.knobs).get(IN_PLACE) == 1
 
     @property
     def name(self) -> str:
@@ -69,9 +75,10 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
     kind = get_kind(op.kind)
     per_pair = []
     for in_layout, out_layout in kind.layout_pairs(op):
-        settings = [()]
         if isinstance(kind, KernelKind):
             settings = kind.knob_space(kind.spec(op, in_layout, out_layout), knobs_per_layout) or [()]
+        else:
+            settings = kind.variants(op)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])
     ranked = [pair[rank] for rank in range(max(map(len, per_pair), default=0)) for pair in per_pair if rank < len(pair)]
     return ranked if space_size is None else ranked[: max(space_size, 1)]
@@ -99,8 +106,12 @@ def check_candidate(op: Op, candidate: Candidate) -> None:
     if (candidate.in_layout, candidate.out_layout) not in pairs:
         raise SearchError(f"{where}: no kernel for {candidate.in_layout} -> {candidate.out_layout}; "
                           f"possible: {', '.join(f'{i}>{o}' for i, o in pairs)}")
-    if candidate.knobs and not isinstance(kind, KernelKind):
-        raise SearchError(f"{where}: {op.kind} nodes take no knobs, got {candidate.name!r}")
+    if not isinstance(kind, KernelKind):
+        variants = kind.variants(op)
+        if candidate.knobs not in variants:
+            allowed = " or ".join(",".join(f"{k}={v}" for k, v in knobs) or "none" for knobs in variants)
+            raise SearchError(f"{where}: settings {candidate.name!r} not possible here; allowed: {allowed}")
+        return
     if candidate.knobs:
         allowed: dict[str, set[int]] = {}
         for setting in kind.knob_space(kind.spec(op, candidate.in_layout, candidate.out_layout)):

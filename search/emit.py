@@ -1,7 +1,8 @@
 """Emit a Relax module that runs an ``OpGraph`` in the layouts a plan chose.
 
 Every node of a kernel kind becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant
-arguments; a node of a layout kind (concat, add) runs its Relax op in its chosen layout; every edge whose layouts
+arguments; a node of a layout kind (concat, add) runs its Relax op in its chosen layout, except a concat in place,
+whose producers' kernels write their slices of its output (``R.call_tir_inplace``); every edge whose layouts
 differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers run in their
 producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see NCHW (of 4-D values),
 and a layout-free kernel gets the transforms its layouts ask for (``KernelKind.conversions``) around it.
@@ -9,6 +10,7 @@ and a layout-free kernel gets the transforms its layouts ask for (``KernelKind.c
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import tvm
@@ -16,6 +18,7 @@ from tvm import relax
 
 from search.candidates import Candidate
 from search.graph import Op, OpGraph
+from search.in_place import write_into
 from search.kinds import KernelKind, LayoutKind, get_kind
 from search.layouts import layout
 
@@ -60,6 +63,12 @@ class _Emitter:
         self.origins: dict[str, Origin] = {}
         self.transforms = 0
         self.shapes = dict(graph.inputs) | {op.name: op.shape for op in graph.ops}
+        self.slices: dict[str, tuple[str, int]] = {}  # producer -> (in-place concat, first channel of its slice)
+        self.buffers: dict[str, relax.Expr] = {}  # in-place concat -> its output, as written so far
+        for op in graph.tunable:
+            if chosen[op.name].in_place:
+                starts = itertools.accumulate((shape[1] for shape in op.input_shapes), initial=0)
+                self.slices.update({value: (op.name, start) for value, start in zip(op.inputs, starts)})
 
     def read(self, value: str, wanted: str) -> relax.Expr:
         """``value`` in layout ``wanted``, emitting (once) a layout_transform if it is stored otherwise."""
@@ -74,11 +83,15 @@ class _Emitter:
     def kernel(self, op: Op, kind: KernelKind) -> None:
         candidate = self.chosen[op.name]
         spec = kind.spec(op, candidate.in_layout, candidate.out_layout, candidate.knobs)
-        if spec not in self.kernel_vars:
+        into = self.slices.get(op.name)
+        key = (spec, into)
+        if key not in self.kernel_vars:
             name = f"{op.name}_{candidate.in_layout}_{candidate.out_layout}".replace("+", "_")
             func = kind.build(spec, self.target)
-            self.kernel_vars[spec] = self.bb.add_func(func, name)
-            self.kernels[self.kernel_vars[spec].name_hint] = func
+            if into is not None:
+                func, name = write_into(func, *self.slice_of(*into)), f"{name}_into_{into[0]}"
+            self.kernel_vars[key] = self.bb.add_func(func, name)
+            self.kernels[self.kernel_vars[key].name_hint] = func
         # a kernel's logical shapes may flatten the op's (dense on (batch, tokens, in)): reshaped around it
         if op.layout_free:
             inputs = self.layout_free_inputs(op, kind, spec)
@@ -90,8 +103,15 @@ class _Emitter:
         args = [inputs[0], *(relax.const(array) for array in kind.pack(spec, op.params)), *inputs[1:]]
         written, kernel_out = kind.output(spec)
         shape = layout(written).physical_shape(kernel_out)
-        call = relax.call_tir(self.kernel_vars[spec], relax.Tuple(args), relax.TensorType(shape, "float32"))
+        if into is None:
+            call = relax.call_tir(self.kernel_vars[key], relax.Tuple(args), relax.TensorType(shape, "float32"))
+        else:
+            full = self.slice_of(*into)[0]
+            call = relax.call_tir_inplace(self.kernel_vars[key], [*args, self.buffer(into[0], full)], len(args),
+                                          relax.TensorType(full, "float32"))
         self.define(op, self.bb.emit(call, name_hint=op.name), candidate.out_layout)
+        if into is not None:
+            self.buffers[into[0]] = self.values[op.name][0]
         if op.layout_free:
             result = next((c for c in kind.conversions(op, spec) if c.input is None), None)
             out = self.values[op.name][0]
@@ -132,8 +152,24 @@ class _Emitter:
         self.transforms += 1
         return var
 
+    def slice_of(self, concat: str, start: int) -> tuple[tuple[int, ...], int, int]:
+        """The stored shape of in-place ``concat``'s output, its channel axis and where channel ``start`` begins on
+        it (``search.in_place.write_into``'s arguments)."""
+        stored = layout(self.chosen[concat].out_layout)
+        return stored.physical_shape(self.shapes[concat]), stored.stored_axis("C"), start // (stored.block() or 1)
+
+    def buffer(self, concat: str, shape: tuple[int, ...]) -> relax.Expr:
+        """In-place ``concat``'s output as written so far, allocated (uninitialised) before its first producer."""
+        if concat not in self.buffers:
+            alloc = relax.op.builtin.alloc_tensor(relax.ShapeExpr(shape), "float32", 0)
+            self.buffers[concat] = self.bb.emit(alloc, name_hint=f"{concat}_buffer")
+        return self.buffers[concat]
+
     def layout_op(self, op: Op, kind: LayoutKind) -> None:
         stored = self.chosen[op.name].out_layout
+        if self.chosen[op.name].in_place:  # its producers wrote its output
+            self.values[op.name] = (self.buffers[op.name], stored)
+            return
         inputs = [self.read(value, stored) for value in op.inputs]
         self.define(op, self.bb.emit(kind.emit(inputs, layout(stored)), name_hint=op.name), stored)
 

@@ -25,6 +25,7 @@ SCHEDULED = "tir.is_scheduled"
 MIN_PARALLEL = 4  # fuse leading spatial loops until at least this many parallel iterations
 MAX_VECTOR = 64  # longest loop vectorised whole
 OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into or out of such a function
+CALLS = ("relax.call_tir", "relax.call_tir_inplace")  # a PrimFunc call; in place: a kernel writing into a concat
 
 
 def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
@@ -127,14 +128,14 @@ def _calls(fused: tvm.IRModule, merged: tvm.IRModule) -> list[Call]:
     before = []
     for binding in (b for block in fused["main"].body.blocks for b in block.bindings):
         value = binding.value
-        if op_name(value) == "relax.call_tir":
+        if op_name(value) in CALLS:
             before.append((value.args[0].name_hint, (binding.var.name,)))
         elif isinstance(value, relax.Call) and isinstance(fused.functions.get(value.op), relax.Function):
             group = fused[value.op]  # a fused group; FuseOps renames its last member
             members = tuple(b.var.name for block in group.body.blocks for b in block.bindings)
             before.append((value.op.name_hint, members))
     after = [b.value.args[0].name_hint for block in merged["main"].body.blocks for b in block.bindings
-             if op_name(b.value) == "relax.call_tir"]
+             if op_name(b.value) in CALLS]
     if [symbol for symbol, _ in before] != after:
         raise RuntimeError("FuseTIR changed the sequence of calls: cannot say what each call computes")
     return [Call(symbol, members) for symbol, members in before]

@@ -89,7 +89,8 @@ def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:
     """Check ``plan`` against ``graph`` and return node -> Candidate.
 
     Raises SearchError for unknown or missing nodes, malformed candidates, layouts whose block does not divide the
-    channels, layout pairs without a kernel and knobs outside the template's space.
+    channels, layout pairs without a kernel, knobs outside the template's space, and an in-place node whose
+    producers store another layout than its own.
     """
     tunable = {op.name: op for op in graph.tunable}
     unknown = sorted(set(plan.choices) - set(tunable))
@@ -104,6 +105,12 @@ def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:
         candidate = plan.candidate(name)
         check_candidate(op, candidate)
         chosen[name] = candidate
+    for name, candidate in chosen.items():
+        wrong = [f"{value} ({chosen[value].out_layout})" for value in tunable[name].inputs
+                 if candidate.in_place and chosen[value].out_layout != candidate.out_layout]
+        if wrong:
+            raise SearchError(f"node {name} runs in place in {candidate.out_layout}, so its producers must store that "
+                              f"layout; {', '.join(wrong)} do not")
     return chosen
 
 

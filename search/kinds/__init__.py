@@ -7,11 +7,12 @@ kinds, with templates), ``concat`` and ``add`` (layout kinds). A new kind is one
 
 # they register themselves
 from search.kinds import add, batch_matmul, concat, conv2d, dense, depthwise, rows  # noqa: F401
-from search.kinds.base import KernelKind, LayoutKind, Match, OperatorKind, TemplateKind
+from search.kinds.base import IN_PLACE, KernelKind, LayoutKind, Match, OperatorKind, TemplateKind
 from search.kinds.checks import check_kernel, check_kind, kind_checks
 from search.kinds.registry import KINDS, get_kind, kernel_kind, register
 
 __all__ = [
+    "IN_PLACE",
     "KINDS",
     "KernelKind",
     "LayoutKind",

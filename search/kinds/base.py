@@ -103,8 +103,23 @@ class OperatorKind(ABC):
         return f"<kind {self.name}>"
 
 
+IN_PLACE = "in_place"  # the setting of a layout-kind node whose producers write straight into its output
+
+
 class LayoutKind(OperatorKind):
-    """A kind without a kernel of its own: one layout for its inputs and its output, lowered by TVM."""
+    """A kind without a kernel of its own: one layout for its inputs and its output, lowered by TVM.
+
+    ``in_place``: whether the op's output can be the inputs laid side by side along the channels (concat), so that
+    producers that are kernels can write straight into their slices of it.
+    """
+
+    in_place: ClassVar[bool] = False
+
+    def variants(self, op: Op) -> list[Knobs]:
+        """The node's settings besides its layout: ``()``, the op computes its output; then, where the kind is
+        ``in_place`` and the graph marked the op (``op.attrs["in_place"]``: every input is a kernel's output that
+        only this op reads), ``(("in_place", 1),)``: the producers write into their slices and the op runs nothing."""
+        return [()] + ([((IN_PLACE, 1),)] if self.in_place and op.attrs.get(IN_PLACE) else [])
 
     def layout_pairs(self, op: Op) -> list[tuple[str, str]]:
         """Every activation layout that fits the output and every input (as ``(layout, layout)``)."""

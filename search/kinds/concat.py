@@ -16,9 +16,10 @@ from search.layouts import Layout
 @register
 class ConcatKind(LayoutKind):
     """``concat([...], axis=1)`` of two or more activations (every input converts to the node's layout on its own;
-    inputs are not forced to the first input's layout)."""
+    inputs are not forced to the first input's layout). In place, every producer writes its slice of the output."""
 
     name = "concat"
+    in_place = True
     examples = (((1, 8, 3, 5), (1, 16, 3, 5)), ((1, 4, 2, 2), (1, 12, 2, 2), (1, 8, 2, 2)))
 
     def match(self, bindings: Bindings, index: int) -> Match | None:

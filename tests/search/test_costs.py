@@ -167,7 +167,10 @@ def test_each_conversion_is_priced_once_as_the_module_runs_it(net):
                                                                     not t.free else 0.0, 0.0, 1) for t in tasks])
     rng = random.Random(0)
     plans = [baseline_plan(graph, name).choices for name in BASELINES]
-    plans += [{op.name: rng.choice(space[op.name]).name for op in graph.tunable} for _ in range(8)]
+    while len(plans) < len(BASELINES) + 8:  # random plans that export (an in-place concat needs its producers' layout)
+        choices = {op.name: rng.choice(space[op.name]).name for op in graph.tunable}
+        if math.isfinite(plan_cost(problem, choices)):
+            plans.append(choices)
     plans.append(plan_from_assignment(solve(problem, "dp").assignment, auxiliary=problem.meta["auxiliary"]).choices)
     for choices in plans:
         emitted = emit_module(graph, validate(Plan(choices), graph), make_target(1))

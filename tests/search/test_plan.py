@@ -42,7 +42,8 @@ def test_space_covers_layout_pairs_and_respects_bounds(graph):
     depthwise = node_candidates(graph.op("depthwise_conv2d_0"), knobs_per_layout=1)
     assert all(c.in_layout == c.out_layout for c in depthwise)
     concat = node_candidates(graph.op("concat_0"))
-    assert [c.name for c in concat] == ["NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c"]  # 16 | each input, 32 not
+    layouts = ["NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c"]  # 16 | each input, 32 not; copying, then in place
+    assert [c.name for c in concat] == layouts + [f"{name}>{name}:in_place=1" for name in layouts]
 
 
 def test_plan_json_round_trip(graph, tmp_path):

@@ -1,0 +1,88 @@
+"""Concats in place against concats that copy, end to end: what the choice saves in a network and what it was priced.
+
+For each network: the cost problem is extracted from ``--cache`` (measuring what it lacks, with ``tessera tune``'s
+default timing), the auto solver's plan taken, and each plan below exported, checked and timed in interleaved rounds
+in one process (``experiments.timing.time_plans``, the harness of ``tessera tune``), then profiled inside the network:
+
+- ``plan``: the solver's plan, which runs the concats in place where that is priced cheaper;
+- ``plan, copies``: the same plan with every in-place concat copying again (in the same layout);
+- ``nchw16c, in place`` and ``nchw16c``: the uniform NCHW16c baseline with and without every concat that can run in
+  place doing so.
+
+Prints each plan's predicted and measured milliseconds and the time its profile spends in concat calls. Run it with
+nothing else on the machine and record its CPU and vector unit.
+
+    .venv/bin/python benchmarks/in_place.py --models inception_v3 --threads 2 --cache costs.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cost_models.measure import cpu_model  # noqa: E402
+from experiments.timing import time_plans  # noqa: E402
+from experiments.tune import extract  # noqa: E402
+from search.candidates import Candidate  # noqa: E402
+from search.isa import HOST  # noqa: E402
+from search.plan import Plan, baseline_plan  # noqa: E402
+from solvers import solve  # noqa: E402
+
+
+def with_concats(plan: Plan, graph, in_place: bool) -> Plan:
+    """``plan`` with every concat that can run in place doing so (``in_place``) or copying, in its own layout."""
+    choices = dict(plan.choices)
+    for op in graph.tunable:
+        if op.kind == "concat" and op.attrs.get("in_place"):
+            old = Candidate.parse(choices[op.name])
+            knobs = (("in_place", 1),) if in_place else ()
+            producers_agree = all(Candidate.parse(choices[v]).out_layout == old.out_layout for v in op.inputs)
+            if producers_agree or not in_place:
+                choices[op.name] = Candidate(old.in_layout, old.out_layout, knobs).name
+    return Plan(choices, plan.model, plan.args, plan.vector_unit)
+
+
+def concat_ms(profile) -> float:
+    """Profiled milliseconds per run of the calls that compute a concat (its copy, and what export fused into it)."""
+    return sum(call.ms for call in profile.calls if any(o.op.startswith("concat_") and not o.is_transform
+                                                         for o in call.computes))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["inception_v3"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cache", default="costs.sqlite")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--profile-runs", type=int, default=20)
+    args = parser.parse_args()
+    if args.rounds < 1 or args.profile_runs < 1:
+        parser.error("--rounds and --profile-runs must be positive")
+    for model in args.models:
+        extracted = extract(model, threads=args.threads, cache=args.cache)
+        graph = extracted.graph
+        plan = extracted.plan(solve(extracted.problem))
+        uniform = baseline_plan(graph, "nchw16c", extracted.model, extracted.args)
+        plans = {"plan": plan, "plan, copies": with_concats(plan, graph, False),
+                 "nchw16c, in place": with_concats(uniform, graph, True), "nchw16c": uniform}
+        eligible = sum(1 for op in graph.tunable if op.kind == "concat" and op.attrs.get("in_place"))
+        chosen = sum(1 for op in graph.tunable if Candidate.parse(plan.choices[op.name]).in_place)
+        results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+        print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; {extracted.new} of "
+              f"{extracted.tasks} tasks measured; load {load[0]:.2f} -> {load[1]:.2f}")
+        print(f"{eligible} of {sum(op.kind == 'concat' for op in graph.tunable)} concats can run in place; the "
+              f"solver runs {chosen} in place\n")
+        print("| plan | predicted ms | measured ms (IQR) | concat calls ms (profile) | relative error |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for label, result in results.items():
+            latency, profile = result["latency"], profiles.get(label)  # a plan equal to an earlier one: its figures
+            copies = "(as above)" if profile is None else f"{concat_ms(profile):.2f}"
+            print(f"| {label} | {result['predicted_ms']:.2f} | {latency['median_ms']:.2f} ({latency['spread_ms']:.2f}) "
+                  f"| {copies} | {result['relative_error']:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
