@@ -84,14 +84,15 @@ class _Emitter:
         candidate = self.chosen[op.name]
         spec = kind.spec(op, candidate.in_layout, candidate.out_layout, candidate.knobs)
         into = self.slices.get(op.name)
-        key = (spec, into)
+        view = None if into is None else self.slice_of(*into)
+        key = (spec, view)
         if key not in self.kernel_vars:
             name = f"{op.name}_{candidate.in_layout}_{candidate.out_layout}".replace("+", "_")
             func = kind.build(spec, self.target)
-            if into is not None:
-                func, name = write_into(func, *self.slice_of(*into)), f"{name}_into_{into[0]}"
-            self.kernel_vars[key] = self.bb.add_func(func, name)
-            self.kernels[self.kernel_vars[key].name_hint] = func
+            if view is not None:
+                func, name = write_into(func, *view), f"{name}_into_{into[0]}"
+            self.kernel_vars[key] = self.bb.add_func(func, name)  # an equal function added before is reused
+            self.kernels.setdefault(self.kernel_vars[key].name_hint, func)
         # a kernel's logical shapes may flatten the op's (dense on (batch, tokens, in)): reshaped around it
         if op.layout_free:
             inputs = self.layout_free_inputs(op, kind, spec)
@@ -106,9 +107,8 @@ class _Emitter:
         if into is None:
             call = relax.call_tir(self.kernel_vars[key], relax.Tuple(args), relax.TensorType(shape, "float32"))
         else:
-            full = self.slice_of(*into)[0]
-            call = relax.call_tir_inplace(self.kernel_vars[key], [*args, self.buffer(into[0], full)], len(args),
-                                          relax.TensorType(full, "float32"))
+            call = relax.call_tir_inplace(self.kernel_vars[key], [*args, self.buffer(into[0], view[0])], len(args),
+                                          relax.TensorType(view[0], "float32"))
         self.define(op, self.bb.emit(call, name_hint=op.name), candidate.out_layout)
         if into is not None:
             self.buffers[into[0]] = self.values[op.name][0]

@@ -26,22 +26,23 @@ TARGET = make_target(1)
 LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c")
 
 
-def _branches_net(followers: bool = False, shared: bool = False):
-    """Inception's pattern: three convolutions of one input concatenated (48 channels), then a 1x1 convolution; with
-    ``followers`` a BatchNorm and ReLU after the concat (which then run on their own), with ``shared`` the first
-    branch also feeds the head."""
+def _branches_net(followers: bool = False, shared: bool = False, blocks: int = 1):
+    """Inception's pattern, ``blocks`` times: three convolutions of one input concatenated (48 channels), then a 1x1
+    convolution; with ``followers`` a BatchNorm and ReLU after the concat (which then run on their own), with
+    ``shared`` the first branch also feeds the 1x1 convolution's residual."""
 
     def body(net, x):
-        branches = [net.conv(x, 16, k=1), net.conv(x, 16), net.conv(net.conv(x, 8, k=1), 16, act=None)]
-        cat = net.bb.emit(relax.op.concat(branches, axis=1))
-        if followers:
-            cat = net.bb.emit(relax.op.multiply(cat, net.const((1, 48, 1, 1))))
-            cat = net.bb.emit(relax.op.add(cat, net.const((1, 48, 1, 1))))
-            cat = net.bb.emit(relax.op.nn.relu(cat))
-        out = net.conv(cat, 16, k=1)
-        return net.bb.emit(relax.op.add(out, branches[0])) if shared else out
+        for _ in range(blocks):
+            branches = [net.conv(x, 16, k=1), net.conv(x, 16), net.conv(net.conv(x, 8, k=1), 16, act=None)]
+            cat = net.bb.emit(relax.op.concat(branches, axis=1))
+            if followers:
+                cat = net.bb.emit(relax.op.multiply(cat, net.const((1, 48, 1, 1))))
+                cat = net.bb.emit(relax.op.add(cat, net.const((1, 48, 1, 1))))
+                cat = net.bb.emit(relax.op.nn.relu(cat))
+            x = net.conv(cat, 16, k=1, residual=branches[0] if shared else None)
+        return x
 
-    return build((2, 8, 6, 6), body)  # batch 2: the slices are strided in every layout
+    return build((2, 16, 6, 6), body)  # batch 2: the slices are strided in every layout
 
 
 def _in_place(candidate_name: str) -> bool:
@@ -74,6 +75,18 @@ def test_in_place_exports_in_every_layout_passes_the_check_and_runs_no_concat(na
     assert sum(s.endswith("_into_concat_0") for s in symbols) == 3
     compiled.save(tmp_path / "art")
     assert load_artifact(tmp_path / "art").plan.choices["concat_0"] == f"{name}>{name}:in_place=1"
+
+
+def test_producers_computing_in_other_layouts_write_the_concats_and_equal_blocks_share_kernels():
+    graph = extract_graph(_branches_net(blocks=2))  # two equal blocks: equal in-place kernels, one function each
+    choices = {**baseline_plan(graph, "nchw8c").choices, "concat_0": "NCHW8c>NCHW8c:in_place=1",
+               "concat_1": "NCHW8c>NCHW8c:in_place=1",
+               "conv2d_0": "NHWC>NCHW8c", "conv2d_1": "NCHW16c>NCHW8c", "conv2d_3": "NCHW>NCHW8c"}
+    compiled = export(graph, Plan(choices, model="tiny"), target=TARGET, threads=1, seed=4)
+    assert compiled.manifest["numerical_check"]["passed"]
+    symbols = [call["symbol"] for call in compiled.manifest["calls"]]
+    assert sum("_into_concat_" in s for s in symbols) == 6 and not any(s.startswith("fused_concat") for s in symbols)
+    assert "conv2d_0_NHWC_NCHW8c_into_concat_0" in symbols  # the data arrives in NHWC: one transform, read in NHWC
 
 
 def test_a_plan_whose_producers_store_another_layout_is_rejected():
