@@ -24,7 +24,7 @@ import tvm
 
 from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, Context, CostCache, CostRecord
 from cost_models.tasks import FREE, Task
-from cost_models.workers import Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
+from cost_models.workers import PASSES, Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
 from search.templates import TEMPLATE_VERSION
 
 DEFAULT_BUILD = "cost_models.workers.build_artifact"
@@ -103,10 +103,10 @@ def machine_context(target: tvm.target.Target | str, threads: int, timing: str =
 
 
 def check_settings(*, batch_size: int, build_timeout: float, run_timeout: float, repeat: int, min_repeat_ms: int,
-                   timing: str, f_build: str, f_run: str, builders: int = 1) -> None:
+                   timing: str, f_build: str, f_run: str, builders: int = 1, passes: int = PASSES) -> None:
     """Raise ``MeasureError`` for measurement settings that cannot work (``MeasuredCosts`` lists them)."""
-    if min(builders, batch_size, repeat) < 1 or min(build_timeout, run_timeout) <= 0 or min_repeat_ms < 0:
-        raise MeasureError("builders, batch_size and repeat must be >= 1, timeouts > 0 and min_repeat_ms >= 0")
+    if min(builders, batch_size, repeat, passes) < 1 or min(build_timeout, run_timeout) <= 0 or min_repeat_ms < 0:
+        raise MeasureError("builders, batch_size, repeat and passes must be >= 1, timeouts > 0 and min_repeat_ms >= 0")
     if timing not in TIMING_METHODS:
         raise MeasureError(f"unknown timing method {timing!r}; choose from {', '.join(TIMING_METHODS)}")
     try:
@@ -120,8 +120,11 @@ class LocalMeasurer:
     in a single runner process (``TVM_NUM_THREADS`` = ``settings.threads``), on this machine; no cache.
 
     ``measure(batch)`` yields ``(key, record)`` for every task of the batch: the build failures once the batch is
-    built, then each timing (or its failure) as it ends. Processes start on the first batch (``start`` starts the
-    runner early, to import while the first batch builds) and stop on ``close``, which also deletes the libraries.
+    built, then each task's record as its last pass ends. The built tasks are timed in ``settings.passes`` passes over
+    the batch, each with its share of the repeats, and a task's record is its fastest pass (its median and spread,
+    its repeats): a slow window of the host inflates the pass it falls into, not the record. A pass
+    that fails makes the record a failure. Processes start on the first batch (``start`` starts the runner early, to
+    import while the first batch builds) and stop on ``close``, which also deletes the libraries.
     """
 
     def __init__(self, target: str, settings: RunSettings, *, builders: int, build_timeout: float,
@@ -155,21 +158,24 @@ class LocalMeasurer:
 
         self._builders.map([(task, self.target, self._workdir.name) for _, task in batch], on_built)
         yield from failed
-        for key, artifact in built:
-            outcome = self._time(artifact)
-            if outcome.error is None:
-                timing = outcome.value
-                yield key, CostRecord(timing.median_ms, timing.iqr_ms, timing.repeats, measured_at=time.time())
-            else:
-                yield key, CostRecord.failed(outcome.error)
+        timings: dict[str, list] = {key: [] for key, _ in built}
+        try:
+            for last in [False] * (self.settings.passes - 1) + [True]:
+                for key, artifact in built:
+                    if timings[key] and isinstance(timings[key][-1], str):
+                        continue  # failed in an earlier pass
+                    outcome = self._time(artifact)
+                    timings[key].append(outcome.value if outcome.error is None else outcome.error)
+                    if last or outcome.error is not None:
+                        yield key, _record(timings[key])
+        finally:
+            for _, artifact in built:
+                Path(artifact.path).unlink(missing_ok=True)
 
     def _time(self, artifact: Artifact) -> Outcome:
-        """Time one built library in the runner process, then delete it."""
+        """One pass's timing of a built library in the runner process."""
         outcomes: list[Outcome] = []
-        try:
-            self._runner.map([(artifact, self.settings)], lambda _, outcome: outcomes.append(outcome))
-        finally:
-            Path(artifact.path).unlink(missing_ok=True)
+        self._runner.map([(artifact, self.settings.per_pass())], lambda _, outcome: outcomes.append(outcome))
         return outcomes[0]
 
     def close(self) -> None:
@@ -177,6 +183,16 @@ class LocalMeasurer:
         self._builders.close()
         self._runner.close()
         self._workdir.cleanup()
+
+
+def _record(passes: list) -> CostRecord:
+    """A task's record from its passes' timings (an error message for a failed pass): the fastest pass, or the
+    failure."""
+    failures = [item for item in passes if isinstance(item, str)]
+    if failures:
+        return CostRecord.failed(failures[0])
+    fastest = min(passes, key=lambda timing: timing.median_ms)
+    return CostRecord(fastest.median_ms, fastest.iqr_ms, fastest.repeats, measured_at=time.time())
 
 
 class MeasuredCosts(CostProvider):
@@ -198,6 +214,9 @@ class MeasuredCosts(CostProvider):
         Tasks built before the batch is timed.
     repeat, min_repeat_ms
         Timed repeats per task and the minimum length of each (see ``cost_models.timer.time_kernel``).
+    passes
+        Passes over a batch the repeats are spread over, the fastest kept (``cost_models.workers.PASSES``; see
+        ``LocalMeasurer``).
     timing
         The timing method, one of ``cost_models.timer.TIMING_METHODS`` (default
         ``cost_models.cache.DEFAULT_TIMING``); part of the context.
@@ -227,6 +246,7 @@ class MeasuredCosts(CostProvider):
         batch_size: int = 16,
         repeat: int = 5,
         min_repeat_ms: int = 50,
+        passes: int = PASSES,
         timing: str = DEFAULT_TIMING,
         progress: Callable[[Progress], None] | None = None,
         f_build: str = DEFAULT_BUILD,
@@ -236,11 +256,12 @@ class MeasuredCosts(CostProvider):
         if not 1 <= threads <= cores:
             raise MeasureError(f"threads must be between 1 and the {cores} usable cores, got {threads}")
         check_settings(builders=builders, batch_size=batch_size, build_timeout=build_timeout, run_timeout=run_timeout,
-                       repeat=repeat, min_repeat_ms=min_repeat_ms, timing=timing, f_build=f_build, f_run=f_run)
+                       repeat=repeat, min_repeat_ms=min_repeat_ms, timing=timing, f_build=f_build, f_run=f_run,
+                       passes=passes)
         self.cache, self.progress, self.batch_size = cache, progress, batch_size
         self.context = machine_context(target, threads, timing)
         self.target = self.context.target
-        self.settings = RunSettings(threads, repeat, min_repeat_ms, timing)
+        self.settings = RunSettings(threads, repeat, min_repeat_ms, timing, passes)
         self._measurer = LocalMeasurer(self.target, self.settings, builders=builders, build_timeout=build_timeout,
                                        run_timeout=run_timeout, f_build=f_build, f_run=f_run)
 

@@ -13,7 +13,7 @@ Measurements that fill the cost cache use ``context`` unless told otherwise (``c
 ``time_kernel`` called directly defaults to ``warm``, a kernel's throughput as benchmarks quote it.
 
 A single call per repeat needs many repeats for a stable median: as many as fit ``repeat * min_repeat_ms`` of kernel
-time, between ``repeat`` and ``MAX_COLD_REPEATS``.
+time, between ``repeat`` and ``MAX_COLD_REPEATS`` (or a given ``max_repeats``).
 
 TVM's CPU thread pool is created once per process, with ``TVM_NUM_THREADS`` workers (1 on this machine when unset),
 and ``runtime.config_threadpool`` can only choose between 1 and that many afterwards. Importing this module therefore
@@ -137,6 +137,7 @@ def time_kernel(
     min_repeat_ms: int = 50,
     seed: int = 0,
     method: str = "warm",
+    max_repeats: int = MAX_COLD_REPEATS,
 ) -> Timing:
     """Median and spread of the timed repeats of ``kernel`` on random arguments.
 
@@ -151,7 +152,7 @@ def time_kernel(
         TVM runtime threads to run with; recorded in the result.
     number, repeat, min_repeat_ms
         As ``Module.time_evaluator``: each repeat averages ``number`` calls, raised until it lasts ``min_repeat_ms``
-        (``warm``); the other methods time one call per repeat, ``repeat`` to ``MAX_COLD_REPEATS`` of them.
+        (``warm``); the other methods time one call per repeat, ``repeat`` to ``max_repeats`` of them.
     method : str
         One of ``TIMING_METHODS`` (see the module docstring).
     """
@@ -175,7 +176,7 @@ def time_kernel(
         samples_ms = [seconds * 1e3 for seconds in evaluator(*args).results]
         return Timing.from_samples(samples_ms, actual)
     per_call_ms = max(warm_up.mean * 1e3, 1e-3)
-    repeats = min(MAX_COLD_REPEATS, max(repeat, math.ceil(repeat * min_repeat_ms / per_call_ms)))
+    repeats = min(max_repeats, max(repeat, math.ceil(repeat * min_repeat_ms / per_call_ms)))
     if method == "context":
         evaluator = kernel.time_evaluator("main", device, number=1, repeat=repeats,
                                           f_preproc="cache_flush_cpu_non_first_arg")

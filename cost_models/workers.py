@@ -19,7 +19,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -45,14 +45,32 @@ class Artifact:
     vm: bool = False
 
 
+PASSES = 2
+"""Passes over a batch in which ``LocalMeasurer`` times every task, keeping each task's fastest pass: the shared
+hosts slow down for seconds at a time (x1.3-2, docs/measurements.md), which inflates one timing but rarely two taken
+a batch's length apart."""
+
+
 @dataclass(frozen=True)
 class RunSettings:
-    """How the runner times an artifact (see ``cost_models.timer.time_kernel``)."""
+    """How the runner times an artifact (see ``cost_models.timer.time_kernel``): ``repeat`` repeats in all, spread
+    over ``passes`` timings (``per_pass``)."""
 
     threads: int
     repeat: int = 5
     min_repeat_ms: int = 50
     method: str = DEFAULT_TIMING
+    passes: int = PASSES
+    max_repeats: int | None = None  # None: the timer's MAX_COLD_REPEATS
+
+    def per_pass(self) -> RunSettings:
+        """The settings of one pass: the repeats, their minimum length and the most single-call repeats divided among
+        the passes (at least one repeat each), so that the passes together cost what one timing did."""
+        from cost_models.timer import MAX_COLD_REPEATS
+
+        most = self.max_repeats or MAX_COLD_REPEATS
+        return replace(self, repeat=max(1, self.repeat // self.passes), min_repeat_ms=self.min_repeat_ms // self.passes,
+                       max_repeats=max(1, most // self.passes), passes=1)
 
 
 def build_artifact(task: Any, target: str, out_dir: str) -> Artifact:
@@ -90,8 +108,9 @@ def run_artifact(artifact: Artifact, settings: RunSettings) -> Any:
         from tvm import relax
 
         module = relax.VirtualMachine(module, tvm.cpu())
+    limit = {"max_repeats": settings.max_repeats} if settings.max_repeats else {}
     return time_kernel(module, artifact.shapes, threads=settings.threads, repeat=settings.repeat,
-                       min_repeat_ms=settings.min_repeat_ms, method=settings.method)
+                       min_repeat_ms=settings.min_repeat_ms, method=settings.method, **limit)
 
 
 def resolve(path: str) -> Callable[..., Any]:

@@ -16,6 +16,7 @@ import pytest
 from cost_models import CostCache, KernelTask, MeasuredCosts, MeasureError, TransformTask
 from cost_models.cache import DEFAULT_TIMING
 from cost_models.timer import MAX_COLD_REPEATS
+from cost_models.workers import PASSES
 from search.errors import SearchError
 from search.export import make_target
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
@@ -73,7 +74,8 @@ def test_shared_workloads_are_measured_once_and_cached(tmp_path):
         assert len(CostCache(cache_path)) == 2
         kernel, transform, again, free = records
         assert kernel == again and kernel.ok and kernel.median_ms > 0
-        assert 3 <= kernel.repeats <= MAX_COLD_REPEATS  # context timing: one call per repeat, at least `repeat`
+        per_pass = costs.settings.per_pass()  # context timing: one call per repeat, a pass's share of them
+        assert per_pass.repeat <= kernel.repeats <= per_pass.max_repeats == MAX_COLD_REPEATS // PASSES
         assert 0 <= kernel.spread_ms < kernel.median_ms
         assert transform.ok and transform.median_ms > 0  # different layouts cost time
         assert free.ok and free.median_ms == 0  # identical layouts cost nothing, unmeasured
@@ -90,7 +92,7 @@ def test_records_of_different_timing_methods_never_mix(tmp_path):
         assert default.context.timing == DEFAULT_TIMING == "context"
     with provider(cache_path, timing="warm") as warm:
         (second,) = warm.measure([conv_task()])  # measured again, under its own context
-        assert warm.context.timing == "warm" and second.ok and second.repeats == QUICK["repeat"]
+        assert warm.context.timing == "warm" and second.ok and second.repeats == warm.settings.per_pass().repeat
     assert len(CostCache(cache_path)) == 2
     with provider(cache_path) as default:
         assert default.measure([conv_task()]) == [first]
@@ -138,6 +140,19 @@ def test_crashes_and_hangs_are_recorded_and_the_search_goes_on(tmp_path):
         conv, raised = costs.measure(later)  # the replaced workers serve on
         assert conv.ok and "injected build error" in raised.error
         assert (events[0].hits, events[0].total) == (1, 1)
+
+
+def test_a_task_keeps_its_fastest_pass_so_a_slow_window_in_one_pass_is_left_out(tmp_path):
+    tasks = [faulty.task(faulty.SLOW_FIRST), faulty.task(faulty.SLOW_SECOND)]  # a pass reported 10 ms slower
+    options = {"f_build": "tests.cost_models.faulty.build", "f_run": "tests.cost_models.faulty.run", "repeat": 4}
+    with provider(tmp_path / "two.sqlite", **options) as costs:
+        records = costs.measure(tasks)
+    assert all(record.ok and record.median_ms < 10 for record in records)  # the tiny transform takes microseconds
+    with provider(tmp_path / "one.sqlite", passes=1, **options) as costs:
+        slow, fast = costs.measure(tasks)
+    assert slow.median_ms > 10 and fast.median_ms < 10
+    with pytest.raises(MeasureError, match="passes must be >= 1"):
+        provider(tmp_path / "none.sqlite", passes=0)
 
 
 def _measure_in_child(path: str, tasks: list[TransformTask]) -> None:
