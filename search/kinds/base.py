@@ -228,13 +228,14 @@ class KernelKind(OperatorKind):
     def build(self, spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         """The scheduled PrimFunc (marked scheduled, no global symbol); ``SearchError`` for what it cannot build."""
 
-    @abstractmethod
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """The op's constant operands (as the graph holds them) laid out as ``build``'s constant arguments."""
+        """The op's constant operands (as the graph holds them) laid out as ``build``'s constant arguments (by
+        default none: a kind whose op has constant operands overrides this and ``random_params``)."""
+        return []
 
-    @abstractmethod
     def random_params(self, workload: Any, epilogue: Epilogue, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """Random constant operands as the graph would hold them (for the conformance suite)."""
+        """Random constant operands as the graph would hold them, for the conformance suite (by default none)."""
+        return {}
 
     @abstractmethod
     def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]

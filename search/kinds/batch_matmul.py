@@ -135,13 +135,6 @@ class BatchMatmulKind(TemplateKind):
     def output(self, spec: KernelSpec) -> tuple[str, tuple[int, ...]]:
         return template.result_layout(spec.out_layout), self.out_shape(spec.workload)
 
-    def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return []
-
-    def random_params(self, workload: BatchMatmulWorkload, epilogue: Epilogue, rng: np.random.Generator
-                      ) -> dict[str, np.ndarray]:
-        return {}
-
     def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
                   ) -> np.ndarray:
         a, w = inputs

@@ -93,13 +93,6 @@ class SoftmaxKind(RowKind):
     def workload(self, op) -> SoftmaxWorkload:
         return SoftmaxWorkload(*self.rows_cols(op), scale=float(op.attrs.get("scale", 1.0)))
 
-    def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
-        return []
-
-    def random_params(self, workload: SoftmaxWorkload, epilogue: Epilogue, rng: np.random.Generator
-                      ) -> dict[str, np.ndarray]:
-        return {}
-
     def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
                   ) -> np.ndarray:
         x = np.asarray(inputs[0], dtype=np.float64) * spec.workload.scale

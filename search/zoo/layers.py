@@ -167,7 +167,7 @@ class Net:
         pad = (ph, pw, ph, pw)
         stride = _pair(stride)
         fan_in = x.channels // groups * kh * kw
-        w = _he_normal(rng, (channels, x.channels // groups, kh, kw), fan_in)
+        w = he_normal(rng, (channels, x.channels // groups, kh, kw), fan_in)
         raw = [
             None if s is None else conv2d_np(s, w.astype(s.dtype, copy=False), stride, pad, groups) for s in x.shadows
         ]
@@ -178,7 +178,7 @@ class Net:
             scale = np.ones(channels)
             shift = rng.normal(0.0, 0.1, channels) if bias else np.zeros(channels)
         shadows = [None if r is None else _affine(r, scale, shift) for r in raw]
-        conv = relax.op.nn.conv2d(x.var, _const(w), strides=stride, padding=pad, groups=groups)
+        conv = relax.op.nn.conv2d(x.var, aligned_const(w), strides=stride, padding=pad, groups=groups)
         out = self._emit(conv, name)
         bias = relax.const(shift.astype(np.float32).reshape(1, channels, 1, 1))
         out = self._emit(relax.op.add(out, bias), f"{name}_bias")
@@ -253,9 +253,9 @@ class Net:
         rng = self._rng()
         n_in = x.shape[1]
         gain = 2.0 if act == "relu" else 1.0
-        w = _he_normal(rng, (n_in, units), n_in, gain)
+        w = he_normal(rng, (n_in, units), n_in, gain)
         b = rng.normal(0.0, 0.1, (1, units)).astype(np.float32)
-        out = self._emit(relax.op.matmul(x.var, _const(w)), name)
+        out = self._emit(relax.op.matmul(x.var, aligned_const(w)), name)
         out = self._emit(relax.op.add(out, relax.const(b)), f"{name}_bias")
         # A shadow whose feature count differs (a calibration image of another size before VGG's classifier) ends.
         shadows = tuple(
@@ -264,8 +264,8 @@ class Net:
         return self._activate(Tensor(out, shadows), act, name)
 
 
-def _he_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, gain: float = 2.0) -> np.ndarray:
-    """N(0, gain / fan_in) float32 weights, drawn in place into a 64-byte aligned buffer (see ``_const``)."""
+def he_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, gain: float = 2.0) -> np.ndarray:
+    """N(0, gain / fan_in) float32 weights, drawn in place into a 64-byte aligned buffer (see ``aligned_const``)."""
     nbytes = int(np.prod(shape)) * 4
     raw = np.empty(nbytes + 64, dtype=np.uint8)
     offset = -raw.ctypes.data % 64
@@ -275,7 +275,7 @@ def _he_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, ga
     return w
 
 
-def _const(array: np.ndarray) -> relax.Expr:
+def aligned_const(array: np.ndarray) -> relax.Expr:
     """A Relax constant sharing ``array``'s memory when it is aligned (large weights: no copy), else a copy.
 
     The array must not be modified afterwards.
@@ -295,7 +295,7 @@ def _map(fn: Callable[[np.ndarray], np.ndarray | None], t: Tensor) -> tuple[np.n
 
 
 # ---------------------------------------------------------------------------------------------------- networks
-def _single_threaded_blas() -> threadpool_limits:
+def single_threaded_blas() -> threadpool_limits:
     """Limit BLAS to one thread while the shadows run.
 
     The shadows' matrices are small; on a busy 2-core machine a 2-thread OpenBLAS waiting for its second thread made
@@ -338,7 +338,7 @@ class Network:
         bb = relax.BlockBuilder()
         data = relax.Var("data", relax.TensorType(shape, "float32"))
         net = Net(bb, seed, self.bn_eps)
-        with _single_threaded_blas(), bb.function("main", [data]):
+        with single_threaded_blas(), bb.function("main", [data]):
             with bb.dataflow():
                 out = self.body(net, Tensor(data, shadows))
                 outs = out if isinstance(out, tuple) else (out,)

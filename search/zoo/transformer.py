@@ -34,7 +34,7 @@ import tvm
 from scipy.special import erf
 from tvm import relax
 
-from search.zoo.layers import Tensor, _const, _he_normal, _single_threaded_blas, conv2d_np
+from search.zoo.layers import Tensor, aligned_const, conv2d_np, he_normal, single_threaded_blas
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,9 @@ class Encoder:
         """``x @ W + b`` on (tokens, in): a 2-D matmul by a constant (in, units) weight, then a (1, units) bias."""
         rng = self.rng()
         n_in = x.shape[-1]
-        w = _he_normal(rng, (n_in, units), n_in, gain=1.0)
+        w = he_normal(rng, (n_in, units), n_in, gain=1.0)
         b = rng.normal(0.0, 0.02, (1, units)).astype(np.float32)
-        out = self.emit(relax.op.matmul(x.var, _const(w)), name, lambda s: s @ w.astype(s.dtype), x)
+        out = self.emit(relax.op.matmul(x.var, aligned_const(w)), name, lambda s: s @ w.astype(s.dtype), x)
         return self.emit(relax.op.add(out.var, relax.const(b)), f"{name}_bias", lambda s: s + b, out)
 
     def layer_norm(self, x: Tensor, *, name: str) -> Tensor:
@@ -154,7 +154,7 @@ class Encoder:
         return self.emit(call, name, lambda i: table[np.clip(i, 0, len(table) - 1)].astype(np.float64), ids)
 
     def constant(self, array: np.ndarray) -> relax.Expr:
-        return _const(np.array(array, dtype=np.float32, order="C"))  # a copy: views may be read-only
+        return aligned_const(np.array(array, dtype=np.float32, order="C"))  # a copy: views may be read-only
 
 
 # ---------------------------------------------------------------------------------------------------- networks
@@ -163,7 +163,7 @@ Inputs = tuple[np.ndarray, ...]
 
 def _module(params: list[relax.Var], body: Callable[[relax.BlockBuilder], Tensor]) -> tuple[tvm.IRModule, Tensor]:
     bb = relax.BlockBuilder()
-    with _single_threaded_blas(), bb.function("main", params):
+    with single_threaded_blas(), bb.function("main", params):
         with bb.dataflow():
             out = body(bb)
             gv = bb.emit_output(out.var)
@@ -254,12 +254,12 @@ class ViT:
             enc = Encoder(bb, seed, self.config, batch, seq)
             rng = enc.rng()
             p = self.patch
-            w = _he_normal(rng, (width, 3, p, p), 3 * p * p, gain=1.0)
+            w = he_normal(rng, (width, 3, p, p), 3 * p * p, gain=1.0)
             b = rng.normal(0.0, 0.02, (1, width, 1, 1)).astype(np.float32)
             cls = rng.standard_normal((1, 1, width), dtype=np.float32)
             position = rng.standard_normal((1, seq, width), dtype=np.float32)
             x = Tensor(data, tuple(np.asarray(r, dtype=np.float64) for r in references))
-            conv = relax.op.nn.conv2d(x.var, _const(w), strides=(p, p), padding=(0, 0, 0, 0))
+            conv = relax.op.nn.conv2d(x.var, aligned_const(w), strides=(p, p), padding=(0, 0, 0, 0))
             x = enc.emit(conv, "patch_embeddings", lambda s: conv2d_np(s, w.astype(s.dtype), (p, p), (0,) * 4, 1), x)
             x = enc.emit(relax.op.add(x.var, relax.const(b)), "patch_embeddings_bias", lambda s: s + b, x)
             x = enc.reshape(x, (batch, width, seq - 1), name="patches")
