@@ -77,11 +77,11 @@ def test_in_place_exports_in_every_layout_passes_the_check_and_runs_no_concat(na
     assert load_artifact(tmp_path / "art").plan.choices["concat_0"] == f"{name}>{name}:in_place=1"
 
 
-def test_producers_computing_in_other_layouts_write_the_concats_and_equal_blocks_share_kernels():
+def test_producers_in_other_layouts_or_winograd_write_the_concats_and_equal_blocks_share_kernels():
     graph = extract_graph(_branches_net(blocks=2))  # two equal blocks: equal in-place kernels, one function each
     choices = {**baseline_plan(graph, "nchw8c").choices, "concat_0": "NCHW8c>NCHW8c:in_place=1",
                "concat_1": "NCHW8c>NCHW8c:in_place=1",
-               "conv2d_0": "NHWC>NCHW8c", "conv2d_1": "NCHW16c>NCHW8c", "conv2d_3": "NCHW>NCHW8c"}
+               "conv2d_0": "NHWC>NCHW8c", "conv2d_1": "NCHW8c>NCHW8c:reg_n=8,winograd=2", "conv2d_3": "NCHW>NCHW8c"}
     compiled = export(graph, Plan(choices, model="tiny"), target=TARGET, threads=1, seed=4)
     assert compiled.manifest["numerical_check"]["passed"]
     symbols = [call["symbol"] for call in compiled.manifest["calls"]]
