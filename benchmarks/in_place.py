@@ -28,6 +28,7 @@ from experiments.timing import time_plans  # noqa: E402
 from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
+from search.kinds import IN_PLACE  # noqa: E402
 from search.plan import Plan, baseline_plan  # noqa: E402
 from solvers import solve  # noqa: E402
 
@@ -36,9 +37,9 @@ def with_concats(plan: Plan, graph, in_place: bool) -> Plan:
     """``plan`` with every concat that can run in place doing so (``in_place``) or copying, in its own layout."""
     choices = dict(plan.choices)
     for op in graph.tunable:
-        if op.kind == "concat" and op.attrs.get("in_place"):
+        if op.kind == "concat" and op.attrs.get(IN_PLACE):
             old = Candidate.parse(choices[op.name])
-            knobs = (("in_place", 1),) if in_place else ()
+            knobs = ((IN_PLACE, 1),) if in_place else ()
             producers_agree = all(Candidate.parse(choices[v]).out_layout == old.out_layout for v in op.inputs)
             if producers_agree or not in_place:
                 choices[op.name] = Candidate(old.in_layout, old.out_layout, knobs).name
@@ -68,7 +69,7 @@ def main() -> None:
         uniform = baseline_plan(graph, "nchw16c", extracted.model, extracted.args)
         plans = {"plan": plan, "plan, copies": with_concats(plan, graph, False),
                  "nchw16c, in place": with_concats(uniform, graph, True), "nchw16c": uniform}
-        eligible = sum(1 for op in graph.tunable if op.kind == "concat" and op.attrs.get("in_place"))
+        eligible = sum(1 for op in graph.tunable if op.kind == "concat" and op.attrs.get(IN_PLACE))
         chosen = sum(1 for op in graph.tunable if Candidate.parse(plan.choices[op.name]).in_place)
         results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
         print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; {extracted.new} of "

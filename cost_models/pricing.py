@@ -185,7 +185,7 @@ class _Costing:
 
     def edge_matrix(self, src: str, dst: str, pairs: Pairs) -> list[list[float]]:
         """Rows: ``src``'s candidates; a row depends only on the candidate's output layout. A consumer running in
-    place forbids producers storing another layout than its own (they write into its output)."""
+        place forbids producers storing another layout than its own (they write into its output)."""
         rows: dict[str, list[float]] = {}
         for layout in dict.fromkeys(c.out_layout for c in self.space[src]):
             rows[layout] = [math.inf if consumer.in_place and layout != consumer.in_layout else
