@@ -23,9 +23,9 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 8  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+FEATURE_VERSION = 9  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
 # 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
-# is_layer_norm, lane_partials
+# is_layer_norm, lane_partials; 9: prologue
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")
@@ -49,8 +49,8 @@ FEATURE_NAMES = (
     "lane_partials",  # softmax, layer norm: one partial sum per vector lane (1) or one per row (0)
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",
-    # fused epilogue
-    "bias", "residual", "relu", "relu6", "gelu", "gelu_tanh",
+    # fused epilogue; a conv2d's prologue: 0 none, else 1 + where it is computed (its knob)
+    "bias", "residual", "relu", "relu6", "gelu", "gelu_tanh", "prologue",
 )
 INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 

@@ -18,7 +18,7 @@ from cost_models.cache import CostRecord, canonical
 from search.errors import SearchError
 from search.layouts import layout
 from search.lower import schedule_legalised
-from search.templates.workloads import KernelSpec
+from search.templates.workloads import KernelSpec, epilogue_key
 
 TRANSFORM_DTYPE = "float32"
 FREE = CostRecord(0.0, 0.0, 0)  # the cost of a transform between identical layouts, which is never measured
@@ -44,7 +44,7 @@ class KernelTask:
                 "in_layout": spec.in_layout,
                 "out_layout": spec.out_layout,
                 "knobs": [list(pair) for pair in spec.knobs],
-                "epilogue": asdict(spec.epilogue),
+                "epilogue": epilogue_key(spec.epilogue),
             }
         )
 

@@ -152,11 +152,15 @@ class KernelKind(OperatorKind):
         The frozen dataclass of its workloads (rebuilt from cache keys by the cost model).
     epilogues : tuple of Epilogue
         The epilogues the conformance suite checks the kernel with.
+    prologue : bool
+        Whether its template builds kernels with a prologue (``Epilogue.prologue``); its ``pack`` then appends the
+        prologue's ``scale`` and ``shift`` to the constants.
     """
 
     absorbs: ClassVar[bool] = True
     workload_type: ClassVar[type]
     epilogues: ClassVar[tuple[Epilogue, ...]] = (Epilogue(),)
+    prologue: ClassVar[bool] = False
 
     # ------------------------------------------------------------------------------------------------ from the graph
     @abstractmethod
@@ -164,9 +168,10 @@ class KernelKind(OperatorKind):
         """The template workload of ``op`` (a frozen dataclass whose ``kind`` is this kind's name)."""
 
     def epilogue(self, op: Op) -> Epilogue:
-        """The elementwise work ``op`` absorbed (bias, residual, activation)."""
+        """The elementwise work ``op`` absorbed (bias, residual, activation, prologue)."""
         a = op.attrs
-        return Epilogue(bool(a.get("bias", False)), bool(a.get("residual", False)), a.get("activation"))
+        return Epilogue(bool(a.get("bias", False)), bool(a.get("residual", False)), a.get("activation"),
+                        bool(a.get("prologue", False)))
 
     def spec(self, op: Op, in_layout: str, out_layout: str, knobs: Knobs = ()) -> KernelSpec:
         """The kernel running ``op`` in the given layouts with ``knobs``."""
@@ -249,7 +254,9 @@ class KernelKind(OperatorKind):
 
     # ------------------------------------------------------------------------------------------------ checks
     def check_spec(self, spec: KernelSpec) -> None:
-        """``SearchError`` unless the template builds ``spec``'s layouts."""
+        """``SearchError`` unless the template builds ``spec``'s layouts (and its prologue)."""
+        if spec.epilogue.prologue and not self.prologue:
+            raise SearchError(f"{self.name} kernels have no prologue")
         if (spec.in_layout, spec.out_layout) not in self.supported_layouts(spec.workload):
             raise SearchError(f"no {self.name} kernel for layouts {spec.in_layout} -> {spec.out_layout} on "
                               f"{spec.workload}")

@@ -9,7 +9,7 @@ import numpy as np
 
 from search.bindings import Bindings, plain
 from search.kinds.base import Match, TemplateKind
-from search.kinds.epilogue import apply_epilogue, fused_chain, packed_bias
+from search.kinds.epilogue import apply_epilogue, apply_prologue, fused_chain, fused_prologue, packed_bias
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.layouts import view_block
@@ -19,7 +19,8 @@ from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
 
 
 def match_conv(bindings: Bindings, index: int, *, depthwise: bool) -> Match | None:
-    """A conv2d call at ``index`` in NCHW / OIHW with a constant weight, groups 1 (or depthwise), with its epilogue."""
+    """A conv2d call at ``index`` in NCHW / OIHW with a constant weight, groups 1 (or depthwise), with its epilogue
+    (and, groups 1, the pre-activation it reads through)."""
     if bindings.op_name(index) != "relax.nn.conv2d":
         return None
     call = bindings.value(index)
@@ -32,10 +33,15 @@ def match_conv(bindings: Bindings, index: int, *, depthwise: bool) -> Match | No
     if depthwise != (groups > 1) or (groups > 1 and not groups == channels == weight.shape[0]):
         return None
     chain = fused_chain(bindings, index, residual=True)
-    match = chain.match(call.args[0], {"weight": weight.astype("float32")})
+    prologue = None if depthwise else fused_prologue(bindings, call.args[0], index)
+    data = call.args[0] if prologue is None else prologue.source
+    match = chain.match(data, {"weight": weight.astype("float32")})
     conv = {"strides": plain(attrs.strides), "padding": plain(attrs.padding), "dilation": plain(attrs.dilation),
             "groups": groups, "kernel": tuple(weight.shape[2:])}
-    return Match(match.parts, match.inputs, {**conv, **match.attrs}, match.params)
+    if prologue is None:
+        return Match(match.parts, match.inputs, {**conv, **match.attrs}, match.params)
+    return Match(prologue.parts + match.parts, match.inputs, {**conv, **match.attrs, "prologue": True},
+                 {**match.params, "scale": prologue.scale, "shift": prologue.shift})
 
 
 def conv_workload(op) -> Conv2DWorkload:
@@ -91,11 +97,15 @@ class ConvLike(TemplateKind):
         params = {"weight": rng.uniform(-1, 1, (wl.out_channels, wl.in_channels // wl.groups, *wl.kernel))}
         if epilogue.bias:
             params["bias"] = rng.uniform(-1, 1, wl.out_channels)
+        if epilogue.prologue:
+            params["scale"], params["shift"] = rng.uniform(0, 2, wl.in_channels), rng.uniform(-1, 1, wl.in_channels)
         return params
 
     def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
                   ) -> np.ndarray:
         data, *residual = inputs  # the residual, if the epilogue adds one
+        if spec.epilogue.prologue:
+            data = apply_prologue(data, params["scale"], params["shift"])
         acc = conv_reference(data, params["weight"], spec.workload)
         return apply_epilogue(acc, spec.epilogue, params.get("bias"), *residual)
 
@@ -106,6 +116,9 @@ class Conv2DKind(ConvLike):
 
     name = "conv2d"
     template = template
+    prologue = True
+    epilogues = (Epilogue(bias=False), Epilogue(activation="relu6", prologue=True), Epilogue(activation="relu6"),
+                 Epilogue(True, True, "relu"))
     examples = (
         Conv2DWorkload(1, 8, 7, 6, 16, (3, 3), (1, 1), (1, 1, 1, 1)),
         Conv2DWorkload(1, 8, 5, 17, 12, (3, 3), (1, 1), (1, 1, 1, 1)),  # 12 channels, 17 wide: knobs pad both
@@ -117,10 +130,14 @@ class Conv2DKind(ConvLike):
 
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.check_spec(spec)
-        return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params)]
+        prologue = ("scale", "shift") if spec.epilogue.prologue else ()
+        return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params),
+                *(np.ascontiguousarray(params[name], dtype=spec.workload.dtype) for name in prologue)]
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
         wl, knobs = spec.workload, dict(spec.knobs)
         ib = view_block(spec.in_layout, wl.in_channels)
         ob = knobs["oc_bn"] if "oc_bn" in knobs else view_block(spec.out_layout, wl.out_channels)
-        return {**tiled_kernel_features(spec, conv_extents(wl), ib, ob), "winograd": float(knobs.get("winograd", 0))}
+        prologue = 1 + knobs.get("prologue", template.PER_ROW) if spec.epilogue.prologue else 0
+        return {**tiled_kernel_features(spec, conv_extents(wl), ib, ob), "winograd": float(knobs.get("winograd", 0)),
+                "prologue": float(prologue)}

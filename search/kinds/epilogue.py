@@ -1,8 +1,10 @@
-"""The elementwise work a kernel kind absorbs after its operator: ``act(op(...) + bias + residual)``.
+"""The elementwise work a kernel kind absorbs around its operator: ``act(op(...) + bias + residual)`` after it and a
+pre-activation ``relu(data * scale + shift)`` before it.
 
-``fused_chain`` recognises it in a Relax function: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) |
-gelu | gelu_tanh``, each step only when the previous value has exactly one user and the binding is not claimed yet.
-``apply_epilogue`` is its numpy reference.
+``fused_chain`` recognises the first in a Relax function: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) |
+gelu | gelu_tanh``, each step only when the previous value has exactly one user and the binding is not claimed yet;
+``fused_prologue`` the second (``x -> multiply(scale) -> add(shift) -> relu -> op``, the same conditions).
+``apply_epilogue`` and ``apply_prologue`` are their numpy references.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import erf
+from tvm import relax
 
 from search.bindings import Bindings, scalar, tensor_shape
 from search.kinds.base import Match
@@ -76,6 +79,55 @@ def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
         if activation:
             parts.append(nxt)
     return Chain(tuple(parts), bias, added, activation)
+
+
+@dataclass(frozen=True)
+class Prologue:
+    """The bindings of a pre-activation ``relu(source * scale + shift)``, its source and its (C,) constants."""
+
+    parts: tuple[int, ...]
+    source: Any
+    scale: np.ndarray
+    shift: np.ndarray
+
+
+def _channel_constant(bindings: Bindings, index: int, channels: int) -> tuple[Any, np.ndarray] | None:
+    """(the variable operand, the constant (C,)) of the binary call at ``index`` if one operand is a per-channel
+    constant of shape (1, C, 1, 1) or (C, 1, 1) and the other is not constant."""
+    lhs, rhs = bindings.value(index).args
+    for value, other in ((bindings.const(rhs), lhs), (bindings.const(lhs), rhs)):
+        if value is not None and value.shape in [(1, channels, 1, 1), (channels, 1, 1)] \
+                and bindings.const(other) is None:
+            return other, value.reshape(-1).astype("float32")
+    return None
+
+
+def fused_prologue(bindings: Bindings, data, index: int) -> Prologue | None:
+    """The pre-activation ``relu(x * scale + shift)`` computing ``data``, the 4-D input of the operator bound at
+    ``index``, if each of its three bindings is unclaimed and read only by the next (the operator reads ``data``
+    only)."""
+    shape = tensor_shape(data, data.name) if isinstance(data, relax.Var) else ()
+    relu = bindings.index(data)
+    if len(shape) != 4 or bindings.sole_user(data) != index or not bindings.free(relu) \
+            or bindings.op_name(relu) != "relax.nn.relu":
+        return None
+    add = bindings.index(bindings.value(relu).args[0])
+    if not bindings.free(add) or bindings.op_name(add) != "relax.add" or bindings.sole_user(bindings.var(add)) != relu:
+        return None
+    shifted = _channel_constant(bindings, add, shape[1])
+    multiply = None if shifted is None else bindings.index(shifted[0])
+    if not bindings.free(multiply) or bindings.op_name(multiply) != "relax.multiply" \
+            or bindings.sole_user(bindings.var(multiply)) != add:
+        return None
+    scaled = _channel_constant(bindings, multiply, shape[1])
+    if scaled is None:
+        return None
+    return Prologue((multiply, add, relu), scaled[0], scaled[1], shifted[1])
+
+
+def apply_prologue(data: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``relu(data * scale + shift)`` per channel (axis 1), in numpy."""
+    return np.maximum(data * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1), 0)
 
 
 def packed_bias(spec, params: dict[str, np.ndarray]) -> list[np.ndarray]:

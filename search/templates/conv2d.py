@@ -13,6 +13,13 @@ So a 126-channel NCHW output still fills the vector lanes (``oc_bn=16``: 128 com
 
 3x3 stride-1 convolutions also have Winograd settings (knob ``winograd``: the output tile size), built by
 ``search.templates.winograd``: the algorithm is a choice of the plan like the layouts and the tiles.
+
+A kernel with a prologue (``Epilogue.prologue``: ``relu(data * scale + shift)`` per input channel, DenseNet's
+pre-activation BatchNorm-ReLU) applies it where the knob ``prologue`` says: ``PER_ROW`` computes it once per input row
+the output row reads, just before the row's convolution (the loops run row-major then: rows in parallel, the output
+channel blocks inside); ``SEPARATE`` as a pass over the whole input before the convolution (what running it as its own
+operator costs, minus the call); ``ON_READ`` inlines it into every read of the data (recomputed once per output
+channel block and kernel tap).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import numpy as np
 import tvm
 from tvm import te, topi
 
+from search.errors import SearchError
 from search.layouts import candidate_layouts, layout, view_block
 from search.templates import winograd
 from search.templates.common import (
@@ -46,6 +54,8 @@ MAX_REG_N = 32
 REG_N_CHOICES = 5
 MIN_REG_N = 4  # a width whose best divisor tile is shorter gets padded tiles first
 MAX_PADDED_REG_N = 14
+PER_ROW, SEPARATE, ON_READ = 1, 0, 2  # where a prologue is computed (knob ``prologue``)
+PROLOGUES = (PER_ROW, SEPARATE, ON_READ)
 
 
 def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
@@ -96,6 +106,8 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     choices["reg_n"] = _reg_tiles(wl.out_width, _vectors(ob))
     if wl.kernel[1] > 1:
         choices["unroll_kw"] = [1, 0]
+    if spec.epilogue.prologue:
+        choices["prologue"] = list(PROLOGUES)
     return choices
 
 
@@ -133,6 +145,8 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     if winograd.is_winograd(spec.knobs):
+        if not winograd.supports(spec):
+            raise SearchError(f"no Winograd kernel for {spec}")
         return winograd.build(spec, target)
     ib, ob, knobs = _blocks(spec)
     wl = spec.workload
@@ -143,8 +157,9 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     padding = (top, left, bottom, right + (width - wl.out_width) * wl.strides[1])  # the extra columns read zeros
     data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")
     weight = te.placeholder((channels // ob, c // ib, kh, kw, ib, ob), wl.dtype, name="weight")
+    read, prologue = _prologue(data, ib) if spec.epilogue.prologue else (data, [])
     with target:
-        acc = topi.nn.conv2d_NCHWc(data, weight, wl.strides, padding, wl.dilation, f"NCHW{ib}c", f"NCHW{ob}c", wl.dtype)
+        acc = topi.nn.conv2d_NCHWc(read, weight, wl.strides, padding, wl.dilation, f"NCHW{ib}c", f"NCHW{ob}c", wl.dtype)
     # Padded channels cannot be cropped in the blocked view: such an "out" is indexed in logical NCHW instead.
     logical = channels != wl.out_channels
     if logical:
@@ -154,15 +169,49 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         cropped = None if width == wl.out_width else (n, channels // ob, wl.out_height, wl.out_width, ob)
         out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, cb, hh, ww, ci: cb * ob + ci,
                                       cropped)
-    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
+    bias, others = extra[: int(spec.epilogue.bias)], extra[int(spec.epilogue.bias):]
+    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *bias, *prologue, *others, out]))
     has_pad = any(padding)
     view = None if logical else ob
-    reads = [("data_pad" if has_pad else "conv2d_NCHWc", "read", 0, spec.in_layout, ib)]
+    reader = "prologue" if prologue else "data_pad" if has_pad else "conv2d_NCHWc"
+    reads = [(reader, "read", 0, spec.in_layout, ib)]
     if spec.epilogue.residual:
         reads.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, view))
     relayout_params(sch, [*reads, ("out", "write", 0, spec.out_layout, view)])
     _schedule(sch, ib, knobs, has_pad, nchw_out=spec.out_layout == "NCHW", logical=logical)
+    if prologue:
+        _schedule_prologue(sch, ib, knobs["prologue"])
     return finish(sch)
+
+
+def _prologue(data: te.Tensor, ib: int) -> tuple[te.Tensor, list[te.Tensor]]:
+    """``relu(data * scale + shift)`` on the blocked view, and its (C,) parameters ``scale`` and ``shift``."""
+    channels = data.shape[1] * ib
+    scale = te.placeholder((channels,), data.dtype, name="scale")
+    shift = te.placeholder((channels,), data.dtype, name="shift")
+    zero = tvm.tirx.const(0, data.dtype)
+    read = te.compute(data.shape, lambda n, cb, h, w, ci: te.max(
+        data[n, cb, h, w, ci] * scale[cb * ib + ci] + shift[cb * ib + ci], zero), name="prologue")
+    return read, [scale, shift]
+
+
+def _schedule_prologue(sch: tvm.s_tir.Schedule, ib: int, where: int) -> None:
+    block = sch.get_sblock("prologue")
+    if where == ON_READ:
+        sch.compute_inline(block)
+        return
+    if where == PER_ROW:
+        sch.compute_at(block, sch.get_loops(sch.get_sblock("out"))[0])
+        loops = sch.get_loops(block)[1:]  # (cb, h, w, ci) below the parallel rows
+    else:
+        n, cb, h, w, ci = sch.get_loops(block)
+        sch.parallel(sch.fuse(n, cb, h))
+        loops = [w, ci]
+    if ib == 1:  # NCHW: contiguous along the width
+        sch.vectorize(loops[-2])
+    else:
+        sch.vectorize(sch.split(loops[-1], [None, min(ib, unit().lanes)])[1] if ib % unit().lanes == 0 and
+                      ib > unit().lanes else loops[-1])
 
 
 def _schedule(
@@ -172,19 +221,21 @@ def _schedule(
     n, occ, oh, ow, ocb, ic, kh, kw = sch.get_loops(conv)
     owo, owi = sch.split(ow, [None, knobs["reg_n"]])
     ico, ici = sch.split(ic, [None, ib])
-    sch.reorder(n, occ, oh, owo, ico, kh, kw, ici, owi, ocb)
+    rows = knobs.get("prologue") == PER_ROW  # each row's prologue before all its output channel blocks
+    sch.reorder(*((n, oh, occ) if rows else (n, occ, oh)), owo, ico, kh, kw, ici, owi, ocb)
     out = sch.get_sblock("out")
     sch.reverse_compute_at(out, owo)  # a cropped write-back gets a predicate
     tile = sch.get_loops(out)[4:]  # below n, occ, oh, owo; a loop of extent 1 is elided
     if logical and len(tile) == 2:  # (channels, width): make it (width, channels) like the blocked view's
         sch.reorder(*reversed(tile))
-    sch.parallel(sch.fuse(n, occ, oh))
+    sch.parallel(sch.fuse(n, oh) if rows else sch.fuse(n, occ, oh))
     sch.vectorize(ocb)
     sch.unroll(owi)
     if knobs.get("unroll_kw"):
         sch.unroll(kw)
     init = sch.decompose_reduction(conv, ico)
-    vectorize_tile(sch, init, depth=2)
-    vectorize_tile(sch, out, depth=2, width_last=nchw_out)  # NCHW stores are contiguous along w
+    depth = 3 if rows else 2  # the tiles are below the parallel loop, (the channel blocks,) the width tiles
+    vectorize_tile(sch, init, depth=depth)
+    vectorize_tile(sch, out, depth=depth, width_last=nchw_out)  # NCHW stores are contiguous along w
     if has_pad:
         sch.compute_inline(sch.get_sblock("data_pad"))

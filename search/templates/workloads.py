@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from search.errors import SearchError
@@ -145,15 +145,26 @@ class LayerNormWorkload(RowWorkload):
 
 @dataclass(frozen=True)
 class Epilogue:
-    """Elementwise work fused after the reduction: ``act(acc + bias + residual)``."""
+    """Elementwise work fused into a kernel: ``act(acc + bias + residual)`` after the reduction and, with
+    ``prologue``, ``relu(data * scale + shift)`` (per input channel) on the data before it (a pre-activation)."""
 
     bias: bool = True
     residual: bool = False
     activation: str | None = None  # None, "relu", "relu6", "gelu" (the erf form) or "gelu_tanh"
+    prologue: bool = False
 
     def __post_init__(self) -> None:
         if self.activation not in ACTIVATIONS:
             raise SearchError(f"unknown activation {self.activation!r}; expected one of {ACTIVATIONS}")
+
+
+def epilogue_key(epilogue: Epilogue) -> dict:
+    """The epilogue's fields for a cache key; ``prologue`` only when set, so that the keys of kernels without one
+    are those they had before prologues existed."""
+    fields = asdict(epilogue)
+    if not epilogue.prologue:
+        del fields["prologue"]
+    return fields
 
 
 Knobs = tuple[tuple[str, int], ...]

@@ -72,8 +72,8 @@ def test_standalone_add_node_tuple_outputs_and_output_boundary():
     add = graph.op("add_0")
     assert add.role == "tunable" and add.inputs == ("avg_pool2d_0", "max_pool2d_0")
     assert {(e.src, e.dst_input) for e in graph.edges if e.dst == "add_0"} == {("conv2d_0", 0), ("conv2d_1", 1)}
-    assert graph.op("relu_0").role == "follower" and graph.source("relu_0") == "add_0"
-    assert graph.op("relu_0").inputs == ("channel_shift_0",) and graph.op("channel_scale_0").inputs == ("add_0",)
+    assert graph.op("clip_0").role == "follower" and graph.source("clip_0") == "add_0"
+    assert graph.op("clip_0").inputs == ("channel_shift_0",) and graph.op("channel_scale_0").inputs == ("add_0",)
     assert graph.op("channel_scale_0").params["value"].shape == (8,)
     assert graph.output_is_tuple and graph.outputs == ("softmax_0", "conv2d_2")
     assert ("conv2d_2", "output", (1, 8, 4, 4)) in [(w.node, w.consumer, w.shape) for w in graph.boundary_writes]

@@ -28,7 +28,8 @@ LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c")
 
 def _branches_net(followers: bool = False, shared: bool = False, blocks: int = 1):
     """Inception's pattern, ``blocks`` times: three convolutions of one input concatenated (48 channels), then a 1x1
-    convolution; with ``followers`` a BatchNorm and ReLU after the concat (which then run on their own), with
+    convolution; with ``followers`` a BatchNorm and ReLU6 after the concat (which then run on their own: no
+    convolution reads through a ReLU6 prologue), with
     ``shared`` the first branch also feeds the 1x1 convolution's residual."""
 
     def body(net, x):
@@ -38,7 +39,7 @@ def _branches_net(followers: bool = False, shared: bool = False, blocks: int = 1
             if followers:
                 cat = net.bb.emit(relax.op.multiply(cat, net.const((1, 48, 1, 1))))
                 cat = net.bb.emit(relax.op.add(cat, net.const((1, 48, 1, 1))))
-                cat = net.bb.emit(relax.op.nn.relu(cat))
+                cat = net.bb.emit(relax.op.clip(cat, 0, 6))
             x = net.conv(cat, 16, k=1, residual=branches[0] if shared else None)
         return x
 

@@ -79,8 +79,8 @@ def residual_concat_net(batch: int = 1, size: int = 8) -> tvm.IRModule:
 
 
 def add_node_net() -> tvm.IRModule:
-    """Two pooled branches added (a standalone add node), a per-channel scale and shift, then a softmax head and a
-    second (tuple) output."""
+    """Two pooled branches added (a standalone add node), a per-channel scale and shift and a ReLU6 (followers),
+    then a softmax head and a second (tuple) output."""
 
     def body(net: NetBuilder, x):
         a = net.conv(x, 8)
@@ -88,9 +88,9 @@ def add_node_net() -> tvm.IRModule:
         pa = net.bb.emit(relax.op.nn.avg_pool2d(a, pool_size=(2, 2), strides=(2, 2)))
         pb = net.bb.emit(relax.op.nn.max_pool2d(b, pool_size=(2, 2), strides=(2, 2)))
         s = net.bb.emit(relax.op.add(pa, pb))
-        s = net.bb.emit(relax.op.multiply(s, net.const((1, 8, 1, 1))))  # a BatchNorm after no conv (DenseNet)
+        s = net.bb.emit(relax.op.multiply(s, net.const((1, 8, 1, 1))))  # a BatchNorm after no conv
         s = net.bb.emit(relax.op.add(s, net.const((1, 8, 1, 1))))
-        r = net.bb.emit(relax.op.nn.relu(s))
+        r = net.bb.emit(relax.op.clip(s, 0, 6))  # followers: the conv reads through no ReLU6 prologue
         c = net.conv(r, 8, k=1, bias=False, act=None)
         logits = net.head(c, 4)
         return relax.Tuple([net.bb.emit(relax.op.nn.softmax(logits)), c])
