@@ -114,10 +114,13 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     """The direct convolution's settings, the default first; where Winograd applies, its settings second and fourth
     (``search.templates.winograd.knob_space`` order), so that a space of two settings per layout pair already holds
-    the algorithm choice."""
+    the algorithm choice; with a prologue, the default's other placements second and third."""
     space = knob_product(_choices(spec), None)
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
+    if spec.epilogue.prologue:  # every placement right after the default: three settings already hold the choice
+        firsts = [next(k for k in fits if dict(k)["prologue"] == where) for where in PROLOGUES]
+        fits = firsts + [k for k in fits if k not in firsts]
     fast = winograd.knob_space(spec)
     merged = [*fits[:1], *fast[:1], *fits[1:2], *fast[1:], *fits[2:]]
     return merged if size is None else merged[: max(size, 0)]

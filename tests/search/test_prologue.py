@@ -61,9 +61,9 @@ def test_the_pre_activations_are_absorbed_by_the_convolutions_reading_them():
     assert [op.inputs[0] for op in convs] == ["conv2d_0", "concat_0", "concat_1"]
     assert all(op.params["scale"].shape == op.params["shift"].shape == (op.input_shapes[0][1],) for op in convs)
     assert not [op for op in graph.ops if op.role == "follower"]  # no BatchNorm or ReLU left to run on its own
-    for op in convs:
-        names = [c.name for c in tuning_space(graph, layouts=("NCHW8c",))[op.name]]
-        assert {dict(Candidate.parse(n).knobs).get("prologue") for n in names} == set(PROLOGUES)
+    for op in convs:  # the first three settings of a layout pair place the prologue each way
+        names = [c.name for c in tuning_space(graph, layouts=("NCHW8c",), space_size=3)[op.name]]
+        assert [dict(Candidate.parse(n).knobs)["prologue"] for n in names[:3]] == list(PROLOGUES)
 
 
 def test_a_pre_activation_read_elsewhere_too_stays_a_follower_chain():

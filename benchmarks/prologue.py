@@ -1,0 +1,96 @@
+"""Pre-activations applied in the convolutions that read them, by placement, end to end.
+
+For each network (DenseNet's BatchNorm-ReLU before every 1x1 convolution): the cost problem is extracted from
+``--cache`` (measuring what it lacks, with ``tessera tune``'s default timing) over the ``--layouts`` given, the auto
+solver's plan taken, and each plan below exported, checked and timed in interleaved rounds in one process
+(``experiments.timing.time_plans``, the harness of ``tessera tune``), then profiled inside the network:
+
+- ``plan``: the solver's plan, which places each prologue where it is priced cheapest;
+- ``uniform, per row`` / ``separate`` / ``on read``: the uniform plan in the first layout with every prologue
+  computed per row (the template's default), as a separate pass inside the kernel (what running it as an operator
+  of its own costs, minus the call), or on every read.
+
+Prints each plan's predicted and measured milliseconds, the profiled time of the convolutions with a prologue, and
+how many prologues the plan places where. Run it with nothing else on the machine and record its CPU and vector unit.
+
+    .venv/bin/python benchmarks/prologue.py --models densenet121 --threads 2 --cache costs.sqlite
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cost_models.measure import cpu_model  # noqa: E402
+from experiments.timing import time_plans  # noqa: E402
+from experiments.tune import extract  # noqa: E402
+from search.candidates import Candidate  # noqa: E402
+from search.isa import HOST  # noqa: E402
+from search.plan import Plan, baseline_plan  # noqa: E402
+from search.templates.conv2d import ON_READ, PER_ROW, SEPARATE  # noqa: E402
+from solvers import solve  # noqa: E402
+
+PLACEMENTS = {PER_ROW: "per row", SEPARATE: "separate", ON_READ: "on read"}
+
+
+def placed(plan: Plan, graph, where: int) -> Plan:
+    """``plan`` with every prologue computed at ``where``."""
+    choices = dict(plan.choices)
+    for op in graph.tunable:
+        if op.attrs.get("prologue"):
+            old = Candidate.parse(choices[op.name])
+            choices[op.name] = Candidate(old.in_layout, old.out_layout,
+                                         tuple(sorted({**dict(old.knobs), "prologue": where}.items()))).name
+    return Plan(choices, plan.model, plan.args, plan.vector_unit)
+
+
+def prologue_ms(profile, graph) -> float:
+    """Profiled milliseconds per run of the calls that compute a convolution with a prologue."""
+    convs = {op.name for op in graph.tunable if op.attrs.get("prologue")}
+    return sum(call.ms for call in profile.calls if any(o.op in convs for o in call.computes))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["densenet121"])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cache", default="costs.sqlite")
+    parser.add_argument("--layouts", nargs="+", default=["NCHW16c"])
+    parser.add_argument("--space-size", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--profile-runs", type=int, default=20)
+    args = parser.parse_args()
+    if args.rounds < 1 or args.profile_runs < 1 or args.space_size < 1:
+        parser.error("--rounds, --profile-runs and --space-size must be positive")
+    uniform_name = args.layouts[0].lower()
+    for model in args.models:
+        extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
+                            space_size=args.space_size, baselines=[uniform_name])
+        graph = extracted.graph
+        plan = extracted.plan(solve(extracted.problem))
+        uniform = baseline_plan(graph, uniform_name, extracted.model, extracted.args)
+        plans = {"plan": plan, **{f"{uniform_name}, {label}": placed(uniform, graph, where)
+                                  for where, label in PLACEMENTS.items()}}
+        chosen = Counter(PLACEMENTS[dict(Candidate.parse(plan.choices[op.name]).knobs)["prologue"]]
+                         for op in graph.tunable if op.attrs.get("prologue"))
+        results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+        print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; layouts "
+              f"{', '.join(args.layouts)}, space {args.space_size}; {extracted.new} of {extracted.tasks} tasks "
+              f"measured; load {load[0]:.2f} -> {load[1]:.2f}")
+        print(f"{sum(chosen.values())} convolutions read through a prologue; the plan computes them "
+              f"{', '.join(f'{n} {label}' for label, n in chosen.most_common())}\n")
+        print("| plan | predicted ms | measured ms (IQR) | prologue convs ms (profile) | relative error |")
+        print("| --- | ---: | ---: | ---: | ---: |")
+        for label, result in results.items():
+            latency, profile = result["latency"], profiles.get(label)  # a plan equal to an earlier one: its figures
+            convs = "(as above)" if profile is None else f"{prologue_ms(profile, graph):.2f}"
+            print(f"| {label} | {result['predicted_ms']:.2f} | {latency['median_ms']:.2f} ({latency['spread_ms']:.2f}) "
+                  f"| {convs} | {result['relative_error']:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
