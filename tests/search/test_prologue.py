@@ -17,7 +17,7 @@ from search.export import export, make_target
 from search.graph import extract_graph
 from search.kinds import kernel_kind
 from search.kinds.checks import kernel_error
-from search.plan import Plan, baseline_plan, plan_from_assignment
+from search.plan import baseline_plan, plan_from_assignment
 from search.space import tuning_space
 from search.templates.conv2d import PROLOGUES
 from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
