@@ -2,7 +2,8 @@
 
 Per network (batch 1, ``--threads`` for everyone):
 
-1. tessera: ``experiments.tune.extract`` (measures what the cost cache lacks, timed by ``--timing``), the best of
+1. tessera: ``experiments.tune.extract`` (measures what the cost cache lacks, timed by ``--timing``, over
+   ``--layouts`` and ``--space-size`` if given), the best of
    pbqp and ilp (60 s), the plan exported and checked; its seconds are recorded;
 2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
 3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
@@ -66,6 +67,7 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
 
     start = time.monotonic()
     extracted = extract(model, image_size=args.image_size, threads=args.threads, costs=MeasuredSource(args.timing),
+                        layouts=args.layouts, space_size=args.space_size,
                         **({"cache": args.cache} if args.cache else {}))
     solutions = {"pbqp": solve(extracted.problem, "pbqp"), "ilp": solve(extracted.problem, "ilp", time_limit=60.0)}
     solver = min(solutions, key=lambda name: solutions[name].cost)
@@ -273,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=None, help="cost cache (default: tessera's)")
     parser.add_argument("--timing", choices=TIMING_METHODS, default=DEFAULT_TIMING,
                         help="how the kernels the plan is solved on are timed (default: %(default)s)")
+    parser.add_argument("--layouts", nargs="+", default=None,
+                        help="the layouts tessera searches (default: tune's; the baselines' are added)")
+    parser.add_argument("--space-size", type=int, default=None, help="candidates per node (default: tune's)")
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)

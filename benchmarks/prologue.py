@@ -11,9 +11,12 @@ solver's plan taken, and each plan below exported, checked and timed in interlea
   of its own costs, minus the call), or on every read.
 
 Prints each plan's predicted and measured milliseconds, the profiled time of the convolutions with a prologue, and
-how many prologues the plan places where. Run it with nothing else on the machine and record its CPU and vector unit.
+how many prologues the plan places where. With ``--kernels``, instead: DenseNet's 1x1 convolutions timed alone
+(``tessera tune``'s default timing) without a prologue and with each placement. Run it with nothing else on the
+machine and record its CPU and vector unit.
 
     .venv/bin/python benchmarks/prologue.py --models densenet121 --threads 2 --cache costs.sqlite
+    .venv/bin/python benchmarks/prologue.py --kernels --threads 2
 """
 
 from __future__ import annotations
@@ -54,6 +57,36 @@ def prologue_ms(profile, graph) -> float:
     return sum(call.ms for call in profile.calls if any(o.op in convs for o in call.computes))
 
 
+KERNELS = ((160, 56), (256, 56), (448, 28), (960, 14), (1536, 7))  # (input channels, size) of 1x1 convs, 128 out
+
+
+def time_kernels(threads: int) -> None:
+    """Each of ``KERNELS`` in NCHW16c and NHWC to NCHW16c (bias and ReLU after), timed alone: medians in ms."""
+    from cost_models.cache import DEFAULT_TIMING
+    from cost_models.timer import time_kernel
+    from search.export import make_target
+    from search.kinds import kernel_kind
+    from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
+
+    kind, target = kernel_kind("conv2d"), make_target(threads)
+    print(f"\n### 1x1 convolutions alone: {cpu_model()}, vector unit {HOST.name}, {threads} threads, "
+          f"{DEFAULT_TIMING} timing\n")
+    print("| input | layout in | no prologue | " + " | ".join(PLACEMENTS.values()) + " |")
+    print("| --- | --- | ---: |" + " ---: |" * len(PLACEMENTS))
+    for channels, size in KERNELS:
+        workload = Conv2DWorkload(1, channels, size, size, 128, (1, 1), (1, 1), (0, 0, 0, 0))
+        for in_layout in ("NCHW16c", "NHWC"):
+            specs = [KernelSpec(workload, in_layout, "NCHW16c", (), Epilogue(True, False, "relu"))]
+            with_prologue = Epilogue(True, False, "relu", prologue=True)
+            for where in PLACEMENTS:
+                knobs = dict(kind.knob_space(KernelSpec(workload, in_layout, "NCHW16c", (), with_prologue))[0])
+                knobs["prologue"] = where
+                specs.append(KernelSpec(workload, in_layout, "NCHW16c", tuple(sorted(knobs.items())), with_prologue))
+            times = [time_kernel(kind.build(spec, target), target=target, threads=threads,
+                                 method=DEFAULT_TIMING).median_ms for spec in specs]
+            print(f"| {channels}x{size}x{size} | {in_layout} | " + " | ".join(f"{t:.3f}" for t in times) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models", nargs="+", default=["densenet121"])
@@ -63,7 +96,11 @@ def main() -> None:
     parser.add_argument("--space-size", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--profile-runs", type=int, default=20)
+    parser.add_argument("--kernels", action="store_true", help="time DenseNet's 1x1 convolutions alone instead")
     args = parser.parse_args()
+    if args.kernels:
+        time_kernels(args.threads)
+        return
     if args.rounds < 1 or args.profile_runs < 1 or args.space_size < 1:
         parser.error("--rounds, --profile-runs and --space-size must be positive")
     uniform_name = args.layouts[0].lower()
