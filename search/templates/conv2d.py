@@ -210,11 +210,12 @@ def _schedule_prologue(sch: tvm.s_tir.Schedule, ib: int, where: int) -> None:
         n, cb, h, w, ci = sch.get_loops(block)
         sch.parallel(sch.fuse(n, cb, h))
         loops = [w, ci]
-    if ib == 1:  # NCHW: contiguous along the width
-        sch.vectorize(loops[-2])
-    else:
-        sch.vectorize(sch.split(loops[-1], [None, min(ib, unit().lanes)])[1] if ib % unit().lanes == 0 and
-                      ib > unit().lanes else loops[-1])
+    loops = [loop for loop in loops if int(sch.get(loop).extent) > 1]
+    if loops:  # the innermost: the channel block, or NCHW's width (its block of 1 gone)
+        inner = loops[-1]
+        if ib > unit().lanes and ib % unit().lanes == 0:
+            inner = sch.split(inner, [None, unit().lanes])[1]
+        sch.vectorize(inner)
 
 
 def _schedule(
