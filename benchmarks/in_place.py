@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
-from experiments.timing import time_plans  # noqa: E402
+from experiments.timing import plan_table, time_plans  # noqa: E402
 from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
@@ -76,13 +76,7 @@ def main() -> None:
               f"{extracted.tasks} tasks measured; load {load[0]:.2f} -> {load[1]:.2f}")
         print(f"{eligible} of {sum(op.kind == 'concat' for op in graph.tunable)} concats can run in place; the "
               f"solver runs {chosen} in place\n")
-        print("| plan | predicted ms | measured ms (IQR) | concat calls ms (profile) | relative error |")
-        print("| --- | ---: | ---: | ---: | ---: |")
-        for label, result in results.items():
-            latency, profile = result["latency"], profiles.get(label)  # a plan equal to an earlier one: its figures
-            copies = "(as above)" if profile is None else f"{concat_ms(profile):.2f}"
-            print(f"| {label} | {result['predicted_ms']:.2f} | {latency['median_ms']:.2f} ({latency['spread_ms']:.2f}) "
-                  f"| {copies} | {result['relative_error']:.1e} |")
+        print("\n".join(plan_table(results, profiles, "concat calls ms (profile)", concat_ms)))
 
 
 if __name__ == "__main__":

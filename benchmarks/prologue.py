@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
-from experiments.timing import time_plans  # noqa: E402
+from experiments.timing import plan_table, time_plans  # noqa: E402
 from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
@@ -51,7 +52,7 @@ def placed(plan: Plan, graph, where: int) -> Plan:
     return Plan(choices, plan.model, plan.args, plan.vector_unit)
 
 
-def prologue_ms(profile, graph) -> float:
+def prologue_ms(graph, profile) -> float:
     """Profiled milliseconds per run of the calls that compute a convolution with a prologue."""
     convs = {op.name for op in graph.tunable if op.attrs.get("prologue")}
     return sum(call.ms for call in profile.calls if any(o.op in convs for o in call.computes))
@@ -120,13 +121,8 @@ def main() -> None:
               f"measured; load {load[0]:.2f} -> {load[1]:.2f}")
         print(f"{sum(chosen.values())} convolutions read through a prologue; the plan computes them "
               f"{', '.join(f'{n} {label}' for label, n in chosen.most_common())}\n")
-        print("| plan | predicted ms | measured ms (IQR) | prologue convs ms (profile) | relative error |")
-        print("| --- | ---: | ---: | ---: | ---: |")
-        for label, result in results.items():
-            latency, profile = result["latency"], profiles.get(label)  # a plan equal to an earlier one: its figures
-            convs = "(as above)" if profile is None else f"{prologue_ms(profile, graph):.2f}"
-            print(f"| {label} | {result['predicted_ms']:.2f} | {latency['median_ms']:.2f} ({latency['spread_ms']:.2f}) "
-                  f"| {convs} | {result['relative_error']:.1e} |")
+        print("\n".join(plan_table(results, profiles, "prologue convs ms (profile)",
+                                   partial(prologue_ms, graph))))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,21 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep
         profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=seed)
                     for label, artifact in artifacts.items()} if profile_runs else {}
     return {label: dict(result) for label, result in results.items()}, load, profiles
+
+
+def plan_table(results: dict[str, dict[str, Any]], profiles: dict[str, Any], column: str,
+               profiled: Callable[[Any], float]) -> list[str]:
+    """Markdown lines tabulating ``time_plans``' results: per label the predicted and measured milliseconds, the
+    profiled figure ``profiled(profile)`` headed ``column`` ("(as above)" for a plan equal to an earlier label's) and
+    the numerical check's relative error."""
+    lines = [f"| plan | predicted ms | measured ms (IQR) | {column} | relative error |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for label, result in results.items():
+        latency, profile = result["latency"], profiles.get(label)
+        figure = "(as above)" if profile is None else f"{profiled(profile):.2f}"
+        lines.append(f"| {label} | {result['predicted_ms']:.2f} | {latency['median_ms']:.2f} "
+                     f"({latency['spread_ms']:.2f}) | {figure} | {result['relative_error']:.1e} |")
+    return lines
 
 
 def interleaved_latency(artifacts: dict[str, Artifact], *, rounds: int, threads: int) -> dict[str, dict[str, Any]]:
