@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import tempfile
 import time
 
 import psutil
@@ -155,7 +156,8 @@ def test_a_task_keeps_its_fastest_pass_so_a_slow_window_in_one_pass_is_left_out(
         provider(tmp_path / "none.sqlite", passes=0)
 
 
-def _measure_in_child(path: str, tasks: list[TransformTask]) -> None:
+def _measure_in_child(path: str, tasks: list[TransformTask], scratch: str) -> None:
+    tempfile.tempdir = scratch  # the build directory the SIGKILL leaves behind goes with the test's
     with provider(path, builders=1, batch_size=2) as costs:
         costs.measure(tasks)
 
@@ -163,7 +165,7 @@ def _measure_in_child(path: str, tasks: list[TransformTask]) -> None:
 def test_resume_after_sigkill_remeasures_nothing_cached(tmp_path):
     path = str(tmp_path / "c.sqlite")
     tasks = [TransformTask((1, 8, 4, width), "NCHW", "NCHW8c") for width in range(1, 15)]
-    child = multiprocessing.get_context("spawn").Process(target=_measure_in_child, args=(path, tasks))
+    child = multiprocessing.get_context("spawn").Process(target=_measure_in_child, args=(path, tasks, str(tmp_path)))
     child.start()
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (not os.path.exists(path) or len(CostCache(path)) < 3):
