@@ -6,6 +6,7 @@ in one process (``experiments.timing.time_plans``, the harness of ``tessera tune
 
 - ``plan``: the solver's plan, which runs the concats in place where that is priced cheaper;
 - ``plan, copies``: the same plan with every in-place concat copying again (in the same layout);
+  (a concat family - a dense block's concats, sharing one buffer - runs in place or copies as a whole)
 - ``nchw16c, in place`` and ``nchw16c``: the uniform NCHW16c baseline with and without every concat that can run in
   place doing so.
 
@@ -13,6 +14,7 @@ Prints each plan's predicted and measured milliseconds and the time its profile 
 nothing else on the machine and record its CPU and vector unit.
 
     .venv/bin/python benchmarks/in_place.py --models inception_v3 --threads 2 --cache costs.sqlite
+    .venv/bin/python benchmarks/in_place.py --models densenet121 --layouts NCHW16c --space-size 3
 """
 
 from __future__ import annotations
@@ -27,22 +29,32 @@ from cost_models.measure import cpu_model  # noqa: E402
 from experiments.timing import plan_table, time_plans  # noqa: E402
 from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
+from search.errors import SearchError  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import IN_PLACE  # noqa: E402
-from search.plan import Plan, baseline_plan  # noqa: E402
+from search.kinds.base import VIEW_OF, VIEWS  # noqa: E402
+from search.plan import Plan, baseline_plan, validate  # noqa: E402
 from solvers import solve  # noqa: E402
 
 
 def with_concats(plan: Plan, graph, in_place: bool) -> Plan:
-    """``plan`` with every concat that can run in place doing so (``in_place``) or copying, in its own layout."""
+    """``plan`` with every concat family that can run in place in its owner's layout doing so (``in_place``; where
+    the plan's producers and views agree on that layout) or copying, each in its own layout."""
     choices = dict(plan.choices)
     for op in graph.tunable:
-        if op.kind == "concat" and op.attrs.get(IN_PLACE):
-            old = Candidate.parse(choices[op.name])
-            knobs = ((IN_PLACE, 1),) if in_place else ()
-            producers_agree = all(Candidate.parse(choices[v]).out_layout == old.out_layout for v in op.inputs)
-            if producers_agree or not in_place:
-                choices[op.name] = Candidate(old.in_layout, old.out_layout, knobs).name
+        if op.kind != "concat" or not op.attrs.get(IN_PLACE) or VIEW_OF in op.attrs:
+            continue
+        family = [op.name, *op.attrs.get(VIEWS, ())]
+        old = {name: Candidate.parse(choices[name]) for name in family}
+        knobs = ((IN_PLACE, 1),) if in_place else ()
+        owner = old[op.name].out_layout
+        trial = {**choices, **{name: (Candidate(owner, owner, knobs) if in_place else
+                                      Candidate(c.in_layout, c.out_layout)).name for name, c in old.items()}}
+        try:
+            validate(Plan(trial), graph)
+        except SearchError:  # producers or views in other layouts: leave the family as the plan has it
+            continue
+        choices = trial
     return Plan(choices, plan.model, plan.args, plan.vector_unit)
 
 
@@ -57,19 +69,22 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["inception_v3"])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--cache", default="costs.sqlite")
+    parser.add_argument("--layouts", nargs="+", default=None, help="the searched layouts (default: tune's)")
+    parser.add_argument("--space-size", type=int, default=None, help="candidates per node (default: tune's)")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--profile-runs", type=int, default=20)
     args = parser.parse_args()
     if args.rounds < 1 or args.profile_runs < 1:
         parser.error("--rounds and --profile-runs must be positive")
     for model in args.models:
-        extracted = extract(model, threads=args.threads, cache=args.cache)
+        extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
+                            space_size=args.space_size)
         graph = extracted.graph
         plan = extracted.plan(solve(extracted.problem))
         uniform = baseline_plan(graph, "nchw16c", extracted.model, extracted.args)
         plans = {"plan": plan, "plan, copies": with_concats(plan, graph, False),
                  "nchw16c, in place": with_concats(uniform, graph, True), "nchw16c": uniform}
-        eligible = sum(1 for op in graph.tunable if op.kind == "concat" and op.attrs.get(IN_PLACE))
+        eligible = sum(1 for op in graph.tunable if op.kind == "concat" and op.attrs.get(IN_PLACE))  # views too
         chosen = sum(1 for op in graph.tunable if Candidate.parse(plan.choices[op.name]).in_place)
         results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
         print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; {extracted.new} of "

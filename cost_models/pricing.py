@@ -21,7 +21,9 @@ Costs are in milliseconds:
   or add node's own op and the followers after a node (pooling, BatchNorm's scale and shift, relu, ...), compiled as
   export fuses them and timed through the Relax VM. Followers of fixed NCHW values cost the same in every plan and
   are not priced. A concat in place (its producers write their slices of its output, which must then be stored in
-  its layout: other pairs are forbidden) runs only its followers.
+  its layout: other pairs are forbidden) runs only its followers, and the copies of the inputs no kernel writes
+  (``ChainTask`` head ``copy``, on the family's owner; ``search.in_place``); an edge between a family's owner and each
+  of its views forbids all but both in place in one layout or neither.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from cost_models.tasks import ChainTask, KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.errors import SearchError
 from search.graph import LayoutValue, Op, OpGraph, Read
-from search.kinds import KernelKind, get_kind, kernel_kind
+from search.in_place import written_inputs
+from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
+from search.kinds.base import COPIED, VIEW_OF, VIEWS
 from search.templates.common import unit
 from solvers.problem import Problem
 
@@ -65,6 +69,9 @@ def chain_task(graph: OpGraph, node: str, candidate: Candidate, followers: Seque
     op = graph.op(node)
     followers = graph.followers_of(node) if followers is None else followers
     described = tuple((f.kind, tuple(sorted(f.attrs.items()))) for f in followers)
+    copied = [shape for value, shape in zip(op.inputs, op.input_shapes) if value in op.attrs.get(COPIED, ())]
+    if candidate.in_place and VIEW_OF not in op.attrs and copied:  # the owner copies what no kernel writes
+        return ChainTask("copy", (*copied, op.shape), described, candidate.out_layout)
     if isinstance(get_kind(op.kind), KernelKind) or candidate.in_place:
         if not followers or len(op.shape) != 4 or op.layout_free:
             return None
@@ -185,13 +192,22 @@ class _Costing:
 
     def edge_matrix(self, src: str, dst: str, pairs: Pairs) -> list[list[float]]:
         """Rows: ``src``'s candidates; a row depends only on the candidate's output layout. A consumer running in
-        place forbids producers storing another layout than its own (they write into its output)."""
+        place forbids producers storing another layout than its own if they write into its output (and do not have
+        their value copied in)."""
+        written = set(written_inputs(self.graph.op(dst))) if self.graph.op(dst).attrs.get(IN_PLACE) else set()
+        writes = any(value.name in written for value, _ in pairs)
         rows: dict[str, list[float]] = {}
         for layout in dict.fromkeys(c.out_layout for c in self.space[src]):
-            rows[layout] = [math.inf if consumer.in_place and layout != consumer.in_layout else
+            rows[layout] = [math.inf if consumer.in_place and writes and layout != consumer.in_layout else
                             sum(self.cost(t) for t in self.read_transforms(pairs, layout, consumer))
                             for consumer in self.space[dst]]
         return [rows[producer.out_layout] for producer in self.space[src]]
+
+    def family_matrix(self, owner: str, view: str) -> list[list[float]]:
+        """Rows: in-place concat ``owner``'s candidates, columns: its view ``view``'s. Both run in place, in one
+        layout, or neither does."""
+        return [[0.0 if o.in_place == v.in_place and (not o.in_place or o.out_layout == v.out_layout) else math.inf
+                 for v in self.space[view]] for o in self.space[owner]]
 
     def conversion(self, value: LayoutValue, source: str, layout: str) -> float:
         return 0.0 if source == layout else self.cost(TransformTask(value.shape, source, layout))
@@ -285,6 +301,8 @@ def build_problem(
             raise SearchError(f"every candidate of {op.name} ({op.kind}) failed to measure: {'; '.join(errors)}")
         nodes.append((op.name, [c.name for c in space[op.name]], costs))
     edges = [(src, dst, costing.edge_matrix(src, dst, pairs)) for (src, dst), pairs in costing.between.items()]
+    edges += [(op.name, view, costing.family_matrix(op.name, view)) for op in graph.tunable
+              for view in op.attrs.get(VIEWS, ())]
     auxiliary = []
     for value, layout in costing.auxiliary:
         name = f"{value.name}@{layout}"

@@ -99,10 +99,11 @@ class TransformTask:
 @dataclass(frozen=True)
 class ChainTask:
     """Time what a node runs around its kernel, in one layout, as export compiles and runs it: a layout node's own op
-    (``head`` ``concat`` or ``add`` of activations of logical shapes ``inputs``) or a kernel's output (``head``
-    ``output``, its one input), and the followers export runs right after it (``followers``: (kind, attributes as
-    sorted pairs)), legalised, fused and scheduled by ``search.lower`` and timed through the Relax VM, whose own calls
-    are part of the time (as in the network). Inputs and output are stored in ``layout``.
+    (``head`` ``concat`` or ``add`` of activations of logical shapes ``inputs``), a kernel's output (``head``
+    ``output``, its one input) or an in-place concat's copies (``head`` ``copy``: the inputs but the last copied side
+    by side into a buffer of the last one's shape), and the followers export runs right after it (``followers``:
+    (kind, attributes as sorted pairs)), legalised, fused and scheduled by ``search.lower`` and timed through the
+    Relax VM, whose own calls are part of the time (as in the network). Inputs and output are stored in ``layout``.
     """
 
     head: str
@@ -111,8 +112,8 @@ class ChainTask:
     layout: str
 
     def __post_init__(self) -> None:
-        if self.head not in ("concat", "add", "output") or not self.inputs:
-            raise SearchError(f"a chain starts with concat, add or a kernel's output, got {self.head!r}")
+        if self.head not in ("concat", "add", "output", "copy") or not self.inputs:
+            raise SearchError(f"a chain starts with concat, add, a kernel's output or a copy, got {self.head!r}")
         for shape in self.inputs:
             layout(self.layout).check(shape)
 
@@ -133,14 +134,18 @@ class ChainTask:
         from search.kinds import get_kind
 
         stored = layout(self.layout)
+        copies = self.inputs[:-1] if self.head == "copy" else ()
         params = [relax.Var(f"x{i}", relax.TensorType(stored.physical_shape(shape), TRANSFORM_DTYPE))
-                  for i, shape in enumerate(self.inputs)]
+                  for i, shape in enumerate(copies or self.inputs)]
         rng = np.random.default_rng(0)
         bb = relax.BlockBuilder()
         with bb.function("main", params):
             with bb.dataflow():
-                x = params[0] if self.head == "output" else bb.emit(get_kind(self.head).emit(params, stored))
-                channels = sum(s[1] for s in self.inputs) if self.head == "concat" else self.inputs[0][1]
+                if self.head == "copy":
+                    x = self._copies(bb, params)
+                else:
+                    x = params[0] if self.head == "output" else bb.emit(get_kind(self.head).emit(params, stored))
+                channels = sum(s[1] for s in self.inputs) if self.head == "concat" else self.inputs[-1][1]
                 for index, (kind, attrs) in enumerate(self.followers):
                     values = {"value": rng.uniform(0.5, 1.5, channels).astype(TRANSFORM_DTYPE)}
                     op = Op(f"f{index}", kind, "follower", (), (), (), dict(attrs), values)
@@ -148,6 +153,23 @@ class ChainTask:
                 out = bb.emit_output(x)
             bb.emit_func_output(out)
         return bb.get()
+
+
+    def _copies(self, bb: relax.BlockBuilder, params: list[relax.Var]) -> relax.Var:
+        """A buffer of the last input's shape, with the other inputs (``params``) copied into it side by side, as
+        an in-place concat copies the inputs no kernel writes (``search.in_place``)."""
+        from search.in_place import copy_kernel, write_into
+
+        stored = layout(self.layout)
+        full, axis = stored.physical_shape(self.inputs[-1]), stored.stored_axis("C")
+        buffer = bb.emit(relax.op.builtin.alloc_tensor(relax.ShapeExpr(full), TRANSFORM_DTYPE, 0))
+        start = 0
+        for i, (param, shape) in enumerate(zip(params, self.inputs)):
+            func = write_into(copy_kernel(stored.physical_shape(shape)), full, axis, start // (stored.block() or 1))
+            call = relax.call_tir_inplace(bb.add_func(func, f"copy{i}"), [param, buffer], 1,
+                                          relax.TensorType(full, TRANSFORM_DTYPE))
+            buffer, start = bb.emit(call), start + shape[1]
+        return buffer
 
 
 Task = KernelTask | TransformTask | ChainTask

@@ -78,7 +78,7 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
         if isinstance(kind, KernelKind):
             settings = kind.knob_space(kind.spec(op, in_layout, out_layout), knobs_per_layout) or [()]
         else:
-            settings = kind.variants(op)
+            settings = kind.variants(op, out_layout)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])
     ranked = [pair[rank] for rank in range(max(map(len, per_pair), default=0)) for pair in per_pair if rank < len(pair)]
     return ranked if space_size is None else ranked[: max(space_size, 1)]
@@ -107,7 +107,7 @@ def check_candidate(op: Op, candidate: Candidate) -> None:
         raise SearchError(f"{where}: no kernel for {candidate.in_layout} -> {candidate.out_layout}; "
                           f"possible: {', '.join(f'{i}>{o}' for i, o in pairs)}")
     if not isinstance(kind, KernelKind):
-        variants = kind.variants(op)
+        variants = kind.variants(op, candidate.out_layout)
         if candidate.knobs not in variants:
             allowed = " or ".join(",".join(f"{k}={v}" for k, v in knobs) or "none" for knobs in variants)
             raise SearchError(f"{where}: settings {candidate.name!r} not possible here; allowed: {allowed}")

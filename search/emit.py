@@ -2,10 +2,12 @@
 
 Every node of a kernel kind becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant
 arguments; a node of a layout kind (concat, add) runs its Relax op in its chosen layout, except a concat in place,
-whose producers' kernels write their slices of its output (``R.call_tir_inplace``); every edge whose layouts
-differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers run in their
-producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see NCHW (of 4-D values),
-and a layout-free kernel gets the transforms its layouts ask for (``KernelKind.conversions``) around it.
+whose producers' kernels write their slices of its output (``R.call_tir_inplace``), its other inputs copied in, and
+whose shorter family members are views of its first channels (``R.memory.view``; ``search.in_place``); every
+edge whose layouts differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout);
+followers run in their producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see
+NCHW (of 4-D values), and a layout-free kernel gets the transforms its layouts ask for (``KernelKind.conversions``)
+around it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from tvm import relax
 
 from search.candidates import Candidate
 from search.graph import Op, OpGraph
-from search.in_place import write_into
+from search.in_place import copy_kernel, write_into, written_inputs
 from search.kinds import KernelKind, LayoutKind, get_kind
+from search.kinds.base import COPIED, VIEW_OF
 from search.layouts import layout
 
 NOT_4D = "-"  # the "layout" of tensors that are not 4-D activations (never transformed)
@@ -63,12 +66,15 @@ class _Emitter:
         self.origins: dict[str, Origin] = {}
         self.transforms = 0
         self.shapes = dict(graph.inputs) | {op.name: op.shape for op in graph.ops}
-        self.slices: dict[str, tuple[str, int]] = {}  # producer -> (in-place concat, first channel of its slice)
-        self.buffers: dict[str, relax.Expr] = {}  # in-place concat -> its output, as written so far
+        self.slices: dict[str, tuple[str, int]] = {}  # input -> (in-place concat owner, first channel of its slice)
+        self.buffers: dict[str, relax.Expr] = {}  # in-place concat owner -> its output, as written so far
+        self.copied: set[str] = set()  # copied inputs already in their owner's buffer
+        self.writers: set[str] = set()  # kernels writing their slice of an owner's buffer
         for op in graph.tunable:
-            if chosen[op.name].in_place:
+            if chosen[op.name].in_place and VIEW_OF not in op.attrs:
                 starts = itertools.accumulate((shape[1] for shape in op.input_shapes), initial=0)
                 self.slices.update({value: (op.name, start) for value, start in zip(op.inputs, starts)})
+                self.writers.update(written_inputs(op))
 
     def read(self, value: str, wanted: str) -> relax.Expr:
         """``value`` in layout ``wanted``, emitting (once) a layout_transform if it is stored otherwise."""
@@ -83,7 +89,7 @@ class _Emitter:
     def kernel(self, op: Op, kind: KernelKind) -> None:
         candidate = self.chosen[op.name]
         spec = kind.spec(op, candidate.in_layout, candidate.out_layout, candidate.knobs)
-        into = self.slices.get(op.name)
+        into = self.slices.get(op.name) if op.name in self.writers else None
         view = None if into is None else self.slice_of(*into)
         key = (spec, view)
         if key not in self.kernel_vars:
@@ -165,10 +171,38 @@ class _Emitter:
             self.buffers[concat] = self.bb.emit(alloc, name_hint=f"{concat}_buffer")
         return self.buffers[concat]
 
+    def copy_in(self, op: Op) -> None:
+        """Copy the inputs of in-place concat ``op`` that no kernel writes into its owner's buffer (each once)."""
+        for value in op.attrs.get(COPIED, ()):
+            if value in self.copied:
+                continue
+            owner, start = self.slices[value]
+            view = self.slice_of(owner, start)
+            stored = layout(self.chosen[owner].out_layout)
+            key = ("copy", self.shapes[value], view)
+            if key not in self.kernel_vars:
+                func = write_into(copy_kernel(stored.physical_shape(self.shapes[value])), *view)
+                self.kernel_vars[key] = self.bb.add_func(func, f"copy_{value}_into_{owner}")
+                self.kernels.setdefault(self.kernel_vars[key].name_hint, func)
+            call = relax.call_tir_inplace(self.kernel_vars[key], [self.read(value, stored.name),
+                                                                  self.buffer(owner, view[0])],
+                                          1, relax.TensorType(view[0], "float32"))
+            self.buffers[owner] = self.bb.emit(call, name_hint=f"{value}_into_{owner}")
+            self.origins[self.buffers[owner].name] = Origin(owner)
+            self.copied.add(value)
+
     def layout_op(self, op: Op, kind: LayoutKind) -> None:
         stored = self.chosen[op.name].out_layout
-        if self.chosen[op.name].in_place:  # its producers wrote its output
-            self.values[op.name] = (self.buffers[op.name], stored)
+        if self.chosen[op.name].in_place:  # its producers wrote its output, or the start of its owner's
+            self.copy_in(op)
+            owner = op.attrs.get(VIEW_OF, op.name)
+            shape = layout(stored).physical_shape(op.shape)
+            buffer = self.buffer(owner, layout(stored).physical_shape(self.shapes[owner]))
+            if owner == op.name:
+                self.values[op.name] = (buffer, stored)
+            else:
+                self.define(op, self.bb.emit(relax.op.memory.view(buffer, relax.ShapeExpr(shape)), name_hint=op.name),
+                            stored)
             return
         inputs = [self.read(value, stored) for value in op.inputs]
         self.define(op, self.bb.emit(kind.emit(inputs, layout(stored)), name_hint=op.name), stored)

@@ -18,7 +18,8 @@ from tvm import relax
 from search.bindings import Bindings, op_name, plain, scalar, tensor_shape
 from search.errors import SearchError
 from search.graph import Op
-from search.kinds import IN_PLACE, KINDS, KernelKind, LayoutKind, Match, OperatorKind, get_kind
+from search.in_place import mark_in_place
+from search.kinds import KINDS, Match, OperatorKind
 from search.relax_exprs import var_reads
 
 FOLLOWERS = {
@@ -176,21 +177,6 @@ class _Extractor:
                               f"{', '.join(wrong)}")
         mark_in_place(self.ops, outputs)
         return self.ops, inputs, outputs, is_tuple, dtypes
-
-
-def mark_in_place(ops: list[Op], outputs: list[str]) -> None:
-    """Set ``attrs["in_place"]`` on every op of an ``in_place`` layout kind whose inputs are all outputs of kernel
-    ops (4-D, not layout-free) that nothing else reads: those kernels can write straight into the op's output."""
-    readers = Counter(value for op in ops for value in op.inputs) + Counter(outputs)
-    by_name = {op.name: op for op in ops}
-    for op in ops:
-        kind = get_kind(op.kind) if op.role == "tunable" else None
-        if not (isinstance(kind, LayoutKind) and kind.in_place):
-            continue
-        producers = [by_name.get(value) for value in op.inputs]
-        if all(p is not None and p.role == "tunable" and isinstance(get_kind(p.kind), KernelKind)
-               and not p.layout_free and len(p.shape) == 4 and readers[p.name] == 1 for p in producers):
-            op.attrs[IN_PLACE] = True
 
 
 def extract_ops(mod) -> tuple[list[Op], list[tuple[str, tuple[int, ...]]], list[str], bool, list[str]]:

@@ -1,19 +1,35 @@
-"""A kernel that writes its output into a slice of a larger tensor: how a concat runs in place.
+"""Concats in place: which concats may, and the kernels that write their slices and copy the other inputs in.
+
+A concat runs in place when kernels write their outputs straight into its output (``write_into``), so it copies
+nothing. ``mark_in_place`` finds them, by *families*: a concat (the owner) and the concats whose input lists are
+prefixes of its own (DenseNet's dense block: layer i concatenates the block input and layers 1..i-1, the block output
+all of them). In place, the owner's output is one buffer; a kernel input that only the family reads writes its slice
+(*written*), every other input is copied into its slice (``copy_kernel``), and each prefix concat is a view of the
+buffer's first channels (a *view*: free where those channels are the start of the buffer's memory,
+``Layout.prefix_contiguous``). Attributes: the owner and its views get ``in_place``; ``copied`` lists the copied
+inputs (when there are any); the owner's ``views`` names its views, a view's ``view_of`` its owner.
 
 ``write_into(func, full_shape, axis, offset)`` rebinds the last parameter of a scheduled PrimFunc (its output) to a
 strided view of a tensor of ``full_shape``, starting ``offset`` elements along stored axis ``axis``; export calls it
-with ``relax.call_tir_inplace`` on the concatenated tensor, so the kernel's schedule is unchanged and the concat
-copies nothing. TVM 0.27's TIR offers no buffer substitution from Python, so the rebinding goes through TVMScript:
-the output parameter becomes the full tensor and the old name is declared as the view (``T.decl_buffer`` with the
-full tensor's strides and an element offset).
+with ``relax.call_tir_inplace`` on the concatenated tensor, so the kernel's schedule is unchanged. TVM 0.27's TIR
+offers no buffer substitution from Python, so the rebinding goes through TVMScript: the output parameter becomes the
+full tensor and the old name is declared as the view (``T.decl_buffer`` with the full tensor's strides and an element
+offset).
 """
 
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 
 import tvm
+from tvm import te
+
+from search.graph import Op
+from search.kinds import IN_PLACE, KernelKind, LayoutKind, get_kind
+from search.kinds.base import COPIED, VIEW_OF, VIEWS
+from search.lower import schedule_generic
 
 
 def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
@@ -46,3 +62,64 @@ def write_into(func: tvm.tirx.PrimFunc, full_shape: Sequence[int], axis: int, of
     view = (f"\n    {name} = T.decl_buffer({shape}, \"float32\", data={name}_full.data, strides={strides}, "
             f"elem_offset={offset * strides[axis]})")
     return tvm.script.from_source(text[:body] + view + text[body:])
+
+
+def copy_kernel(shape: Sequence[int]) -> tvm.tirx.PrimFunc:
+    """A scheduled PrimFunc copying a float32 tensor of stored ``shape`` (for ``write_into``: a copied input)."""
+    x = te.placeholder(tuple(shape), "float32", name="x")
+    y = te.compute(x.shape, lambda *i: x(*i), name="copy")
+    return schedule_generic(te.create_prim_func([x, y]).without_attr("global_symbol"))
+
+
+def written_inputs(op: Op) -> list[str]:
+    """The inputs of in-place concat ``op`` (an owner or a view) whose producers write their slices."""
+    return [value for value in op.inputs if value not in op.attrs.get(COPIED, ())]
+
+
+def _in_place_concat(op: Op) -> bool:
+    kind = get_kind(op.kind) if op.role == "tunable" else None
+    return isinstance(kind, LayoutKind) and kind.in_place
+
+
+def _writer(op: Op | None) -> bool:
+    return (op is not None and op.role == "tunable" and isinstance(get_kind(op.kind), KernelKind)
+            and not op.layout_free and len(op.shape) == 4)
+
+
+def mark_in_place(ops: list[Op], outputs: list[str]) -> None:
+    """Mark the concat families that can run in place (module docstring): a family runs in place when at least
+    one input of its owner is a kernel's 4-D output that only the family reads, once."""
+    readers: dict[str, set[str]] = defaultdict(set)
+    for op in ops:
+        for value in op.inputs:
+            readers[value].add(op.name)
+    for value in outputs:
+        readers[value].add("")
+    by_name = {op.name: op for op in ops}
+    concats = [op for op in ops if _in_place_concat(op)]
+
+    def extends(longer: Op, shorter: Op) -> bool:
+        return len(longer.inputs) > len(shorter.inputs) and longer.inputs[: len(shorter.inputs)] == shorter.inputs
+
+    owners = [op for op in concats if not any(extends(other, op) for other in concats)]
+    views: dict[str, list[Op]] = defaultdict(list)
+    for op in concats:
+        extending = [owner for owner in owners if extends(owner, op)]
+        if len(extending) == 1:  # a prefix of two owners belongs to neither
+            views[extending[0].name].append(op)
+    for owner in owners:
+        family = {owner.name} | {view.name for view in views[owner.name]}
+        copied = tuple(value for value in owner.inputs
+                       if not (_writer(by_name.get(value)) and owner.inputs.count(value) == 1
+                               and readers[value] <= family))
+        if len(copied) == len(owner.inputs):
+            continue
+        owner.attrs[IN_PLACE] = True
+        if copied:
+            owner.attrs[COPIED] = copied
+        if views[owner.name]:
+            owner.attrs[VIEWS] = tuple(view.name for view in views[owner.name])
+        for view in views[owner.name]:
+            view.attrs.update({IN_PLACE: True, VIEW_OF: owner.name})
+            if set(view.inputs) & set(copied):
+                view.attrs[COPIED] = tuple(value for value in view.inputs if value in copied)

@@ -113,6 +113,12 @@ class Layout:
         return tuple(block if block is not None else extents[letter] // (self.block(letter) or 1)
                      for letter, block in self.axes)
 
+    def prefix_contiguous(self, shape: Sequence[int]) -> bool:
+        """Whether the first channels of a tensor of logical ``shape`` (whole channel blocks) are the start of its
+        memory: every stored axis outside the channels' outer one has extent 1 (batch 1 in NCHW and NCHW{c}c)."""
+        outer = self.physical_shape(shape)[: self.stored_axis("C")]
+        return all(extent == 1 for extent in outer)
+
     # ------------------------------------------------------------------------------------------------ numpy
     def _split(self, extents: dict[str, int]) -> tuple[list[int], list[tuple[str, int | None]]]:
         """The logical axes with every blocked one split into (outer, block): shape and axis names."""

@@ -28,7 +28,7 @@ OPAQUE = 8  # relax's OpPatternKind kOpaque: FuseOps fuses nothing into or out o
 CALLS = ("relax.call_tir", "relax.call_tir_inplace")  # a PrimFunc call; in place: a kernel writing into a concat
 
 
-def _schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
+def schedule_generic(func: tvm.tirx.PrimFunc) -> tvm.tirx.PrimFunc:
     """Inline what a fused function computes on the way (elementwise producers into their consumers), then
     parallelise the leading spatial loops of every remaining block and vectorise its innermost spatial loop: last in
     a purely spatial block, moved inside the reduction loops of a reduction (a pooling window over an NCHW{c}c
@@ -97,7 +97,7 @@ def schedule_function(func: tvm.tirx.PrimFunc, target: tvm.target.Target, *, par
             sch = None
         if isinstance(sch, tvm.s_tir.Schedule):
             return sch.mod["main"].with_attr(SCHEDULED, True)
-    return _schedule_generic(func)
+    return schedule_generic(func)
 
 
 def _contiguous_lanes(sch: tvm.s_tir.Schedule, block, loop, index: int) -> bool:

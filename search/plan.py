@@ -21,8 +21,10 @@ from typing import Any
 from search.candidates import Candidate, check_candidate, default_knobs
 from search.errors import SearchError
 from search.graph import Op, OpGraph
+from search.in_place import written_inputs
 from search.isa import UNITS
 from search.kinds import get_kind
+from search.kinds.base import VIEW_OF, VIEWS
 from search.templates.common import unit
 from solvers.problem import write_json_atomic
 
@@ -106,11 +108,19 @@ def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:
         check_candidate(op, candidate)
         chosen[name] = candidate
     for name, candidate in chosen.items():
-        wrong = [f"{value} ({chosen[value].out_layout})" for value in tunable[name].inputs
-                 if candidate.in_place and chosen[value].out_layout != candidate.out_layout]
+        if not candidate.in_place:
+            continue
+        op = tunable[name]
+        wrong = [f"{value} ({chosen[value].out_layout})" for value in written_inputs(op)
+                 if chosen[value].out_layout != candidate.out_layout]
         if wrong:
             raise SearchError(f"node {name} runs in place in {candidate.out_layout}, so its producers must store that "
                               f"layout; {', '.join(wrong)} do not")
+        family = [op.attrs[VIEW_OF]] if VIEW_OF in op.attrs else list(op.attrs.get(VIEWS, ()))
+        wrong = [f"{other} ({chosen[other].name})" for other in family if chosen[other] != candidate]
+        if wrong:
+            raise SearchError(f"node {name} runs in place in {candidate.out_layout}, so the concats sharing its buffer "
+                              f"must too ({candidate.name}); {', '.join(wrong)} do not")
     return chosen
 
 

@@ -104,6 +104,13 @@ class OperatorKind(ABC):
 
 
 IN_PLACE = "in_place"  # the setting of a layout-kind node whose producers write straight into its output
+COPIED, VIEWS, VIEW_OF = "copied", "views", "view_of"  # the attributes of a concat family in place (search.in_place)
+
+
+def needs_prefix(op: Op) -> bool:
+    """Whether ``op`` runs in place only where a channel prefix is contiguous: a view or an owner with views."""
+    return bool(op.attrs.get(VIEWS) or op.attrs.get(VIEW_OF))
+
 
 
 class LayoutKind(OperatorKind):
@@ -115,11 +122,14 @@ class LayoutKind(OperatorKind):
 
     in_place: ClassVar[bool] = False
 
-    def variants(self, op: Op) -> list[Knobs]:
-        """The node's settings besides its layout: ``()``, the op computes its output; then, where the kind is
-        ``in_place`` and the graph marked the op (``op.attrs["in_place"]``: every input is a kernel's output that
-        only this op reads), ``(("in_place", 1),)``: the producers write into their slices and the op runs nothing."""
-        return [()] + ([((IN_PLACE, 1),)] if self.in_place and op.attrs.get(IN_PLACE) else [])
+    def variants(self, op: Op, stored: str) -> list[Knobs]:
+        """The node's settings in layout ``stored`` besides the layout: ``()``, the op computes its output; then,
+        where the kind is ``in_place`` and the graph marked the op (``search.in_place.mark_in_place``),
+        ``(("in_place", 1),)``: its producers write into their slices (a view: of its owner's output, which it is
+        the start of) - in a concat family with views only where a channel prefix is the start of the memory."""
+        possible = self.in_place and op.attrs.get(IN_PLACE) and (
+            not needs_prefix(op) or layout(stored).prefix_contiguous(op.shape))
+        return [()] + ([((IN_PLACE, 1),)] if possible else [])
 
     def layout_pairs(self, op: Op) -> list[tuple[str, str]]:
         """Every activation layout that fits the output and every input (as ``(layout, layout)``)."""

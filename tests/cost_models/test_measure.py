@@ -192,12 +192,13 @@ def test_chains_are_measured_through_the_vm_and_cached_like_kernels(tmp_path):
     pooled = ChainTask("output", ((1, 16, 8, 8),), (("max_pool2d", (("ceil_mode", False), ("dilation", (1, 1)),
                                                                       ("padding", (0, 0, 0, 0)), ("pool_size", (2, 2)),
                                                                       ("strides", (2, 2)))),), "NHWC")
-    assert len({concat.key, pooled.key, ChainTask("concat", concat.inputs, bn, "NCHW16c").key}) == 3
+    copy = ChainTask("copy", ((1, 16, 8, 8), (1, 48, 8, 8)), bn, "NCHW8c")  # an in-place concat's copy
+    assert len({concat.key, pooled.key, copy.key, ChainTask("concat", concat.inputs, bn, "NCHW16c").key}) == 4
     with pytest.raises(SearchError, match="divisible by 32"):
         ChainTask("concat", concat.inputs, bn, "NCHW32c")
     events = []
     with provider(tmp_path / "c.sqlite", events) as costs:
-        first = costs.measure([concat, pooled])
+        first = costs.measure([concat, pooled, copy])
         assert all(record.ok and record.median_ms > 0 for record in first)
         events.clear()
-        assert costs.measure([pooled, concat]) == first[::-1] and events[-1].total == 0  # from the cache
+        assert costs.measure([copy, pooled, concat]) == first[::-1] and events[-1].total == 0  # from the cache

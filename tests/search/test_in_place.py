@@ -50,16 +50,19 @@ def _in_place(candidate_name: str) -> bool:
     return Candidate.parse(candidate_name).in_place
 
 
-def test_only_concats_whose_inputs_are_kernels_read_by_it_alone_run_in_place():
+def test_kernels_read_by_the_concat_alone_write_it_and_other_inputs_are_copied_in():
     graph = extract_graph(_branches_net())
     assert graph.op("concat_0").attrs == {"in_place": True}
     names = [c.name for c in tuning_space(graph, layouts=LAYOUTS)["concat_0"]]
     assert [n for n in names if _in_place(n)] == [f"{name}>{name}:in_place=1" for name in LAYOUTS]
-    shared = extract_graph(_branches_net(shared=True))
-    assert "in_place" not in shared.op("concat_0").attrs
-    assert not any(map(_in_place, (c.name for c in tuning_space(shared)["concat_0"])))
+    shared = extract_graph(_branches_net(shared=True))  # the first branch feeds a residual too: copied
+    assert shared.op("concat_0").attrs == {"in_place": True, "copied": ("conv2d_0",)}
+    no_kernel = extract_graph(build((1, 8, 4, 4), lambda net, x: net.conv(
+        net.bb.emit(relax.op.concat([x, net.bb.emit(relax.op.nn.relu(x))], axis=1)), 8, k=1)))
+    assert "in_place" not in no_kernel.op("concat_0").attrs  # nothing to write: no in-place setting
+    assert not any(map(_in_place, (c.name for c in tuning_space(no_kernel)["concat_0"])))
     with pytest.raises(SearchError, match="allowed: none$"):
-        validate(Plan({**baseline_plan(shared, "nchw").choices, "concat_0": "NCHW>NCHW:in_place=1"}), shared)
+        validate(Plan({**baseline_plan(no_kernel, "nchw").choices, "concat_0": "NCHW>NCHW:in_place=1"}), no_kernel)
 
 
 @pytest.mark.parametrize("name", LAYOUTS)

@@ -22,32 +22,10 @@ from search.space import tuning_space
 from search.templates.conv2d import PROLOGUES
 from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
 from solvers import solve
-from tests.search.tiny_nets import build
+from tests.search.tiny_nets import build, dense_block_net, pre_activation
 
 TARGET = make_target(1)
 CONV = kernel_kind("conv2d")
-
-
-def _pre_activation(net, x, channels: int):
-    x = net.bb.emit(relax.op.multiply(x, net.const((1, channels, 1, 1))))
-    x = net.bb.emit(relax.op.add(x, net.const((1, channels, 1, 1))))
-    return net.bb.emit(relax.op.nn.relu(x))
-
-
-def _dense_block_net(batch: int = 1):
-    """A stem convolution, two dense layers (concat -> BN-ReLU -> conv 1x1 -> conv 3x3, each concatenating every
-    earlier output) and a transition (BN-ReLU -> conv 1x1)."""
-
-    def body(net, x):
-        features = [net.conv(x, 16)]
-        for _ in range(2):
-            cat = features[0] if len(features) == 1 else net.bb.emit(relax.op.concat(features, axis=1))
-            h = net.conv(_pre_activation(net, cat, 16 + 8 * (len(features) - 1)), 16, k=1)
-            features.append(net.conv(h, 8, act=None))
-        cat = net.bb.emit(relax.op.concat(features, axis=1))
-        return net.conv(_pre_activation(net, cat, 32), 16, k=1, act=None)
-
-    return build((batch, 8, 6, 7), body)
 
 
 def _prologue_convs(graph):
@@ -55,7 +33,7 @@ def _prologue_convs(graph):
 
 
 def test_the_pre_activations_are_absorbed_by_the_convolutions_reading_them():
-    graph = extract_graph(_dense_block_net())
+    graph = extract_graph(dense_block_net())
     convs = _prologue_convs(graph)
     assert [op.input_shapes[0][1] for op in convs] == [16, 24, 32]
     assert [op.inputs[0] for op in convs] == ["conv2d_0", "concat_0", "concat_1"]
@@ -69,7 +47,7 @@ def test_the_pre_activations_are_absorbed_by_the_convolutions_reading_them():
 def test_a_pre_activation_read_elsewhere_too_stays_a_follower_chain():
     def body(net, x):
         a = net.conv(x, 16)
-        h = _pre_activation(net, a, 16)
+        h = pre_activation(net, a, 16)
         return net.bb.emit(relax.op.add(net.conv(h, 16, k=1, act=None), h))  # h is read twice
 
     graph = extract_graph(build((1, 8, 5, 5), body))
@@ -105,14 +83,14 @@ def test_kernels_without_a_prologue_keep_their_keys_and_features_tell_the_placem
 
 @pytest.mark.parametrize("name", ["nchw", "nhwc", "nchw8c", "nchw16c"])
 def test_uniform_plans_export_and_pass_the_check(name):
-    graph = extract_graph(_dense_block_net(batch=2))
+    graph = extract_graph(dense_block_net(batch=2))
     compiled = export(graph, baseline_plan(graph, name), target=TARGET, threads=1, seed=5)
     assert compiled.manifest["numerical_check"]["passed"]
     assert not any("multiply" in call["symbol"] for call in compiled.manifest["calls"])
 
 
 def test_the_solver_chooses_the_placement_and_the_plan_file_shows_it(tmp_path):
-    graph = extract_graph(_dense_block_net())
+    graph = extract_graph(dense_block_net())
     favoured = {"conv2d_1": 0, "conv2d_3": 2, "conv2d_5": 1}  # SEPARATE, ON_READ, PER_ROW
 
     def costs(tasks):  # each prologue conv's favoured placement 1 ms, its others 3 ms, everything else 1 ms

@@ -78,6 +78,29 @@ def residual_concat_net(batch: int = 1, size: int = 8) -> tvm.IRModule:
     return build((batch, 3, size, size), body)
 
 
+def pre_activation(net: NetBuilder, x, channels: int):
+    """DenseNet's BatchNorm-ReLU before a convolution: ``relu(x * scale + shift)``, per channel."""
+    x = net.bb.emit(relax.op.multiply(x, net.const((1, channels, 1, 1))))
+    x = net.bb.emit(relax.op.add(x, net.const((1, channels, 1, 1))))
+    return net.bb.emit(relax.op.nn.relu(x))
+
+
+def dense_block_net(batch: int = 1) -> tvm.IRModule:
+    """A stem convolution, two dense layers (concat -> BN-ReLU -> conv 1x1 -> conv 3x3, each concatenating every
+    earlier output) and a transition (BN-ReLU -> conv 1x1)."""
+
+    def body(net, x):
+        features = [net.conv(x, 16)]
+        for _ in range(2):
+            cat = features[0] if len(features) == 1 else net.bb.emit(relax.op.concat(features, axis=1))
+            h = net.conv(pre_activation(net, cat, 16 + 8 * (len(features) - 1)), 16, k=1)
+            features.append(net.conv(h, 8, act=None))
+        cat = net.bb.emit(relax.op.concat(features, axis=1))
+        return net.conv(pre_activation(net, cat, 32), 16, k=1, act=None)
+
+    return build((batch, 8, 6, 7), body)
+
+
 def add_node_net() -> tvm.IRModule:
     """Two pooled branches added (a standalone add node), a per-channel scale and shift and a ReLU6 (followers),
     then a softmax head and a second (tuple) output."""
