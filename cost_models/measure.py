@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import tempfile
 import time
 from abc import ABC, abstractmethod
@@ -115,6 +116,28 @@ def check_settings(*, batch_size: int, build_timeout: float, run_timeout: float,
         raise MeasureError(str(exc)) from exc
 
 
+WORKDIR_PREFIX = "tessera-measure-"  # + the measuring process's id: the build folder of a LocalMeasurer
+
+
+def remove_orphaned_workdirs() -> None:
+    """Delete the build folders that measuring processes which no longer run left behind (a process killed before
+    its ``close``, as Ray kills a cluster node's actor): each folder's name holds its process's id."""
+    for path in Path(tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*-*"):
+        pid = path.name[len(WORKDIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 class LocalMeasurer:
     """Builds batches of tasks in ``builders`` worker processes in parallel, then times what built one task at a time
     in a single runner process (``TVM_NUM_THREADS`` = ``settings.threads``), on this machine; no cache.
@@ -130,7 +153,8 @@ class LocalMeasurer:
     def __init__(self, target: str, settings: RunSettings, *, builders: int, build_timeout: float,
                  run_timeout: float, f_build: str = DEFAULT_BUILD, f_run: str = DEFAULT_RUN) -> None:
         self.target, self.settings = target, settings
-        self._workdir = tempfile.TemporaryDirectory(prefix="tessera-measure-")
+        remove_orphaned_workdirs()
+        self._workdir = tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         workdir = self._workdir.name
         self._builders = WorkerPool(
             f_build, size=builders, timeout=build_timeout, environment={}, log_dir=workdir, label="build"

@@ -162,7 +162,7 @@ def _measure_in_child(path: str, tasks: list[TransformTask], scratch: str) -> No
         costs.measure(tasks)
 
 
-def test_resume_after_sigkill_remeasures_nothing_cached(tmp_path):
+def test_resume_after_sigkill_remeasures_nothing_cached_and_removes_the_killed_build_folder(tmp_path, monkeypatch):
     path = str(tmp_path / "c.sqlite")
     tasks = [TransformTask((1, 8, 4, width), "NCHW", "NCHW8c") for width in range(1, 15)]
     child = multiprocessing.get_context("spawn").Process(target=_measure_in_child, args=(path, tasks, str(tmp_path)))
@@ -176,10 +176,14 @@ def test_resume_after_sigkill_remeasures_nothing_cached(tmp_path):
     cached = len(CostCache(path))
     assert 3 <= cached < len(tasks)
     assert workers and psutil.wait_procs(workers, timeout=15)[1] == []  # orphaned workers exit on their own
+    assert len(list(tmp_path.glob(f"tessera-measure-{child.pid}-*"))) == 1  # the killed measurer's build folder
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     events = []
     with provider(path, events, builders=1) as costs:
         records = costs.measure(tasks)
+        assert not list(tmp_path.glob(f"tessera-measure-{child.pid}-*"))  # the next measurer removed it
+        assert len(list(tmp_path.glob(f"tessera-measure-{os.getpid()}-*"))) == 1  # its own lives until it closes
     assert (events[0].hits, events[0].total) == (cached, len(tasks) - cached)
     assert all(record.ok for record in records) and len(CostCache(path)) == len(tasks)
 
