@@ -117,16 +117,21 @@ def tessera_costs(
 ) -> tuple[dict[str, float], dict[str, float], list[tuple[float, float, str]], dict[str, str]]:
     """The plan's measured cost (ms) and the convolutions' GFLOP by kind, from the cost cache, per convolution
     (ms, GFLOP, description), and each node's kind."""
+    from cost_models.pricing import plan_assignment
     from experiments.tune import extract
 
     plan = json.loads(plan_path.read_text())
     extracted = extract(model, threads=threads, **plan["args"])
     problem, choices = extracted.problem, plan["choices"]
-    x = problem.to_indices(choices)
+    x = problem.to_indices(plan_assignment(problem, choices))  # with the shared transforms' auxiliary nodes
+    auxiliary = set(problem.meta.get("auxiliary", ()))
     costs: dict[str, float] = defaultdict(float)
     flops: dict[str, float] = defaultdict(float)
     convs, kinds = [], {}
     for node, i in zip(problem.nodes, x):
+        if node.name in auxiliary:  # a value converted once for its readers: a transform
+            costs[TRANSFORMS] += float(node.costs[i])
+            continue
         op = extracted.graph.op(node.name)
         if op.kind == "conv2d":
             kh, kw = op.attrs["kernel"]
@@ -142,7 +147,7 @@ def tessera_costs(
             kind = op.kind
         kinds[node.name] = kind
         costs[kind] += float(node.costs[i])
-    costs[TRANSFORMS] = sum(float(m[x[u], x[v]]) for (u, v), m in problem.pairs.items())
+    costs[TRANSFORMS] += sum(float(m[x[u], x[v]]) for (u, v), m in problem.pairs.items())
     return dict(costs), dict(flops), convs, kinds
 
 
