@@ -31,10 +31,9 @@ def _in_place_layouts(graph, node: str) -> list[str]:
     return [c.out_layout for c in tuning_space(graph, layouts=LAYOUTS)[node] if c.in_place]
 
 
-def _block_plan(graph, name: str) -> Plan:
-    """The uniform plan ``name`` with both concats of the dense block in place."""
-    layout = name.upper().replace("C", "c").replace("NcHW", "NCHW") if name.endswith("c") else name.upper()
-    return Plan({**baseline_plan(graph, name).choices, "concat_0": IN_PLACE.format(layout),
+def _block_plan(graph, layout: str) -> Plan:
+    """The uniform plan in ``layout`` with both concats of the dense block in place."""
+    return Plan({**baseline_plan(graph, layout.lower()).choices, "concat_0": IN_PLACE.format(layout),
                  "concat_1": IN_PLACE.format(layout)}, model="tiny")
 
 
@@ -61,16 +60,16 @@ def test_a_prefix_of_two_concats_belongs_to_neither():
         assert [op.inputs[-1] for op in [graph.op(owner)]] == [written]
 
 
-@pytest.mark.parametrize("name", ["nchw", "nchw8c"])
-def test_the_block_exports_with_one_copy_no_concat_and_passes_the_check(name):
+@pytest.mark.parametrize("layout", ["NCHW", "NCHW8c"])
+def test_the_block_exports_with_one_copy_no_concat_and_passes_the_check(layout):
     graph = extract_graph(dense_block_net())
-    compiled = export(graph, _block_plan(graph, name), target=TARGET, threads=1, seed=5)
+    compiled = export(graph, _block_plan(graph, layout), target=TARGET, threads=1, seed=5)
     assert compiled.manifest["numerical_check"]["passed"]
     symbols = [call["symbol"] for call in compiled.manifest["calls"]]
     assert not any("concat" in s and "_into_" not in s for s in symbols)
     assert [s for s in symbols if s.startswith("copy_")] == ["copy_conv2d_0_into_concat_1"]
     assert sum(s.endswith("_into_concat_1") and not s.startswith("copy_") for s in symbols) == 2  # the 3x3 convs
-    assert compiled.plan.choices["concat_0"] == IN_PLACE.format(name.upper().replace("8C", "8c"))
+    assert compiled.plan.choices["concat_0"] == IN_PLACE.format(layout)
 
 
 def test_a_family_runs_in_place_together_in_one_layout():
@@ -83,9 +82,9 @@ def test_a_family_runs_in_place_together_in_one_layout():
         validate(Plan({**base, "concat_0": IN_PLACE.format("NCHW"), "concat_1": IN_PLACE.format("NCHW8c"),
                        "conv2d_2": "NCHW8c>NCHW"}), graph)
     # the copied block input may arrive in another layout (it is converted, then copied); a writer may not
-    validate(Plan({**_block_plan(graph, "nchw8c").choices, "conv2d_0": "NCHW8c>NCHW"}), graph)
+    validate(Plan({**_block_plan(graph, "NCHW8c").choices, "conv2d_0": "NCHW8c>NCHW"}), graph)
     with pytest.raises(SearchError, match="producers must store that layout; conv2d_2 \\(NCHW\\)"):
-        validate(Plan({**_block_plan(graph, "nchw8c").choices, "conv2d_2": "NCHW8c>NCHW"}), graph)
+        validate(Plan({**_block_plan(graph, "NCHW8c").choices, "conv2d_2": "NCHW8c>NCHW"}), graph)
 
 
 def test_pricing_charges_the_owner_the_copy_and_ties_the_family_together():
