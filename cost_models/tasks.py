@@ -154,7 +154,6 @@ class ChainTask:
             bb.emit_func_output(out)
         return bb.get()
 
-
     def _copies(self, bb: relax.BlockBuilder, params: list[relax.Var]) -> relax.Var:
         """A buffer of the last input's shape, with the other inputs (``params``) copied into it side by side, as
         an in-place concat copies the inputs no kernel writes (``search.in_place``)."""
