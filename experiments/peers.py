@@ -160,7 +160,9 @@ def serve(engine: str, path: Path, threads: int) -> None:
         print(json.dumps({"ms": ms, "number": number}), flush=True)
 
 
-class _Worker:
+class PeerWorker:
+    """One ``serve`` worker process for ``contender``, the network loaded; ``time`` and ``outputs`` ask it."""
+
     def __init__(self, contender: Contender, threads: int) -> None:
         command = [sys.executable, "-m", "experiments.peers", "serve", contender.engine, str(contender.path),
                    "--threads", str(threads)]
@@ -208,11 +210,11 @@ def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
     """Time every contender ``rounds`` times, in turns (see the module docstring); per label the median, quartiles,
     extremes and interquartile ``spread_ms`` of the round samples (ms), the runs per sample, ``max_error`` against
     the first contender's outputs and the engine's facts. One worker runs at a time: the others wait on their stdin."""
-    workers: list[_Worker] = []
+    workers: list[PeerWorker] = []
     try:
         for contender in contenders:
             echo(f"loading {contender.label} ({contender.engine})")
-            workers.append(_Worker(contender, threads))
+            workers.append(PeerWorker(contender, threads))
         with tempfile.TemporaryDirectory(prefix="tessera-peers-") as scratch:
             outputs = [w.outputs(Path(scratch) / f"{n}.npz") for n, w in enumerate(workers)]
         errors = {w.contender.label: max_error(out, outputs[0]) for w, out in zip(workers, outputs)}
