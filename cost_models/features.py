@@ -23,9 +23,9 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 9  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+FEATURE_VERSION = 10  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
 # 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
-# is_layer_norm, lane_partials; 9: prologue
+# is_layer_norm, lane_partials; 9: prologue; 10: rows_outer
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")
@@ -44,8 +44,8 @@ FEATURE_NAMES = (
     # the algorithm: a conv2d's Winograd output tile size (0: direct)
     "winograd",
     # schedule knobs and what they imply
-    "ic_block", "oc_block", "reg_n", "unroll_kw", "oc_lane_use", "ic_lane_use", "accumulators", "accumulator_use",
-    "width_tiles", "oc_padding", "width_padding", "log_parallel_items", "parallel_balance",
+    "ic_block", "oc_block", "reg_n", "unroll_kw", "rows_outer", "oc_lane_use", "ic_lane_use", "accumulators",
+    "accumulator_use", "width_tiles", "oc_padding", "width_padding", "log_parallel_items", "parallel_balance",
     "lane_partials",  # softmax, layer norm: one partial sum per vector lane (1) or one per row (0)
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",

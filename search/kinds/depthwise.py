@@ -1,5 +1,6 @@
 """The ``depthwise_conv2d`` kind: a conv2d with groups == in == out channels and its fused epilogue, run by the
-template in ``search.templates.depthwise`` in one layout for input and output (NCHW, NHWC or NCHW{c}c)."""
+template in ``search.templates.depthwise`` from any of NHWC and NCHW{c}c to any of them (the conversion done on the
+way), or NCHW to NCHW."""
 
 from __future__ import annotations
 
@@ -39,6 +40,6 @@ class DepthwiseConv2DKind(ConvLike):
         return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params)]
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
-        wl, knobs = spec.workload, dict(spec.knobs)
-        block = knobs["c_bn"] if "c_bn" in knobs else view_block(spec.in_layout, wl.in_channels)
-        return tiled_kernel_features(spec, conv_extents(wl), block, block, depthwise=True)
+        wl = spec.workload
+        return tiled_kernel_features(spec, conv_extents(wl), view_block(spec.in_layout, wl.in_channels),
+                                     template.compute_block(spec), depthwise=True)

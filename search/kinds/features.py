@@ -80,6 +80,7 @@ def tiled_kernel_features(spec: KernelSpec, e: Extents, ib: int, ob: int, *, dep
     per_tap = 1 if depthwise else ib
     input_patch = ((reg_n - 1) * sw + kw) * kh * per_tap
     row.update(ic_block=ib, oc_block=ob, reg_n=reg_n, unroll_kw=knobs.get("unroll_kw", -1),
+               rows_outer=knobs.get("rows", -1),
                oc_lane_use=_lane_use(ob), ic_lane_use=_lane_use(ib), accumulators=reg_n * vectors,
                accumulator_use=reg_n * vectors / ACCUMULATORS, width_tiles=width_tiles,
                oc_padding=oc_blocks * ob / co - 1, width_padding=width_tiles * reg_n / ow - 1,

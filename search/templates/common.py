@@ -44,8 +44,8 @@ def sized_for(target_unit: VectorUnit) -> Iterator[None]:
 
 
 def to_physical(name: str, block: int | None) -> Callable[..., tuple]:
-    """Index map from blocked ``(n, cb, h, w, ci)`` coordinates (block ``block``) to unblocked layout ``name``'s
-    stored axes; ``block`` None: from logical ``(n, c, h, w)`` coordinates."""
+    """Index map from blocked ``(n, cb, h, w, ci)`` coordinates (block ``block``) to layout ``name``'s stored axes;
+    ``block`` None: from logical ``(n, c, h, w)`` coordinates."""
     stored = layout(name).stored_coordinates()
     if block is None:
         return stored
@@ -54,9 +54,10 @@ def to_physical(name: str, block: int | None) -> Callable[..., tuple]:
 
 def relayout_params(sch: tvm.s_tir.Schedule, accesses: Sequence[tuple[str, str, int, str, int | None]]) -> None:
     """Re-index parameter buffers to physical layouts: ``(block, "read"|"write", index, layout, view block)``; a view
-    block of None means the buffer is indexed in logical NCHW."""
+    block of None means the buffer is indexed in logical NCHW. A blocked layout viewed in its own block is left as
+    is."""
     for block, kind, index, name, view in accesses:
-        if layout(name).block() is None:
+        if layout(name).block() is None or layout(name).block() != view:
             sch.transform_layout(block, (kind, index), to_physical(name, view))
 
 

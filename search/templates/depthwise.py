@@ -1,9 +1,14 @@
-"""Depthwise 2-D convolution (groups == channels) reading and writing the same layout: NCHW{c}c, NHWC or NCHW.
+"""Depthwise 2-D convolution (groups == channels) from any of NHWC and NCHW{c}c to any of them, or NCHW to NCHW.
 
-Computed on the blocked view ``(n, C // b, h, w, b)`` of the layout (``b`` = its block, ``C`` for NHWC, 1 for NCHW)
-with weights ``(C // b, kh, kw, b)``. Blocked layouts vectorise the channel block (NHWC splits it by the ``c_bn``
-knob) and read the padding inline; NCHW, whose block is 1, vectorises the output-width register tile instead and
-pads the input rows each output row needs into a small buffer first.
+Computed on the blocked view ``(n, C // b, h, w, b)`` of the *output* layout (``b`` its block, or for NHWC the
+``c_bn`` knob), with weights ``(C // b, kh, kw, b)``; an input in another layout is read through an index map to its
+own storage, so the kernel performs the layout conversion on the way instead of a separate transform (a channel
+vector of the output is contiguous in every such input: NHWC, or a block a multiple of ``b``, else two or more
+contiguous pieces). The channel block is vectorised and the padding read inline; knob ``rows`` runs the output rows
+outermost (each row's channel blocks together: NHWC's default, whose pixels interleave the blocks) or the channel
+blocks outermost (each block's rows together: the blocked layouts' default). NCHW, whose block is 1, pairs only
+with itself: there it vectorises the output-width register tile and pads the input rows each output row needs into a
+small buffer first.
 """
 
 from __future__ import annotations
@@ -32,22 +37,31 @@ REG_N_CHOICES = 5
 
 
 def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
-    """``(layout, layout)`` for NCHW, NHWC and every NCHW{c}c whose block divides the channels."""
-    return [(layout, layout) for layout in candidate_layouts(workload.in_channels)]
+    """``(NCHW, NCHW)`` and every pair of NHWC and the NCHW{c}c whose block divides the channels, input-major."""
+    vectored = [name for name in candidate_layouts(workload.in_channels) if name != "NCHW"]
+    return [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
+
+
+def compute_block(spec: KernelSpec) -> int:
+    """The channel block ``b`` of the view the kernel computes on: the output's, or for NHWC the ``c_bn`` knob."""
+    knobs = resolve_knobs(spec.knobs, _choices(spec))
+    return knobs["c_bn"] if "c_bn" in knobs else view_block(spec.out_layout, spec.workload.out_channels)
 
 
 def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     wl = spec.workload
     choices: dict[str, list[int]] = {}
-    block = view_block(spec.in_layout, wl.in_channels)
-    if spec.in_layout == "NHWC":
+    block = view_block(spec.out_layout, wl.out_channels)
+    if spec.out_layout == "NHWC":
         choices["c_bn"] = [b for b in C_BLOCKS if wl.in_channels % b == 0] or [1]
         block = choices["c_bn"][0]
-    if spec.in_layout == "NCHW":  # the register tile is the vector
+    if spec.out_layout == "NCHW":  # the register tile is the vector
         default = max(divisors(wl.out_width, unit().lanes))
     else:
         default = reg_tile_default(wl.out_width, -(-block // unit().lanes))
     choices["reg_n"] = by_closeness(divisors(wl.out_width, 2 * unit().lanes), default)[:REG_N_CHOICES]
+    if spec.out_layout != "NCHW":  # rows outermost: every channel block of a row while its input rows are cached
+        choices["rows"] = [1, 0] if "NHWC" in (spec.in_layout, spec.out_layout) else [0, 1]
     if wl.kernel[1] > 1:  # NCHW: ~2x faster without unrolling kw (one noisy 1-thread measurement)
         choices["unroll_kw"] = [0, 1] if spec.in_layout == "NCHW" else [1, 0]
     return choices
@@ -58,9 +72,9 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
 
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
-    """(C, 1, kh, kw) -> ``(C // b, kh, kw, b)``."""
+    """(C, 1, kh, kw) -> ``(C // b, kh, kw, b)``, ``b`` the compute block."""
     c, _, kh, kw = weight.shape
-    b = view_block(spec.in_layout, c)
+    b = compute_block(spec)
     packed = weight.reshape(c // b, b, kh, kw).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(packed, dtype=spec.workload.dtype)
 
@@ -69,7 +83,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     wl = spec.workload
     knobs = resolve_knobs(spec.knobs, _choices(spec))
     n, c, h, w = wl.in_shape
-    b = view_block(spec.in_layout, c)
+    b = compute_block(spec)
     (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilation
     top, left, bottom, right = wl.padding
     data = te.placeholder((n, c // b, h, w, b), wl.dtype, name="data")
@@ -89,20 +103,21 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     if spec.epilogue.residual:
         accesses.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, b))
     relayout_params(sch, accesses)
-    _schedule(sch, knobs, vector_width=spec.in_layout != "NCHW")
+    piece = view_block(spec.in_layout, c)  # the contiguous run of channels in the input
+    _schedule(sch, knobs, vector_width=spec.out_layout != "NCHW", piece=piece if piece < b else None)
     return finish(sch)
 
 
-def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int], vector_width: bool) -> None:
+def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int], vector_width: bool, piece: int | None) -> None:
+    """``piece``: the input's channel block where it is shorter than the compute block; the channel vector is then
+    split into runs of that length, each one contiguous load."""
     acc = sch.get_sblock("depthwise")
     n, cb, oh, ow, ci, kh, kw = sch.get_loops(acc)
     owo, owi = sch.split(ow, [None, knobs["reg_n"]])
     tile = (owi, ci) if vector_width else (ci, owi)
-    if "c_bn" in knobs:
-        cio, ci = sch.split(ci, [None, knobs["c_bn"]])
-        sch.reorder(n, cb, cio, oh, owo, kh, kw, owi, ci)
-        outer = sch.fuse(n, cb, cio, oh)
-        tile = (owi, ci)
+    if knobs.get("rows"):
+        sch.reorder(n, oh, cb, owo, kh, kw, *tile)
+        outer = sch.fuse(n, oh)
     else:
         sch.reorder(n, cb, oh, owo, kh, kw, *tile)
         outer = sch.fuse(n, cb, oh)
@@ -110,7 +125,11 @@ def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int], vector_width: bool
     sch.reverse_compute_at(out, owo)
     sch.parallel(outer)
     sch.unroll(tile[0])
-    sch.vectorize(tile[1])
+    vector = tile[1]
+    if piece:
+        runs, vector = sch.split(vector, [None, piece])
+        sch.unroll(runs)
+    sch.vectorize(vector)
     if knobs.get("unroll_kw"):
         sch.unroll(kw)
     init = sch.decompose_reduction(acc, kh)

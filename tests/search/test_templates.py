@@ -156,7 +156,8 @@ def test_supported_layouts():
     assert ("NCHW", "NCHW16c") in pairs and ("NHWC", "NHWC") in pairs and ("NCHW", "NCHW") in pairs
     assert all(i in ("NCHW", "NHWC") for i, _ in pairs)  # 3 channels fit no block
     assert len(pairs) == 2 * len({o for _, o in pairs})
-    assert supported_layouts(DEPTHWISE) == [(lay, lay) for lay in ["NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c"]]
+    vectored = ["NHWC", "NCHW4c", "NCHW8c", "NCHW16c"]
+    assert supported_layouts(DEPTHWISE) == [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
     assert supported_layouts(DenseWorkload(1, 8, 8)) == [("NC", "NC")]
 
 
@@ -232,7 +233,7 @@ def test_padded_kernel_shapes():
         (KernelSpec(CONV_3x3, "NCHW16c", "NCHW8c"), "no conv2d kernel"),  # 8 input channels
         (KernelSpec(CONV_3x3, "NCHW8c", "NCHW32c"), "no conv2d kernel"),
         (KernelSpec(CONV_3x3, "NCHWc", "NCHW8c"), "no conv2d kernel"),
-        (KernelSpec(DEPTHWISE, "NCHW8c", "NCHW16c"), "no depthwise_conv2d kernel"),
+        (KernelSpec(DEPTHWISE, "NCHW", "NCHW8c"), "no depthwise_conv2d kernel"),
         (KernelSpec(DenseWorkload(1, 8, 8), "NCHW", "NC"), "no dense kernel"),
         (KernelSpec(Conv2DWorkload(1, 8, 5, 5, 8, (3, 3), (1, 1), (1, 1, 1, 1), groups=2), "NCHW", "NCHW"), "groups"),
         (KernelSpec(CONV_3x3, "NCHW8c", "NCHW8c", (("reg_n", 5),)), "reg_n=5"),
