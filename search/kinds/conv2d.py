@@ -138,6 +138,13 @@ class Conv2DKind(ConvLike):
         wl, knobs = spec.workload, dict(spec.knobs)
         ib = view_block(spec.in_layout, wl.in_channels)
         ob = knobs["oc_bn"] if "oc_bn" in knobs else view_block(spec.out_layout, wl.out_channels)
-        prologue = 1 + knobs.get("prologue", template.PER_ROW) if spec.epilogue.prologue else 0
+        placement = knobs.get("prologue", template.PER_ROW)
+        prologue = 1 + placement if spec.epilogue.prologue else 0
+        if "winograd" in knobs:  # the loop order: rows outermost 1, output channel blocks 0
+            rows = -1
+        elif spec.epilogue.prologue:
+            rows = int(placement == template.PER_ROW)
+        else:
+            rows = knobs.get("rows", 0)
         return {**tiled_kernel_features(spec, conv_extents(wl), ib, ob), "winograd": float(knobs.get("winograd", 0)),
-                "prologue": float(prologue)}
+                "prologue": float(prologue), "rows_outer": float(rows)}

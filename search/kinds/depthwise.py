@@ -40,6 +40,6 @@ class DepthwiseConv2DKind(ConvLike):
         return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params)]
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
-        wl = spec.workload
-        return tiled_kernel_features(spec, conv_extents(wl), view_block(spec.in_layout, wl.in_channels),
-                                     template.compute_block(spec), depthwise=True)
+        wl, block = spec.workload, template.compute_block(spec)
+        run = min(view_block(spec.in_layout, wl.in_channels), block)  # the input's contiguous channels per vector
+        return tiled_kernel_features(spec, conv_extents(wl), run, block, depthwise=True)

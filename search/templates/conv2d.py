@@ -14,6 +14,10 @@ So a 126-channel NCHW output still fills the vector lanes (``oc_bn=16``: 128 com
 3x3 stride-1 convolutions also have Winograd settings (knob ``winograd``: the output tile size), built by
 ``search.templates.winograd``: the algorithm is a choice of the plan like the layouts and the tiles.
 
+Knob ``rows`` orders the parallel loops: 0 (the default) runs each output channel block over all rows, its weights
+kept in cache; 1 runs each output row over all channel blocks, its input rows kept in cache (large images). A setting
+leaves ``rows`` out when it is 0, so that the records of settings from before the knob keep their keys.
+
 A kernel with a prologue (``Epilogue.prologue``: ``relu(data * scale + shift)`` per input channel, DenseNet's
 pre-activation BatchNorm-ReLU) applies it where the knob ``prologue`` says: ``PER_ROW`` computes it once per input row
 the output row reads, just before the row's convolution (the loops run row-major then: rows in parallel, the output
@@ -108,14 +112,20 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
         choices["unroll_kw"] = [1, 0]
     if spec.epilogue.prologue:
         choices["prologue"] = list(PROLOGUES)
+    else:  # a prologue's placement decides the loop order itself
+        choices["rows"] = [0, 1]
     return choices
+
+
+def _without_default_rows(knobs: Knobs) -> Knobs:
+    return tuple(item for item in knobs if item != ("rows", 0))
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     """The direct convolution's settings, the default first; where Winograd applies, its settings second and fourth
     (``search.templates.winograd.knob_space`` order), so that a space of two settings per layout pair already holds
     the algorithm choice; with a prologue, the default's other placements second and third."""
-    space = knob_product(_choices(spec), None)
+    space = [_without_default_rows(knobs) for knobs in knob_product(_choices(spec), None)]
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
     if spec.epilogue.prologue:  # every placement right after the default: three settings already hold the choice
@@ -225,7 +235,7 @@ def _schedule(
     n, occ, oh, ow, ocb, ic, kh, kw = sch.get_loops(conv)
     owo, owi = sch.split(ow, [None, knobs["reg_n"]])
     ico, ici = sch.split(ic, [None, ib])
-    rows = knobs.get("prologue") == PER_ROW  # each row's prologue before all its output channel blocks
+    rows = knobs.get("prologue") == PER_ROW or knobs.get("rows") == 1  # each row: all its output channel blocks
     sch.reorder(*((n, oh, occ) if rows else (n, occ, oh)), owo, ico, kh, kw, ici, owi, ocb)
     out = sch.get_sblock("out")
     sch.reverse_compute_at(out, owo)  # a cropped write-back gets a predicate

@@ -111,6 +111,15 @@ def test_every_knob_setting_is_correct(spec):
         check_conv(replace(spec, knobs=knobs))
 
 
+def test_the_conv_loop_order_knob_is_left_out_at_its_default():
+    space = knob_space(KernelSpec(CONV_1x1_S2, "NCHW8c", "NCHW8c"))
+    assert ("rows", 0) not in {item for knobs in space for item in knobs}  # the settings from before the knob
+    assert space[1] == (*space[0], ("rows", 1))  # rows outermost: the default's first alternative
+    check_conv(KernelSpec(CONV_PADDED, "NHWC", "NCHW4c", (("reg_n", 9), ("rows", 1)), FULL))
+    with_prologue = KernelSpec(CONV_3x3, "NCHW8c", "NCHW8c", epilogue=Epilogue(prologue=True))
+    assert not any(name == "rows" for knobs in knob_space(with_prologue) for name, _ in knobs)
+
+
 def test_every_dense_knob_setting_is_correct():
     spec = KernelSpec(DenseWorkload(4, 12, 32), "NC", "NC", epilogue=FULL)
     for knobs in knob_space(spec):
