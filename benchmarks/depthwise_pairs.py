@@ -18,7 +18,6 @@ its CPU and vector unit.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
-from experiments.timing import plan_table, time_plans  # noqa: E402
+from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
 from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
@@ -98,21 +97,12 @@ def time_kernels(threads: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=["mobilenet_v2"])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--cache", default="costs.sqlite")
-    parser.add_argument("--layouts", nargs="+", default=["NHWC", "NCHW8c", "NCHW16c", "NCHW32c"])
-    parser.add_argument("--space-size", type=int, default=6)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--profile-runs", type=int, default=20)
-    parser.add_argument("--kernels", action="store_true", help="time MobileNetV2's depthwise kernels alone instead")
-    args = parser.parse_args()
+    args = variant_benchmark_args(__doc__.split("\n")[0], model="mobilenet_v2",
+                                  layouts=["NHWC", "NCHW8c", "NCHW16c", "NCHW32c"], space_size=6,
+                                  kernels="time MobileNetV2's depthwise kernels alone instead")
     if args.kernels:
         time_kernels(args.threads)
         return
-    if args.rounds < 1 or args.profile_runs < 1 or args.space_size < 1:
-        parser.error("--rounds, --profile-runs and --space-size must be positive")
     for model in args.models:
         extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
                             space_size=args.space_size, baselines=list(BASELINES))

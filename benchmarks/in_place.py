@@ -19,14 +19,13 @@ nothing else on the machine and record its CPU and vector unit.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
-from experiments.timing import plan_table, time_plans  # noqa: E402
+from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
 from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.errors import SearchError  # noqa: E402
@@ -65,17 +64,7 @@ def concat_ms(profile) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=["inception_v3"])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--cache", default="costs.sqlite")
-    parser.add_argument("--layouts", nargs="+", default=None, help="the searched layouts (default: tune's)")
-    parser.add_argument("--space-size", type=int, default=None, help="candidates per node (default: tune's)")
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--profile-runs", type=int, default=20)
-    args = parser.parse_args()
-    if args.rounds < 1 or args.profile_runs < 1:
-        parser.error("--rounds and --profile-runs must be positive")
+    args = variant_benchmark_args(__doc__.split("\n")[0], model="inception_v3", layouts=None, space_size=None)
     for model in args.models:
         extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
                             space_size=args.space_size)

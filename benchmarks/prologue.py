@@ -21,7 +21,6 @@ machine and record its CPU and vector unit.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from functools import partial
@@ -30,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
-from experiments.timing import plan_table, time_plans  # noqa: E402
+from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
 from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
@@ -89,21 +88,11 @@ def time_kernels(threads: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=["densenet121"])
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--cache", default="costs.sqlite")
-    parser.add_argument("--layouts", nargs="+", default=["NCHW16c"])
-    parser.add_argument("--space-size", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--profile-runs", type=int, default=20)
-    parser.add_argument("--kernels", action="store_true", help="time DenseNet's 1x1 convolutions alone instead")
-    args = parser.parse_args()
+    args = variant_benchmark_args(__doc__.split("\n")[0], model="densenet121", layouts=["NCHW16c"], space_size=3,
+                                  kernels="time DenseNet's 1x1 convolutions alone instead")
     if args.kernels:
         time_kernels(args.threads)
         return
-    if args.rounds < 1 or args.profile_runs < 1 or args.space_size < 1:
-        parser.error("--rounds, --profile-runs and --space-size must be positive")
     uniform_name = args.layouts[0].lower()
     for model in args.models:
         extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,

@@ -4,6 +4,7 @@ network on request."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import tempfile
@@ -85,6 +86,30 @@ def plan_table(results: dict[str, dict[str, Any]], profiles: dict[str, Any], col
         lines.append(f"| {label} | {result['predicted_ms']:.2f} | {latency['median_ms']:.2f} "
                      f"({latency['spread_ms']:.2f}) | {figure} | {result['relative_error']:.1e} |")
     return lines
+
+
+def variant_benchmark_args(description: str, *, model: str, layouts: list[str] | None, space_size: int | None,
+                           kernels: str | None = None) -> argparse.Namespace:
+    """The command line of the benchmarks that time a network's plan beside variants of it (``benchmarks/prologue.py``,
+    ``in_place.py``, ``depthwise_pairs.py``): ``--models`` (default ``model``), ``--threads``, ``--cache``,
+    ``--layouts`` and ``--space-size`` (defaults as given; None: ``tessera tune``'s), ``--rounds``,
+    ``--profile-runs`` and, with ``kernels`` (its help), ``--kernels``. Counts below 1 exit with a usage error."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--models", nargs="+", default=[model])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--cache", default="costs.sqlite")
+    parser.add_argument("--layouts", nargs="+", default=layouts,
+                        help="the searched layouts (default: %(default)s; None: tune's)")
+    parser.add_argument("--space-size", type=int, default=space_size,
+                        help="candidates per node (default: %(default)s; None: tune's)")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--profile-runs", type=int, default=20)
+    if kernels:
+        parser.add_argument("--kernels", action="store_true", help=kernels)
+    args = parser.parse_args()
+    if min(args.rounds, args.profile_runs, args.threads, args.space_size or 1) < 1:
+        parser.error("--rounds, --profile-runs, --threads and --space-size must be positive")
+    return args
 
 
 def interleaved_latency(artifacts: dict[str, Artifact], *, rounds: int, threads: int) -> dict[str, dict[str, Any]]:
