@@ -42,4 +42,5 @@ class DepthwiseConv2DKind(ConvLike):
     def features(self, spec: KernelSpec) -> dict[str, float]:
         wl, block = spec.workload, template.compute_block(spec)
         run = min(view_block(spec.in_layout, wl.in_channels), block)  # the input's contiguous channels per vector
-        return tiled_kernel_features(spec, conv_extents(wl), run, block, depthwise=True)
+        rows = template.resolved_knobs(spec).get("rows", -1)  # a default the setting leaves out counts too
+        return {**tiled_kernel_features(spec, conv_extents(wl), run, block, depthwise=True), "rows_outer": float(rows)}

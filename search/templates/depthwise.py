@@ -42,9 +42,14 @@ def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
     return [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
 
 
+def resolved_knobs(spec: KernelSpec) -> dict[str, int]:
+    """``spec``'s knobs with the defaults of those it leaves out."""
+    return resolve_knobs(spec.knobs, _choices(spec))
+
+
 def compute_block(spec: KernelSpec) -> int:
     """The channel block ``b`` of the view the kernel computes on: the output's, or for NHWC the ``c_bn`` knob."""
-    knobs = resolve_knobs(spec.knobs, _choices(spec))
+    knobs = resolved_knobs(spec)
     return knobs["c_bn"] if "c_bn" in knobs else view_block(spec.out_layout, spec.workload.out_channels)
 
 
@@ -81,7 +86,7 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     wl = spec.workload
-    knobs = resolve_knobs(spec.knobs, _choices(spec))
+    knobs = resolved_knobs(spec)
     n, c, h, w = wl.in_shape
     b = compute_block(spec)
     (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilation
