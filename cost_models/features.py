@@ -23,9 +23,9 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 10  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+FEATURE_VERSION = 11  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
 # 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
-# is_layer_norm, lane_partials; 9: prologue; 10: rows_outer
+# is_layer_norm, lane_partials; 9: prologue; 10: rows_outer; 11: a dense kernel's layouts (row layouts)
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")
@@ -33,7 +33,7 @@ FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax
 FEATURE_NAMES = (
     # what the task is
     *(f"is_{kind}" for kind in FLAGGED_KINDS),
-    # workload (transforms: the tensor's logical n, c, h, w)
+    # workload (transforms: the tensor's logical n, c, h, w; rows, features as 1, c, rows, 1)
     "batch", "in_channels", "height", "width", "out_channels", "out_height", "out_width",
     "kernel_h", "kernel_w", "stride_h", "stride_w", "pad_h", "pad_w", "groups",
     "log_flops", "log_bytes", "log_weight_bytes", "arithmetic_intensity",
@@ -73,7 +73,8 @@ def kernel_spec_of(key: Mapping[str, Any]) -> KernelSpec:
 
 
 def _transform(key: Mapping[str, Any], row: dict[str, float]) -> None:
-    n, c, h, w = key["shape"]
+    shape = key["shape"]
+    n, c, h, w = shape if len(shape) == 4 else (1, shape[1], shape[0], 1)
     size = n * c * h * w * BYTES
     row.update(batch=n, in_channels=c, height=h, width=w, out_channels=c, out_height=h, out_width=w,
                log_bytes=log_size(2 * size), parallel_balance=1.0)

@@ -8,9 +8,10 @@ Costs are in milliseconds:
 - a **layout transform** is priced as the exported module runs it: once per value and layout it is read in
   (``OpGraph.layout_values``). A read's conversion (from the layout the producer candidate stores the value in into
   the layout the reader candidate wants, 0 when they agree) goes on the edge between producer and reader, or on the
-  node when the other end is fixed NCHW (a model input or fixed op read by a node, a node's value read by a fixed op
-  or an output), as do the transforms a layout-free kernel (``batch_matmul``) asks for around itself
-  (``KernelKind.conversions``: attention's head split and merge, unless the kernel reads through them). Where two
+  node when the other end is fixed NCHW, or NC for a linear layer's rows (a model input or fixed op read by a node, a
+  node's value read by a fixed op or an output), as do the transforms a layout-free kernel (``batch_matmul``) asks
+  for around itself (``KernelKind.conversions``: attention's head split and merge, unless the kernel reads through
+  them). Where two
   reads of a value may want the same layout, one *auxiliary* node for that value and layout prices the conversion once
   instead: its candidates are ``absent`` and ``present``, the edge to the producer prices
   ``present`` (the conversion, or nothing where the producer stores that layout), and the edge to each reader forbids
@@ -42,6 +43,7 @@ from search.graph import LayoutValue, Op, OpGraph, Read
 from search.in_place import written_inputs
 from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
 from search.kinds.base import COPIED, VIEW_OF, VIEWS
+from search.layouts import fixed_layout
 from search.templates.common import unit
 from solvers.problem import Problem
 
@@ -120,15 +122,16 @@ class _Costing:
         return chain_task(self.graph, node, candidate, self.followers[node])
 
     def stored(self, value: LayoutValue) -> list[str]:
-        """The layouts ``value`` may be stored in: its producer's output layouts, or NCHW."""
+        """The layouts ``value`` may be stored in: its producer's output layouts, or NCHW (NC)."""
         if value.producer is None:
-            return ["NCHW"]
+            return [fixed_layout(value.shape)]
         return list(dict.fromkeys(c.out_layout for c in self.space[value.producer]))
 
     @staticmethod
-    def wanted(read: Read, candidate: Candidate | None) -> str:
-        """The layout ``read`` wants when its node runs as ``candidate`` (NCHW for a fixed reader)."""
-        return "NCHW" if read.node is None else _layout_on(candidate, read.side)
+    def wanted(value: LayoutValue, read: Read, candidate: Candidate | None) -> str:
+        """The layout ``read`` of ``value`` wants when its node runs as ``candidate`` (NCHW or NC for a fixed
+        reader)."""
+        return fixed_layout(value.shape) if read.node is None else _layout_on(candidate, read.side)
 
     def shared_layouts(self, value: LayoutValue) -> list[str]:
         """The layouts two reads of ``value`` may want and its producer may not store it in: each gets an auxiliary
@@ -136,23 +139,23 @@ class _Costing:
         wanting: dict[str, int] = defaultdict(int)
         for read in value.reads:
             candidates = self.space[read.node] if read.node is not None else [None]
-            for layout in dict.fromkeys(self.wanted(read, c) for c in candidates):
+            for layout in dict.fromkeys(self.wanted(value, read, c) for c in candidates):
                 wanting[layout] += 1
         return [layout for layout, count in wanting.items() if count > 1 and self.stored(value) != [layout]]
 
     def read_transforms(self, pairs: Pairs, stored: str | None, candidate: Candidate | None) -> list[TransformTask]:
         """The conversions ``pairs`` (value, read) need when the value is stored in ``stored`` (None: each value's
-        fixed NCHW) and the reading node runs as ``candidate`` (None: fixed readers); those an auxiliary node prices
-        are left out."""
+        fixed NCHW or NC) and the reading node runs as ``candidate`` (None: fixed readers); those an auxiliary node
+        prices are left out."""
         tasks = []
         for value, read in pairs:
-            layout, source = self.wanted(read, candidate), stored or "NCHW"
+            layout, source = self.wanted(value, read, candidate), stored or fixed_layout(value.shape)
             if layout != source and (value.name, layout) not in self.aux_keys:
                 tasks.append(TransformTask(value.shape, source, layout))
         return list(dict.fromkeys(tasks))
 
     def node_transforms(self, node: str, candidate: Candidate) -> list[TransformTask]:
-        """The conversions between ``node`` as ``candidate`` and fixed NCHW values and readers, and those a
+        """The conversions between ``node`` as ``candidate`` and fixed NCHW (NC) values and readers, and those a
         layout-free kernel runs around itself."""
         op = self.graph.op(node)
         own = []
@@ -217,8 +220,9 @@ class _Costing:
         edges, each (neighbour, matrix with the neighbour's candidates as rows). ``present`` pays the conversion
         from what the producer stores (nothing if it stores ``layout``); ``absent`` is forbidden where a read wants
         ``layout``."""
-        needed = any(read.node is None for read in value.reads) and layout == "NCHW"
-        present = self.conversion(value, "NCHW", layout) if value.producer is None else 0.0
+        fixed = fixed_layout(value.shape)
+        needed = any(read.node is None for read in value.reads) and layout == fixed
+        present = self.conversion(value, fixed, layout) if value.producer is None else 0.0
         edges = []
         if value.producer is not None:
             edges.append((value.producer, [[0.0, self.conversion(value, p.out_layout, layout)]

@@ -16,7 +16,7 @@ from tvm import relax
 
 from cost_models.cache import CostRecord, canonical
 from search.errors import SearchError
-from search.layouts import layout
+from search.layouts import ACTIVATION_AXES, layout
 from search.lower import schedule_legalised
 from search.templates.workloads import KernelSpec, epilogue_key
 
@@ -54,20 +54,21 @@ class KernelTask:
 
 @dataclass(frozen=True)
 class TransformTask:
-    """Time re-laying out a float32 activation of logical NCHW ``shape`` from ``src`` to ``dst``, as export runs it.
+    """Time re-laying out a float32 activation of logical ``shape`` (NCHW, or the (rows, features) of ``NC``) from
+    ``src`` to ``dst``, as export runs it.
 
     Export emits ``R.layout_transform`` and ``search.lower`` legalises and schedules it; ``primfunc`` does the same
     to a one-op module. A transform between identical layouts is ``free``: it costs 0 and is never measured.
     """
 
-    shape: tuple[int, int, int, int]
+    shape: tuple[int, ...]
     src: str
     dst: str
 
     def __post_init__(self) -> None:
         shape = tuple(int(extent) for extent in self.shape)
-        if len(shape) != 4:
-            raise SearchError(f"a layout transform needs a logical NCHW shape, got {self.shape}")
+        if len(shape) not in ACTIVATION_AXES:
+            raise SearchError(f"a layout transform needs a logical NCHW or NC shape, got {self.shape}")
         object.__setattr__(self, "shape", shape)
         layout(self.src).check(shape)
         layout(self.dst).check(shape)

@@ -30,7 +30,8 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--space-size", type=int, default=None,
                    help="candidates per node before the uniform baselines' are added (default: 50)")
     p.add_argument("--layouts", default=None,
-                   help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c)")
+                   help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c; "
+                        "a linear layer's rows always NC, blocked where CN{c}c is named, e.g. CN16c)")
     p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
     p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())

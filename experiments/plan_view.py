@@ -21,6 +21,7 @@ from typing import Any
 
 from search.errors import SearchError
 from search.graph import Op, OpGraph
+from search.layouts import activation_shape, fixed_layout
 from search.plan import Plan, validate
 from solvers.problem import Problem
 
@@ -111,7 +112,7 @@ def plan_view(graph: OpGraph, plan: Plan, problem: Problem | None = None, *, cos
         for index, (value, shape) in enumerate(zip(op.inputs, op.input_shapes)):
             src = _producer(graph, value)
             wanted = _fixed_layout(shape)
-            if op.role == "tunable" and len(shape) == 4 and not op.layout_free:
+            if op.role == "tunable" and activation_shape(shape) is not None and not op.layout_free:
                 candidate = chosen[op.name]
                 wanted = candidate.in_layout if op.input_sides[index] == "in" else candidate.out_layout
             edges.append(ViewEdge(src, op.name, value, _stored(graph, chosen, src, shape), wanted))
@@ -203,13 +204,13 @@ def _value_shape(graph: OpGraph, value: str) -> tuple[int, ...]:
 
 def _stored(graph: OpGraph, chosen: dict[str, Any], src: str, shape: tuple[int, ...]) -> str:
     """The layout ``src`` stores a value of logical ``shape`` in: its candidate's output layout for a tunable op."""
-    if src in chosen and len(shape) == 4 and not graph.op(src).layout_free:
+    if src in chosen and activation_shape(shape) is not None and not graph.op(src).layout_free:
         return chosen[src].out_layout
     return _fixed_layout(shape)
 
 
 def _fixed_layout(shape: tuple[int, ...]) -> str:
-    return {4: "NCHW", 2: "NC"}.get(len(shape), "")
+    return fixed_layout(shape) if activation_shape(shape) is not None else ""
 
 
 def _shape_text(shape: tuple[int, ...]) -> str:

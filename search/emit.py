@@ -6,8 +6,9 @@ whose producers' kernels write their slices of its output (``R.call_tir_inplace`
 whose shorter family members are views of its first channels (``R.memory.view``; ``search.in_place``); every
 edge whose layouts differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout);
 followers run in their producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see
-NCHW (of 4-D values), and a layout-free kernel gets the transforms its layouts ask for (``KernelKind.conversions``)
-around it.
+NCHW (of 4-D values) or NC (of a linear layer's rows, 2-D or 3-D), and a layout-free kernel gets the transforms its
+layouts ask for (``KernelKind.conversions``) around it. A value stored NC keeps its graph shape (a linear layer's
+kernel reshapes it to (rows, features) for free); in any other layout it is held as that layout stores it.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from search.graph import Op, OpGraph
 from search.in_place import copy_kernel, write_into, written_inputs
 from search.kinds import KernelKind, LayoutKind, get_kind
 from search.kinds.base import COPIED, VIEW_OF
-from search.layouts import layout
+from search.layouts import activation_shape, fixed_layout, layout
 
-NOT_4D = "-"  # the "layout" of tensors that are not 4-D activations (never transformed)
+NOT_4D = "-"  # the "layout" of tensors that are no activations (never transformed)
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,22 @@ class _Emitter:
             return expr
         key = (value, wanted)
         if key not in self.converted:
-            self.converted[key] = self.transform(expr, value, stored, wanted, self.shapes[value])
+            logical = activation_shape(self.shapes[value])
+            x = self.reshaped(expr, self.held(value, stored), layout(stored).physical_shape(logical), f"{value}_rows")
+            x = self.transform(x, value, stored, wanted, logical)
+            self.converted[key] = self.reshaped(x, layout(wanted).physical_shape(logical), self.held(value, wanted),
+                                                f"{value}_{wanted}")
         return self.converted[key]
+
+    def read_fixed(self, value: str) -> relax.Expr:
+        """``value`` as fixed ops and model outputs read it: NCHW or NC (in its graph shape), or as it is."""
+        shape = self.shapes[value]
+        return self.read(value, fixed_layout(shape) if activation_shape(shape) is not None else NOT_4D)
+
+    def held(self, value: str, stored: str) -> tuple[int, ...]:
+        """The shape of ``value``'s expression when stored in ``stored``: its graph shape in NC, else physical."""
+        shape = self.shapes[value]
+        return tuple(shape) if stored in ("NC", NOT_4D) else layout(stored).physical_shape(activation_shape(shape))
 
     def kernel(self, op: Op, kind: KernelKind) -> None:
         candidate = self.chosen[op.name]
@@ -104,9 +119,10 @@ class _Emitter:
             inputs = self.layout_free_inputs(op, kind, spec)
         else:
             sides = {"in": candidate.in_layout, "out": candidate.out_layout}
-            inputs = [self.read(value, sides[side]) for value, side in zip(op.inputs, op.input_sides)]
-            inputs = [self.reshaped(x, shape, want, f"{op.name}_in{i}") for i, (x, shape, (_, want)) in
-                      enumerate(zip(inputs, op.input_shapes, kind.activations(spec), strict=True))]
+            inputs = [self.reshaped(self.read(value, sides[side]), self.held(value, sides[side]),
+                                    layout(want).physical_shape(logical), f"{op.name}_in{i}")
+                      for i, (value, side, (want, logical)) in
+                      enumerate(zip(op.inputs, op.input_sides, kind.activations(spec), strict=True))]
         args = [inputs[0], *(relax.const(array) for array in kind.pack(spec, op.params)), *inputs[1:]]
         written, kernel_out = kind.output(spec)
         shape = layout(written).physical_shape(kernel_out)
@@ -125,9 +141,9 @@ class _Emitter:
                 out = self.transform(out, op.name, result.src, result.dst, result.shape)
                 shape = layout(result.dst).physical_shape(result.shape)
             self.values[op.name] = (self.reshaped(out, shape, op.shape, f"{op.name}_out"), _fixed_layout(op.shape))
-        elif tuple(kernel_out) != tuple(op.shape):
+        elif written == "NC" and tuple(kernel_out) != tuple(op.shape):
             view = self.bb.emit(relax.op.reshape(self.values[op.name][0], op.shape), name_hint=f"{op.name}_out")
-            self.values[op.name] = (view, NOT_4D)
+            self.values[op.name] = (view, written)
 
     def layout_free_inputs(self, op: Op, kind: KernelKind, spec) -> list[relax.Expr]:
         """The operands of layout-free ``op``'s kernel: its values as fixed ops see them, each viewed in the layout
@@ -137,7 +153,7 @@ class _Emitter:
         inputs = []
         for i, (value, have, (want, logical)) in enumerate(zip(op.inputs, stored, kind.activations(spec),
                                                                strict=True)):
-            x = self.reshaped(self.read(value, "NCHW"), self.shapes[value], layout(have).physical_shape(logical),
+            x = self.reshaped(self.read_fixed(value), self.shapes[value], layout(have).physical_shape(logical),
                               f"{op.name}_in{i}")
             if i in moves:
                 x = self.transform(x, value, have, want, logical)
@@ -213,8 +229,8 @@ class _Emitter:
         self.define(op, self.bb.emit(expr, name_hint=op.name), stored)
 
     def fixed(self, op: Op) -> None:
-        """Re-emit a fixed op's expression with its variables read in NCHW; a PrimFunc it calls (``call_tir``) is
-        copied from the source module once."""
+        """Re-emit a fixed op's expression with its variables read in NCHW (NC); a PrimFunc it calls
+        (``call_tir``) is copied from the source module once."""
 
         def substitute(expr):
             if isinstance(expr, relax.Tuple):
@@ -222,7 +238,7 @@ class _Emitter:
             if isinstance(expr, relax.TupleGetItem):
                 return relax.TupleGetItem(substitute(expr.tuple_value), expr.index)
             if isinstance(expr, relax.Var):
-                return self.read(expr.name, "NCHW")
+                return self.read_fixed(expr.name)
             if isinstance(expr, tvm.ir.GlobalVar):
                 if expr.name_hint not in self.functions:
                     self.functions[expr.name_hint] = self.bb.add_func(self.graph.module[expr], expr.name_hint)
@@ -234,10 +250,10 @@ class _Emitter:
             expr = relax.Call(expr.op, [substitute(arg) for arg in expr.args], expr.attrs, expr.ty_args)
         else:
             expr = substitute(expr)
-        self.define(op, self.bb.emit(expr, name_hint=op.name.replace(".", "_")), "NCHW")
+        self.define(op, self.bb.emit(expr, name_hint=op.name.replace(".", "_")), _fixed_layout(op.shape))
 
     def define(self, op: Op, expr: relax.Var, stored: str) -> None:
-        self.values[op.name] = (expr, stored if len(op.shape) == 4 else NOT_4D)
+        self.values[op.name] = (expr, stored if activation_shape(op.shape) is not None else NOT_4D)
         self.origins[expr.name] = Origin(op.name)
 
     def run(self) -> Emitted:
@@ -257,7 +273,7 @@ class _Emitter:
                         self.follower(op)
                     else:
                         self.fixed(op)
-                outputs = [self.read(value, "NCHW") for value in self.graph.outputs]
+                outputs = [self.read_fixed(value) for value in self.graph.outputs]
                 result = relax.Tuple(outputs) if self.graph.output_is_tuple else outputs[0]
                 out = self.bb.emit_output(result)
             self.bb.emit_func_output(out)
@@ -265,8 +281,8 @@ class _Emitter:
 
 
 def _fixed_layout(shape) -> str:
-    """How fixed ops and model inputs store a value of ``shape``: NCHW if it is 4-D, else untransformed."""
-    return "NCHW" if len(shape) == 4 else NOT_4D
+    """How fixed ops and model inputs store a value of ``shape``: NCHW or NC if it is an activation, else as is."""
+    return fixed_layout(shape) if activation_shape(shape) is not None else NOT_4D
 
 
 def follower_expr(op: Op, x: relax.Expr, stored: str) -> relax.Expr:

@@ -12,10 +12,10 @@ One ``Op`` per operator that matters for layouts. Three roles:
   knows nothing of, ``call_tir`` of the module's own PrimFuncs, tuples and their items), run as TVM compiles them, in
   plain NCHW, as do the model inputs/outputs.
 
-Layout edges join two tunable ops through follower chains and carry 4-D activations only (2-D tensors have the single
-layout ``NC`` and need no edge); ops of a layout-free kind (``batch_matmul``) count as fixed ops here, as their 4-D
-tensors are no NCHW activations. Tunable ops that read from or write to a fixed op / model boundary are listed as
-boundary reads and writes.
+Layout edges join two tunable ops through follower chains and carry activations: 4-D ones, and the rows of linear
+layers (2-D, or 3-D viewed as (batch x tokens, features): ``search.layouts.activation_shape``), stored ``NC`` by
+fixed ops; ops of a layout-free kind (``batch_matmul``) count as fixed ops here, as their tensors are no activations.
+Tunable ops that read from or write to a fixed op / model boundary are listed as boundary reads and writes.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from search.errors import SearchError
+from search.layouts import activation_shape
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,10 +83,10 @@ class Op:
 
 @dataclass(frozen=True)
 class LayoutEdge:
-    """A 4-D activation flowing from tunable op ``src`` (through followers) into input ``dst_input`` of ``dst``.
+    """An activation flowing from tunable op ``src`` (through followers) into input ``dst_input`` of ``dst``.
 
     ``dst_side`` says which layout of ``dst`` the tensor must arrive in (``in``, or ``out`` for a residual); ``shape``
-    is the logical NCHW shape of the tensor at ``dst`` (after the followers).
+    is the logical shape of the tensor at ``dst`` (after the followers): NCHW, or (rows, features).
     """
 
     src: str
@@ -97,7 +98,8 @@ class LayoutEdge:
 
 @dataclass(frozen=True)
 class BoundaryRead:
-    """Input ``input`` of tunable op ``node`` reads a fixed NCHW tensor of logical ``shape`` (model input, fixed op)."""
+    """Input ``input`` of tunable op ``node`` reads a fixed NCHW (or NC) tensor of logical ``shape`` (model input,
+    fixed op)."""
 
     node: str
     input: int
@@ -127,7 +129,7 @@ class Read:
 
 @dataclass(frozen=True)
 class LayoutValue:
-    """A 4-D value whose layout a plan decides (the one its ``producer`` stores it in; None: a fixed NCHW value, a
+    """An activation whose layout a plan decides (the one its ``producer`` stores it in; None: a fixed NCHW value, a
     model input or a fixed op's output) and every read of it by a node that may want another layout."""
 
     name: str
@@ -212,13 +214,14 @@ def _source(by_name: dict[str, Op], value: str) -> str | None:
 
 
 def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[BoundaryRead], list[BoundaryWrite]]:
-    """Layout edges between tunable ops, and their reads from / writes to fixed NCHW tensors (4-D tensors only)."""
+    """Layout edges between tunable ops, and their reads from / writes to fixed NCHW (NC) tensors: of activations
+    only."""
     by_name = {op.name: op for op in ops}
     edges, reads, writes = [], [], []
     for op in ops:
-        for index, (value, shape) in enumerate(zip(op.inputs, op.input_shapes)):
-            src = _source(by_name, value)
-            if len(shape) != 4 or op.role == "follower":
+        for index, (value, graph_shape) in enumerate(zip(op.inputs, op.input_shapes)):
+            src, shape = _source(by_name, value), activation_shape(graph_shape)
+            if shape is None or op.role == "follower":
                 continue
             if op.role == "fixed" or op.layout_free:
                 writes.extend([BoundaryWrite(src, op.name, shape, value)] if src else [])
@@ -228,8 +231,9 @@ def _connect(ops: list[Op], outputs: list[str]) -> tuple[list[LayoutEdge], list[
                 edges.append(LayoutEdge(src, op.name, index, op.input_sides[index], shape))
     for value in outputs:
         src = _source(by_name, value)
-        if src is not None and len(by_name[value].shape) == 4:
-            writes.append(BoundaryWrite(src, "output", by_name[value].shape, value))
+        shape = activation_shape(by_name[value].shape) if value in by_name else None
+        if src is not None and shape is not None:
+            writes.append(BoundaryWrite(src, "output", shape, value))
     return edges, reads, writes
 
 

@@ -2,9 +2,11 @@
 
 A layout says how a tensor is stored, axis by axis, outermost first: an upper-case letter is a *primal* axis (``N``,
 ``C``, ``H``, ``W``), ``<size><letter>`` a block of ``size`` consecutive elements of that primal axis (``16c``), stored
-inside the primal axis's remaining part. Activations are ``NCHW``, ``NHWC`` or ``NCHW{c}c``; 2-D tensors ``NC``.
-A tensor's *logical* shape lists its primal axes in canonical order (``N``, ``C``, ``D``, ``H``, ``W``, then any
-other letter in stored order): ``(n, c, h, w)`` for every activation layout. TVM-free; ``index_map`` imports TVM.
+inside the primal axis's remaining part. Activations are ``NCHW``, ``NHWC`` or ``NCHW{c}c``; the rows of a linear
+layer (2-D, or 3-D viewed as (batch x tokens, features)) ``NC`` or ``CN{c}c`` (feature blocks outermost, each block
+of every row contiguous). A tensor's *logical* shape lists its primal axes in canonical order (``N``, ``C``, ``D``,
+``H``, ``W``, then any other letter in stored order): ``(n, c, h, w)`` for every activation layout, ``(rows,
+features)`` for every row layout. TVM-free; ``index_map`` imports TVM.
 """
 
 from __future__ import annotations
@@ -196,21 +198,42 @@ def layout(name: str | Layout) -> Layout:
     return name if isinstance(name, Layout) else Layout.parse(name)
 
 
+def activation_shape(shape: Sequence[int]) -> tuple[int, ...] | None:
+    """The logical shape a value of ``shape`` has as an activation: a 4-D one as is, a 2-D one as is, a 3-D one
+    (batch, tokens, features) as the rows of a linear layer (batch x tokens, features); None for other ranks."""
+    shape = tuple(int(extent) for extent in shape)
+    if len(shape) == 3:
+        return (shape[0] * shape[1], shape[2])
+    return shape if len(shape) in ACTIVATION_AXES else None
+
+
+def fixed_layout(shape: Sequence[int]) -> str:
+    """The layout fixed ops, model inputs and outputs store an activation of ``shape`` in: NCHW (4-D) or NC."""
+    return "NCHW" if len(shape) == 4 else "NC"
+
+
 def activation_layout(name: str, shape: Sequence[int]) -> Layout:
-    """``name`` parsed and checked to store an activation of logical ``shape`` (``NC`` / ``NCHW`` axes, blocks
-    dividing); ``LayoutError`` naming what is wrong otherwise."""
+    """``name`` parsed and checked to store an activation of ``shape`` (``NC`` / ``NCHW`` axes, blocks dividing; a
+    3-D shape as ``activation_shape`` views it); ``LayoutError`` naming what is wrong otherwise."""
     parsed = layout(name)
-    axes = ACTIVATION_AXES.get(len(shape))
+    logical = activation_shape(shape)
+    axes = ACTIVATION_AXES.get(len(logical)) if logical is not None else None
     if parsed.logical != axes:
         raise LayoutError(f"unknown layout {name!r} for a {len(shape)}-D activation: its axes are {parsed.logical}, "
                           f"not {axes}")
-    parsed.check(shape)
+    parsed.check(logical)
     return parsed
 
 
+def row_layouts(blocks: Sequence[int] = BLOCK_SIZES) -> list[str]:
+    """The layouts of a linear layer's rows: NC, and CN{c}c for c in ``blocks``."""
+    return ["NC"] + [f"CN{c}c" for c in blocks]
+
+
 def searchable_layouts() -> list[str]:
-    """Every 4-D activation layout the built-in kinds can run: NCHW, NHWC and NCHW{c}c for c in ``BLOCK_SIZES``."""
-    return ["NCHW", "NHWC"] + [f"NCHW{c}c" for c in BLOCK_SIZES]
+    """Every layout the built-in kinds can run: NCHW, NHWC and NCHW{c}c for c in ``BLOCK_SIZES``, and the row
+    layouts."""
+    return ["NCHW", "NHWC"] + [f"NCHW{c}c" for c in BLOCK_SIZES] + row_layouts()
 
 
 def candidate_layouts(channels: int, blocks: Sequence[int] = BLOCK_SIZES) -> list[str]:

@@ -47,9 +47,10 @@ def tuning_space(
     space_size: int = DEFAULT_SPACE_SIZE,
     baselines: Sequence[str] = BASELINES,
 ) -> dict[str, list[Candidate]]:
-    """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (dense keeps ``NC``, a
-    layout-free kind its own), the first ``space_size`` of them, then the candidates of the uniform plans
-    ``baselines`` (names of ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
+    """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (a linear layer's rows
+    are always searched in ``NC`` and in ``CN{c}c`` where ``layouts`` names it; a layout-free kind keeps its own),
+    the first ``space_size`` of them, then the candidates of the uniform plans ``baselines`` (names of
+    ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
     The baselines make every node's domain non-empty and let their predicted costs be read off the problem.
     """

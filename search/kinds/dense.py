@@ -1,5 +1,5 @@
 """The ``dense`` kind: a 2-D matmul by a constant weight and its fused bias, residual add and activation, run by the
-template in ``search.templates.dense`` on ``NC`` activations."""
+template in ``search.templates.dense`` on rows stored ``NC`` or ``CN{c}c``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from search.kinds.base import Match, TemplateKind
 from search.kinds.epilogue import apply_epilogue, fused_chain, packed_bias
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
+from search.layouts import layout
 from search.relax_exprs import static_shape
 from search.templates import dense as template
 from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
@@ -21,7 +22,8 @@ from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
 class DenseKind(TemplateKind):
     """``act(data @ weight.T + bias + residual)`` with data (..., in) and a constant weight; the graph holds the
     weight as (out, in). The kernel runs on data flattened to (rows, in), rows the product of the leading dimensions
-    (a transformer's batch x tokens), and export reshapes around it for free."""
+    (a transformer's batch x tokens; ``search.layouts.activation_shape``): export reshapes an ``NC`` value around it
+    for free, and the plan may keep the rows blocked (``CN{c}c``) between two linear layers."""
 
     name = "dense"
     template = template
@@ -72,4 +74,5 @@ class DenseKind(TemplateKind):
     def features(self, spec: KernelSpec) -> dict[str, float]:
         wl = spec.workload
         extents = Extents(wl.batch, wl.in_features, 1, 1, wl.out_features, 1, 1)
-        return tiled_kernel_features(spec, extents, wl.in_features, dict(spec.knobs).get("oc_bn", 1), layouts=False)
+        run = layout(spec.in_layout).block() or wl.in_features  # the input's contiguous run of features
+        return tiled_kernel_features(spec, extents, run, dict(spec.knobs).get("oc_bn", 1))

@@ -1,8 +1,11 @@
-"""Dense layer ``out[b, o] = sum_i data[b, i] * weight[o, i]`` on "NC" activations, weights packed (O // ob, I, ob).
+"""Dense layer ``out[b, o] = sum_i data[b, i] * weight[o, i]``, weights packed (O // ob, I, ob).
 
-The output features are split in vectorised blocks of ``oc_bn``, the batch in an unrolled register tile of ``reg_b``
-rows and the reduction unrolled by ``k_unroll``; (batch tile, feature block) pairs run in parallel. ``reg_b`` need not
-divide the rows (``row_tiles``): the tiles past the last row compute it again and the write-back drops them.
+The rows are stored ``NC`` (row-major) or ``CN{c}c`` (feature blocks outermost), on either side: a blocked output's
+block is the kernel's feature block ``oc_bn``, so each register tile it writes is contiguous; a blocked input is read
+through an index map. The output features are split in vectorised blocks of ``oc_bn``, the batch in an unrolled
+register tile of ``reg_b`` rows and the reduction unrolled by ``k_unroll``; (batch tile, feature block) pairs run in
+parallel. ``reg_b`` need not divide the rows (``row_tiles``): the tiles past the last row compute it again and the
+write-back drops them.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import numpy as np
 import tvm
 from tvm import te
 
+from search.layouts import layout, row_layouts
 from search.templates.common import (
     clamped,
     epilogue_compute,
@@ -28,13 +32,21 @@ OC_BLOCKS = (16, 32, 8, 64, 4)
 
 
 def supported_layouts(workload: DenseWorkload) -> list[tuple[str, str]]:
-    return [("NC", "NC")]
+    """``NC`` in and out first; where there are several rows, every pair of ``NC`` and the ``CN{c}c`` whose block
+    divides the features on its side (an output block also one of ``OC_BLOCKS``)."""
+    if workload.batch == 1:  # one row: every row layout is the same memory
+        return [("NC", "NC")]
+    ins = [name for name in row_layouts() if workload.in_features % (layout(name).block() or 1) == 0]
+    outs = [name for name in row_layouts() if layout(name).block() in (None, *OC_BLOCKS)
+            and workload.out_features % (layout(name).block() or 1) == 0]
+    return [(i, o) for i in ins for o in outs]
 
 
 def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     wl = spec.workload
+    out_block = layout(spec.out_layout).block()
     return {
-        "oc_bn": [b for b in OC_BLOCKS if wl.out_features % b == 0] or [1],
+        "oc_bn": [out_block] if out_block else [b for b in OC_BLOCKS if wl.out_features % b == 0] or [1],
         "reg_b": row_tiles(wl.batch),
         "k_unroll": k_unrolls(wl.in_features),
     }
@@ -66,11 +78,16 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     out, extra = epilogue_compute(acc, spec.epilogue, wl.out_features, lambda b, oc, oi: oc * ob + oi,
                                   shape=(wl.batch, wl.out_features // ob, ob))
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
-    flat = [("out", "write", 0)]
+    stored = [("out", "write", 0)]
     if spec.epilogue.residual:
-        flat.append(("out", "read", 2 if spec.epilogue.bias else 1))
-    for block, kind, index in flat:
-        sch.transform_layout(block, (kind, index), lambda b, oc, oi: (b, oc * ob + oi))
+        stored.append(("out", "read", 2 if spec.epilogue.bias else 1))
+    blocked_out = layout(spec.out_layout).block() is not None  # CN{ob}c: (oc, b, oi)
+    for block, kind, index in stored:
+        sch.transform_layout(block, (kind, index),
+                             (lambda b, oc, oi: (oc, b, oi)) if blocked_out else (lambda b, oc, oi: (b, oc * ob + oi)))
+    ib = layout(spec.in_layout).block()
+    if ib is not None:
+        sch.transform_layout("dense", ("read", 0), lambda b, i: (i // ib, b, i % ib))
     acc = sch.get_sblock("dense")
     b, oc, oi, k = sch.get_loops(acc)
     schedule_matmul(sch, acc, [], b, knobs["reg_b"], oc, oi, k, knobs["k_unroll"])

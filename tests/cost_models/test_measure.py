@@ -49,7 +49,9 @@ def test_keys_depend_on_the_workload_only():
     assert TransformTask((1, 16, 8, 8), "NHWC", "NHWC").free and not transform.free
     with pytest.raises(SearchError, match="divisible"):
         TransformTask((1, 12, 8, 8), "NCHW", "NCHW8c")
-    with pytest.raises(SearchError, match="NCHW shape"):
+    with pytest.raises(SearchError, match="NCHW or NC shape"):
+        TransformTask((1, 16, 8), "NCHW", "NHWC")
+    with pytest.raises(SearchError, match="holds 4-D tensors"):
         TransformTask((1, 16), "NCHW", "NHWC")
 
 

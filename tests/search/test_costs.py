@@ -18,6 +18,7 @@ from search.errors import SearchError
 from search.export import make_target
 from search.graph import extract_graph
 from search.isa import HOST
+from search.layouts import fixed_layout
 from search.plan import BASELINES, Plan, baseline_plan, plan_from_assignment, validate
 from search.space import parse_layouts, tuning_space
 from solvers import solve
@@ -82,7 +83,7 @@ def test_node_costs_are_kernel_and_chain_times_plus_boundary_transforms(graph, s
     problem, cache, provider = measured
     reads = {read.node: read for read in graph.boundary_reads}
     writes = {write.node: write for write in graph.boundary_writes}
-    assert set(reads) == {"conv2d_0"} and set(writes) == {"conv2d_5"}
+    assert set(reads) == {"conv2d_0", "dense_0"} and set(writes) == {"conv2d_5", "dense_0"}  # the classifier: NC
     # conv2d_1's max pool and conv2d_5's global pool follow them; the concat runs its own op
     assert [f.kind for f in graph.followers_of("conv2d_1")] == ["max_pool2d"] and not graph.followers_of("concat_0")
     for node in problem.nodes[: len(graph.tunable)]:
@@ -98,10 +99,10 @@ def test_node_costs_are_kernel_and_chain_times_plus_boundary_transforms(graph, s
             if followers:
                 chain = ChainTask("output", (op.shape,), followers, candidate.out_layout)
                 expected += _record(cache, provider, chain).median_ms
-            if node.name in reads and candidate.in_layout != "NCHW":
+            if node.name in reads and candidate.in_layout != fixed_layout(reads[node.name].shape):
                 transform = TransformTask(tuple(reads[node.name].shape), "NCHW", candidate.in_layout)
                 expected += _record(cache, provider, transform).median_ms
-            if node.name in writes and candidate.out_layout != "NCHW":
+            if node.name in writes and candidate.out_layout != fixed_layout(writes[node.name].shape):
                 transform = TransformTask(tuple(writes[node.name].shape), candidate.out_layout, "NCHW")
                 expected += _record(cache, provider, transform).median_ms
             assert cost == pytest.approx(expected)

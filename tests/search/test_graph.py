@@ -60,11 +60,11 @@ def test_edges_run_through_followers_with_the_consumed_shape(graph):
 
 
 def test_boundaries(graph):
-    assert [(r.node, r.shape) for r in graph.boundary_reads] == [("conv2d_0", (1, 3, 8, 8))]
+    assert [(r.node, r.shape) for r in graph.boundary_reads] == [("conv2d_0", (1, 3, 8, 8)), ("dense_0", (1, 16))]
     assert [(w.node, w.consumer, w.shape) for w in graph.boundary_writes] == [
-        ("conv2d_5", "reshape_0", (1, 16, 1, 1))
-    ]
-    assert not any(e.dst == "dense_0" or e.src == "dense_0" for e in graph.edges)  # 2-D: no layout edge
+        ("conv2d_5", "reshape_0", (1, 16, 1, 1)), ("dense_0", "output", (1, 10))
+    ]  # the classifier's rows (2-D) read from and written to fixed NC values
+    assert not any(e.dst == "dense_0" or e.src == "dense_0" for e in graph.edges)
 
 
 def test_standalone_add_node_tuple_outputs_and_output_boundary():
