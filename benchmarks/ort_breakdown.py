@@ -2,13 +2,15 @@
 
 Reads what ``benchmarks/peers.py`` left in ``--work`` for the network (``model.onnx`` and the plan in
 ``tessera/plan.json``), runs ONNX Runtime with its profiler (same settings as the peers benchmark: every graph
-optimisation, ``--threads`` intra-op threads, the seed-0 input), and sums its node times per run by kind: the
-convolutions by kernel shape (read from the weight input), the rest by operator. Tessera's side is the plan's cost
+optimisation, ``--threads`` intra-op threads, the seed-0 inputs), and sums its node times per run by kind: the
+convolutions by kernel shape (read from the weight input), the matrix products as ``dense`` (by a 2-D weight) or
+``batch_matmul`` (of two activations), the rest by operator. Tessera's side is the plan's cost
 from the cost cache (``extract`` measures nothing when the cache is warm): each convolution's kernel cost grouped the
 same way, and the layout transforms; beside it, the exported plan (``tessera/``) profiled inside the network: every
 call of ``main`` timed with ``VirtualMachine.set_instrument`` over ``--runs`` runs and summed the same way (the other
 operators by function name). Then tessera's convolutions that lose the most time against ONNX Runtime's mean rate
-over all its convolutions. GFLOP/s counts 2 x multiply-adds of the convolutions.
+over all its convolutions. GFLOP/s counts 2 x multiply-adds of the convolutions and matrix products (ONNX Runtime's
+from its nodes' shapes, tessera's from its nodes' workloads).
 
     python benchmarks/ort_breakdown.py --model inception_v3 --work peers-work/inception_v3 [--threads 2] [--runs 20]
 """
@@ -32,22 +34,26 @@ from collections import defaultdict  # noqa: E402
 
 from search.artifact import Latency  # noqa: E402
 
+MATMULS = ("MatMul", "FusedMatMul", "Gemm")
 
-def ort_profile(onnx_path: Path, threads: int, runs: int) -> dict[str, float]:
-    """ONNX Runtime's node time per run (ms), summed by kind: ``conv KHxKW`` for convolutions, else the operator."""
-    import onnxruntime as ort
 
-    from search.artifact import random_arrays
+def ort_kind(op: str, shapes: list[list[int]], out: list[int] | None) -> tuple[str, float]:
+    """An ONNX Runtime node's kind and GFLOP: ``conv KHxKW``, ``dense`` (a product by a 2-D weight), ``batch_matmul``
+    (of two activations), else its operator (no GFLOP)."""
+    if "Conv" in op and len(shapes) > 1 and len(shapes[1]) == 4:
+        return f"conv {shapes[1][2]}x{shapes[1][3]}", 0.0
+    if op in MATMULS and len(shapes) > 1 and out:
+        gflop = 2 * math.prod(out) * shapes[0][-1] / 1e9
+        return ("dense" if len(shapes[1]) == 2 else "batch_matmul"), gflop
+    return op, 0.0
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+
+def ort_profile(onnx_path: Path, threads: int, runs: int) -> tuple[dict[str, float], dict[str, float]]:
+    """ONNX Runtime's node time per run (ms) and GFLOP per run, summed by kind (``ort_kind``)."""
+    from experiments.peers import onnxruntime_session
+
     with tempfile.TemporaryDirectory(prefix="tessera-ort-") as scratch:
-        options.enable_profiling, options.profile_file_prefix = True, str(Path(scratch) / "profile")
-        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        (spec,) = session.get_inputs()
-        feed = {spec.name: random_arrays([spec.shape], 0)[0]}
+        session, feed = onnxruntime_session(onnx_path, threads, str(Path(scratch) / "profile"))
         for _ in range(5):  # warm-up, left out below by counting only the last ``runs`` model runs
             session.run(None, feed)
         for _ in range(runs):
@@ -56,17 +62,19 @@ def ort_profile(onnx_path: Path, threads: int, runs: int) -> dict[str, float]:
     starts = sorted(e["ts"] for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
     first = starts[-runs]
     totals: dict[str, float] = defaultdict(float)
+    flops: dict[str, float] = defaultdict(float)
     for event in events:
         if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time") or event["ts"] < first:
             continue
-        op = event["args"]["op_name"]
         shapes = [next(iter(s.values())) for s in event["args"].get("input_type_shape", [])]
-        kind = f"conv {shapes[1][2]}x{shapes[1][3]}" if "Conv" in op and len(shapes) > 1 and len(shapes[1]) == 4 else op
+        outs = [next(iter(s.values())) for s in event["args"].get("output_type_shape", [])]
+        kind, gflop = ort_kind(event["args"]["op_name"], shapes, outs[0] if outs else None)
         totals[kind] += event["dur"] / 1e3 / runs
-    return dict(totals)
+        flops[kind] += gflop / runs
+    return dict(totals), dict(flops)
 
 
-KERNEL_SYMBOL = re.compile(r"(.+)_(NCHW\d*c?|NHWC|NC)_(NCHW\d*c?|NHWC|NC)")  # search.emit's kernel names
+KERNEL_SYMBOL = re.compile(r"([a-z][a-z0-9_]*?_\d+)_[A-Z].*")  # search.emit's kernel names: node, then its layouts
 TRANSFORMS = "layout transforms (edges)"
 
 
@@ -115,10 +123,11 @@ def tessera_profile(
 def tessera_costs(
     model: str, plan_path: Path, threads: int
 ) -> tuple[dict[str, float], dict[str, float], list[tuple[float, float, str]], dict[str, str]]:
-    """The plan's measured cost (ms) and the convolutions' GFLOP by kind, from the cost cache, per convolution
-    (ms, GFLOP, description), and each node's kind."""
+    """The plan's measured cost (ms) and the convolutions' and matrix products' GFLOP by kind, from the cost cache,
+    per convolution (ms, GFLOP, description), and each node's kind."""
     from cost_models.pricing import plan_assignment
     from experiments.tune import extract
+    from search.kinds import kernel_kind
 
     plan = json.loads(plan_path.read_text())
     extracted = extract(model, threads=threads, **plan["args"])
@@ -133,6 +142,10 @@ def tessera_costs(
             costs[TRANSFORMS] += float(node.costs[i])
             continue
         op = extracted.graph.op(node.name)
+        if op.kind in ("dense", "batch_matmul"):
+            workload = kernel_kind(op.kind).workload(op)
+            flops[op.kind] += (2 * workload.batch * workload.in_features * workload.out_features
+                               if op.kind == "dense" else workload.flops) / 1e9
         if op.kind == "conv2d":
             kh, kw = op.attrs["kernel"]
             kind = f"conv {kh}x{kw}"
@@ -170,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     for needed in (args.work / "model.onnx", args.work / "tessera" / "plan.json"):
         if not needed.is_file():
             parser.error(f"{needed} is missing: run benchmarks/peers.py --models {args.model} --work ... first")
-    ort_ms = ort_profile(args.work / "model.onnx", args.threads, args.runs)
+    ort_ms, ort_flops = ort_profile(args.work / "model.onnx", args.threads, args.runs)
     ours, flops, convs, node_kinds = tessera_costs(args.model, args.work / "tessera" / "plan.json", args.threads)
     inside, plain = tessera_profile(args.work / "tessera", args.threads, args.runs, node_kinds)
     kinds = sorted(set(ort_ms) | set(ours) | set(inside),
@@ -184,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     for kind in kinds:
         a, b, c, g = ort_ms.get(kind), ours.get(kind), inside.get(kind), flops.get(kind)
         ratio = f"{b / a:.2f}" if a and b else "-"
-        print(f"| {kind} | {_cell(g)} | {_cell(a)} | {_rate(g, a)} | {_cell(b)} | {_rate(g, b)} | {ratio} "
+        print(f"| {kind} | {_cell(g)} | {_cell(a)} | {_rate(ort_flops.get(kind) or g, a)} | {_cell(b)} "
+              f"| {_rate(g, b)} | {ratio} "
               f"| {_cell(c)} | {_rate(g, c)} |")
     total_a, total_b, total_c = sum(ort_ms.values()), sum(ours.values()), sum(inside.values())
     print(f"| total | {sum(flops.values()):.2f} | {total_a:.2f} | | {total_b:.2f} | | "
@@ -192,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\ntessera's plan end to end without the instrument: {plain.median_ms:.2f} ms (median of {plain.repeat} "
           f"repeats of {plain.number} runs, IQR {plain.spread_ms:.2f} ms, {plain.runtime_threads} runtime threads); "
           f"the instrumented calls sum to {total_c:.2f} ms.")
+    if not convs:
+        return 0
     rate = sum(flops.values()) / total_a * 1e3 if total_a else math.nan
     lost = sorted(((ms - g / rate * 1e3, ms, g, what) for ms, g, what in convs), reverse=True)[: args.top]
     print(f"\nTessera's convolutions losing the most time against ONNX Runtime's mean rate ({rate:.0f} GFLOP/s):\n")

@@ -25,7 +25,8 @@ from search.templates.workloads import Epilogue, KernelSpec
 
 FEATURE_VERSION = 11  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
 # 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
-# is_layer_norm, lane_partials; 9: prologue; 10: rows_outer; 11: a dense kernel's layouts (row layouts)
+# is_layer_norm, lane_partials; 9: prologue; 10: rows_outer; 11: a dense kernel's layouts (row layouts) and
+# rows_outer (its loop order)
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")

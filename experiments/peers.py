@@ -92,16 +92,29 @@ def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any
     if engine == "onnxruntime":
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        specs = session.get_inputs()  # drawn as tessera's artifacts draw theirs, so every engine sees one input
-        arrays = random_arrays([spec.shape for spec in specs], 0, [onnx_dtype(spec.type) for spec in specs])
-        feed = {spec.name: array for spec, array in zip(specs, arrays, strict=True)}
+        session, feed = onnxruntime_session(path, threads)
         return (lambda: session.run(None, feed)), {"engine_version": ort.__version__, "threads_used": threads}
     raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
+
+
+def onnxruntime_session(path: Path, threads: int, profile_prefix: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """An ONNX Runtime session on ``path`` as the peers benchmark runs it (every graph optimisation, ``threads``
+    intra-op threads, sequential) and its feed: every input drawn as tessera's artifacts draw theirs (seed 0), so
+    every engine sees one input. With ``profile_prefix``, ONNX Runtime's profiler writes there."""
+    import onnxruntime as ort
+
+    from search.artifact import random_arrays
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if profile_prefix is not None:
+        options.enable_profiling, options.profile_file_prefix = True, profile_prefix
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    specs = session.get_inputs()
+    arrays = random_arrays([spec.shape for spec in specs], 0, [onnx_dtype(spec.type) for spec in specs])
+    return session, {spec.name: array for spec, array in zip(specs, arrays, strict=True)}
 
 
 def onnx_dtype(type_name: str) -> str:

@@ -75,4 +75,6 @@ class DenseKind(TemplateKind):
         wl = spec.workload
         extents = Extents(wl.batch, wl.in_features, 1, 1, wl.out_features, 1, 1)
         run = layout(spec.in_layout).block() or wl.in_features  # the input's contiguous run of features
-        return tiled_kernel_features(spec, extents, run, dict(spec.knobs).get("oc_bn", 1))
+        knobs = dict(spec.knobs)
+        return {**tiled_kernel_features(spec, extents, run, knobs.get("oc_bn", 1)),
+                "rows_outer": float(knobs.get("rows", 0))}  # row tiles outermost (the default, 0, resolved)

@@ -153,17 +153,19 @@ def vectorize_tile(sch: tvm.s_tir.Schedule, block: tvm.s_tir.SBlockRV, depth: in
 
 
 def schedule_matmul(sch: tvm.s_tir.Schedule, acc: tvm.s_tir.SBlockRV, outer: Sequence, row, row_tile: int,
-                    columns, vector, k, k_unroll: int) -> None:
+                    columns, vector, k, k_unroll: int, columns_outer: bool = False) -> None:
     """The matmul templates' schedule of reduction block ``acc`` and its write-back "out": rows split in unrolled
     register tiles of ``row_tile``, the reduction ``k`` unrolled by ``k_unroll``, the ``vector`` loop (a column block)
     vectorised innermost; the ``outer`` loops, row tiles and ``columns`` (the column blocks) fused and run in
-    parallel, each writing its tile back at once."""
+    parallel, each writing its tile back at once. ``columns_outer``: column blocks outside the row tiles, so that a
+    block's weights stay in cache while every row tile passes (else each row tile streams every block's)."""
     row_outer, row_inner = sch.split(row, [None, row_tile])
     k_outer, k_inner = sch.split(k, [None, k_unroll])
-    sch.reorder(*outer, row_outer, columns, k_outer, k_inner, row_inner, vector)
+    tiles = (columns, row_outer) if columns_outer else (row_outer, columns)
+    sch.reorder(*outer, *tiles, k_outer, k_inner, row_inner, vector)
     out = sch.get_sblock("out")
-    sch.reverse_compute_at(out, columns)
-    sch.parallel(sch.fuse(*outer, row_outer, columns))
+    sch.reverse_compute_at(out, tiles[-1])
+    sch.parallel(sch.fuse(*outer, *tiles))
     sch.unroll(k_inner)
     sch.unroll(row_inner)
     sch.vectorize(vector)

@@ -4,8 +4,9 @@ The rows are stored ``NC`` (row-major) or ``CN{c}c`` (feature blocks outermost),
 block is the kernel's feature block ``oc_bn``, so each register tile it writes is contiguous; a blocked input is read
 through an index map. The output features are split in vectorised blocks of ``oc_bn``, the batch in an unrolled
 register tile of ``reg_b`` rows and the reduction unrolled by ``k_unroll``; (batch tile, feature block) pairs run in
-parallel. ``reg_b`` need not divide the rows (``row_tiles``): the tiles past the last row compute it again and the
-write-back drops them.
+parallel, feature blocks outermost (knob ``rows`` 0: each block's weights stay in cache while every row tile passes)
+or row tiles outermost (``rows`` 1: each row tile streams every block's weights). ``reg_b`` need not divide the rows
+(``row_tiles``): the tiles past the last row compute it again and the write-back drops them.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
         "oc_bn": [out_block] if out_block else [b for b in OC_BLOCKS if wl.out_features % b == 0] or [1],
         "reg_b": row_tiles(wl.batch),
         "k_unroll": k_unrolls(wl.in_features),
+        "rows": [0, 1],
     }
 
 
@@ -90,5 +92,5 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         sch.transform_layout("dense", ("read", 0), lambda b, i: (i // ib, b, i % ib))
     acc = sch.get_sblock("dense")
     b, oc, oi, k = sch.get_loops(acc)
-    schedule_matmul(sch, acc, [], b, knobs["reg_b"], oc, oi, k, knobs["k_unroll"])
+    schedule_matmul(sch, acc, [], b, knobs["reg_b"], oc, oi, k, knobs["k_unroll"], columns_outer=not knobs["rows"])
     return finish(sch)

@@ -120,6 +120,14 @@ def test_the_conv_loop_order_knob_is_left_out_at_its_default():
     assert not any(name == "rows" for knobs in knob_space(with_prologue) for name, _ in knobs)
 
 
+def test_the_dense_loop_order_is_a_knob_feature_blocks_outermost_first():
+    space = knob_space(KernelSpec(DenseWorkload(8, 32, 64), "NC", "NC"))
+    assert dict(space[0])["rows"] == 0 and {dict(knobs)["rows"] for knobs in space} == {0, 1}
+    for rows in (0, 1):  # 7 rows in padded tiles of 4, both orders
+        check_kernel(KernelSpec(DenseWorkload(7, 16, 64), "NC", "NC", (("reg_b", 4), ("rows", rows)), FULL),
+                     target=TARGET)
+
+
 def test_every_dense_knob_setting_is_correct():
     spec = KernelSpec(DenseWorkload(4, 12, 32), "NC", "NC", epilogue=FULL)
     for knobs in knob_space(spec):
