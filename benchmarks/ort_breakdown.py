@@ -38,13 +38,14 @@ MATMULS = ("MatMul", "FusedMatMul", "Gemm")
 
 
 def ort_kind(op: str, shapes: list[list[int]], out: list[int] | None) -> tuple[str, float]:
-    """An ONNX Runtime node's kind and GFLOP: ``conv KHxKW``, ``dense`` (a product by a 2-D weight), ``batch_matmul``
-    (of two activations), else its operator (no GFLOP)."""
+    """An ONNX Runtime node's kind and GFLOP: ``conv KHxKW``, ``batch_matmul`` (a product of two activations of 3 or
+    more dimensions), ``dense`` (any other matrix product: by a weight, which ONNX Runtime lists as 2-D or, once it
+    has packed it, without a shape), else its operator (no GFLOP)."""
     if "Conv" in op and len(shapes) > 1 and len(shapes[1]) == 4:
         return f"conv {shapes[1][2]}x{shapes[1][3]}", 0.0
-    if op in MATMULS and len(shapes) > 1 and out:
+    if op in MATMULS and shapes and out:
         gflop = 2 * math.prod(out) * shapes[0][-1] / 1e9
-        return ("dense" if len(shapes[1]) == 2 else "batch_matmul"), gflop
+        return ("batch_matmul" if len(shapes) > 1 and len(shapes[1]) > 2 else "dense"), gflop
     return op, 0.0
 
 

@@ -26,7 +26,7 @@ from search.kinds import KernelKind, LayoutKind, get_kind
 from search.kinds.base import COPIED, VIEW_OF
 from search.layouts import activation_shape, fixed_layout, layout
 
-NOT_4D = "-"  # the "layout" of tensors that are no activations (never transformed)
+NO_LAYOUT = "-"  # the "layout" of tensors that are no activations (never transformed)
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class _Emitter:
     def read(self, value: str, wanted: str) -> relax.Expr:
         """``value`` in layout ``wanted``, emitting (once) a layout_transform if it is stored otherwise."""
         expr, stored = self.values[value]
-        if stored in (wanted, NOT_4D):
+        if stored in (wanted, NO_LAYOUT):
             return expr
         key = (value, wanted)
         if key not in self.converted:
@@ -93,13 +93,12 @@ class _Emitter:
 
     def read_fixed(self, value: str) -> relax.Expr:
         """``value`` as fixed ops and model outputs read it: NCHW or NC (in its graph shape), or as it is."""
-        shape = self.shapes[value]
-        return self.read(value, fixed_layout(shape) if activation_shape(shape) is not None else NOT_4D)
+        return self.read(value, _fixed_layout(self.shapes[value]))
 
     def held(self, value: str, stored: str) -> tuple[int, ...]:
         """The shape of ``value``'s expression when stored in ``stored``: its graph shape in NC, else physical."""
         shape = self.shapes[value]
-        return tuple(shape) if stored in ("NC", NOT_4D) else layout(stored).physical_shape(activation_shape(shape))
+        return tuple(shape) if stored in ("NC", NO_LAYOUT) else layout(stored).physical_shape(activation_shape(shape))
 
     def kernel(self, op: Op, kind: KernelKind) -> None:
         candidate = self.chosen[op.name]
@@ -253,7 +252,7 @@ class _Emitter:
         self.define(op, self.bb.emit(expr, name_hint=op.name.replace(".", "_")), _fixed_layout(op.shape))
 
     def define(self, op: Op, expr: relax.Var, stored: str) -> None:
-        self.values[op.name] = (expr, stored if activation_shape(op.shape) is not None else NOT_4D)
+        self.values[op.name] = (expr, stored if activation_shape(op.shape) is not None else NO_LAYOUT)
         self.origins[expr.name] = Origin(op.name)
 
     def run(self) -> Emitted:
@@ -282,7 +281,7 @@ class _Emitter:
 
 def _fixed_layout(shape) -> str:
     """How fixed ops and model inputs store a value of ``shape``: NCHW or NC if it is an activation, else as is."""
-    return fixed_layout(shape) if activation_shape(shape) is not None else NOT_4D
+    return fixed_layout(shape) if activation_shape(shape) is not None else NO_LAYOUT
 
 
 def follower_expr(op: Op, x: relax.Expr, stored: str) -> relax.Expr:
