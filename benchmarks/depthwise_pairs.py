@@ -19,7 +19,6 @@ its CPU and vector unit.
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
 from collections import Counter
 from functools import partial
@@ -50,10 +49,7 @@ def profiled_ms(nodes: set[str], profile) -> float:
 
 def same_layouts(problem: Problem, depthwise: set[str]) -> Problem:
     """``problem`` with the converting candidates of the nodes ``depthwise`` forbidden."""
-    nodes = [dataclasses.replace(node, costs=[math.inf if converting(c) else float(cost)
-                                              for c, cost in zip(node.candidates, node.costs)])
-             if node.name in depthwise else node for node in problem.nodes]
-    return dataclasses.replace(problem, nodes=tuple(nodes))
+    return problem.forbidding(lambda node, candidate: node in depthwise and converting(candidate))
 
 
 KERNELS = ((144, 56), (192, 28), (576, 14), (960, 7))  # (channels, size) of MobileNetV2's 3x3 stride-1 layers

@@ -19,7 +19,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -289,6 +289,13 @@ class Problem:
     def to_names(self, indices: Sequence[int]) -> dict[str, str]:
         """Candidate index per node -> ``{node: candidate name}``."""
         return {node.name: node.candidates[i] for node, i in zip(self.nodes, self.to_indices(indices))}
+
+    def forbidding(self, forbidden: Callable[[str, str], bool]) -> Problem:
+        """This problem with candidate ``c`` of node ``n`` forbidden (cost inf) wherever ``forbidden(n, c)``: a
+        restricted space solved on the same costs."""
+        nodes = tuple(replace(node, costs=np.where([forbidden(node.name, c) for c in node.candidates], np.inf,
+                                                   node.costs)) for node in self.nodes)
+        return replace(self, nodes=nodes)
 
     def evaluate(self, assignment: Mapping[str, str] | Sequence[int]) -> float:
         """Total cost of an assignment; ``inf`` if it picks a forbidden candidate or pair."""

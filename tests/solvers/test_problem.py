@@ -100,3 +100,11 @@ def test_assignment_errors():
         p.evaluate({"a": "q", "b": "x"})
     with pytest.raises(ProblemError, match="out of range"):
         p.evaluate((0, 5))
+
+
+def test_forbidding_candidates_keeps_the_rest_of_the_problem():
+    p = Problem.build([("a", ["x", "y"], [1, 2]), ("b", ["x", "y"], [2, 1])], [("a", "b", [[0, 5], [5, 0]])])
+    restricted = p.forbidding(lambda node, candidate: node == "b" and candidate == "y")
+    assert restricted.evaluate({"a": "x", "b": "x"}) == p.evaluate({"a": "x", "b": "x"}) == 3.0
+    assert math.isinf(restricted.evaluate({"a": "y", "b": "y"})) and p.evaluate({"a": "y", "b": "y"}) == 3.0
+    assert np.array_equal(restricted.pairs[(0, 1)], p.pairs[(0, 1)]) and list(p.nodes[1].costs) == [2, 1]  # p unchanged
