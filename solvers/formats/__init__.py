@@ -6,9 +6,9 @@ Examples
 --------
 >>> import tempfile, pathlib
 >>> p = Problem.build([("a", ["x", "y"], [1, 2]), ("b", ["x", "y"], [2, 1])], [("a", "b", [[0, 5], [None, 0]])])
->>> path = pathlib.Path(tempfile.mkdtemp()) / "p.cfn"
->>> write_problem(p, path)
->>> back = read_problem(path)
+>>> with tempfile.TemporaryDirectory() as folder:
+...     write_problem(p, pathlib.Path(folder) / "p.cfn")
+...     back = read_problem(pathlib.Path(folder) / "p.cfn")
 >>> [back.evaluate(x) for x in ((0, 0), (0, 1), (1, 0), (1, 1))]
 [3.0, 7.0, inf, 3.0]
 """

@@ -77,7 +77,7 @@ def by_trial(experiment: str, store: str) -> dict:
     return {run.data.tags[TRIAL_ID]: run for run in trial_runs(experiment, store)}
 
 
-def test_grid_runs_on_ray_and_is_read_back_from_mlflow(grid, store):
+def test_grid_runs_on_ray_and_is_read_back_from_mlflow(grid, store, tmp_path):
     runs = by_trial(grid[1], store)
     assert sorted(runs) == sorted(f"{inst}/{solver}/r0" for inst in ("chain-n20-k4-s0", "densenet-k4-s0")
                                   for solver in ("dp", "pbqp", LP_BOUND))
@@ -95,7 +95,7 @@ def test_grid_runs_on_ray_and_is_read_back_from_mlflow(grid, store):
     assert artifacts == {"solution.json", "solver.log"}  # the problem is the parent run's, once per instance
     assert len({run.data.tags[PROBLEM_HASH] for run in runs.values()}) == 2
     assert len(trial_problem(pbqp, store)["nodes"]) == 20
-    solution = json.loads(open(client(store).download_artifacts(pbqp.info.run_id, "solution.json")).read())
+    solution = json.loads(open(client(store).download_artifacts(pbqp.info.run_id, "solution.json", tmp_path)).read())
     assert len(solution["assignment"]) == 20 and solution["cost"] == metrics["cost"]
 
 

@@ -82,12 +82,12 @@ def test_off_a_terminal_progress_is_a_line_per_trial_and_a_few_more(quick_grid):
     assert "\x1b" not in text and "\r" not in text
 
 
-def test_the_parent_run_has_the_config_the_code_version_and_the_summary(quick_grid, store):
+def test_the_parent_run_has_the_config_the_code_version_and_the_summary(quick_grid, store, tmp_path):
     summary, _, path = quick_grid
     run = parent_run(store, "quick")
     artifacts = {a.path for a in client(store).list_artifacts(run.info.run_id)}
     assert artifacts == {"quick.toml", "problems"}
-    saved = client(store).download_artifacts(run.info.run_id, "quick.toml")
+    saved = client(store).download_artifacts(run.info.run_id, "quick.toml", tmp_path)
     assert open(saved).read() == path.read_text()
     assert re.fullmatch(r"\d+\.\d+.*", run.data.tags["tessera.version"])
     assert re.fullmatch(r"[0-9a-f]{40}", run.data.tags["mlflow.source.git.commit"])  # the tests run in a checkout
