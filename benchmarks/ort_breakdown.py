@@ -3,7 +3,7 @@
 Reads what ``benchmarks/peers.py`` left in ``--work`` for the network (``model.onnx`` and the plan in
 ``tessera/plan.json``), runs ONNX Runtime with its profiler (same settings as the peers benchmark: every graph
 optimisation, ``--threads`` intra-op threads, the seed-0 inputs), and sums its node times per run by kind: the
-convolutions by kernel shape (read from the weight input), the matrix products as ``dense`` (by a 2-D weight) or
+convolutions by kernel shape (read from the weight input), the matrix products as ``dense`` (by a weight) or
 ``batch_matmul`` (of two activations), the rest by operator. Tessera's side is the plan's cost
 from the cost cache (``extract`` measures nothing when the cache is warm): each convolution's kernel cost grouped the
 same way, and the layout transforms; beside it, the exported plan (``tessera/``) profiled inside the network: every
@@ -144,9 +144,7 @@ def tessera_costs(
             continue
         op = extracted.graph.op(node.name)
         if op.kind in ("dense", "batch_matmul"):
-            workload = kernel_kind(op.kind).workload(op)
-            flops[op.kind] += (2 * workload.batch * workload.in_features * workload.out_features
-                               if op.kind == "dense" else workload.flops) / 1e9
+            flops[op.kind] += kernel_kind(op.kind).workload(op).flops / 1e9
         if op.kind == "conv2d":
             kh, kw = op.attrs["kernel"]
             kind = f"conv {kh}x{kw}"

@@ -50,7 +50,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
         "oc_bn": [out_block] if out_block else [b for b in OC_BLOCKS if wl.out_features % b == 0] or [1],
         "reg_b": row_tiles(wl.batch),
         "k_unroll": k_unrolls(wl.in_features),
-        "rows": [0, 1],
+        "rows": [0, 1] if wl.batch > 1 else [0],  # one row: one row tile, both orders the same loops
     }
 
 
