@@ -2,13 +2,16 @@
 the problem again with them, re-solve, and repeat until the plan stops changing.
 
 A round starts from plans that were exported and timed (the solver's and the uniform baselines): each is profiled
-(``search.profile``), the calls that compute one task give that task's in-network time (``cost_models.calibration``),
-kept in the cost cache under the ``network`` context. The problem is then priced again by the ``calibrated`` cost
-source (in-network times where known, isolated times scaled by their kind's ratio elsewhere) and the plans' predicted
-latency is their problem cost plus the time the problem does not price (fixed operators, the work fused around layout
-nodes and followers, the VM's own calls): the median, over the other profiled plans, of measured latency less problem
-cost, so that no plan's prediction uses its own measurement. The solvers then solve the calibrated problem; a new plan
-is exported, timed and profiled with the baselines for the next round, the same plan ends the rounds.
+(``search.profile``), the profile scaled to the plan's measured latency, and the calls that compute one task give
+that task's in-network time (``cost_models.calibration``), kept in the cost cache under the ``network`` context. The
+problem is then priced again by the ``calibrated`` cost source (in-network times where known, isolated times scaled
+by their kind's ratio elsewhere) and the plans' predicted latency is their problem cost plus the time the problem
+does not price (fixed operators, the work fused around layout nodes and followers, the VM's own calls): the median,
+over the other profiled plans, of measured latency less problem cost, so that no plan's prediction uses its own
+measurement. The solvers then solve the calibrated problem; a new plan is exported, timed and profiled with the
+baselines for the next round, the same plan ends the rounds. Plans timed after the last round are predicted at the
+machine's speed of that timing (``window_factors``: the baselines, timed in both, say how much faster or slower
+it runs now).
 
 Profiles taken while the machine is slower than when the costs were measured would teach the calibration that slow
 window (``cost_models.drift``): after profiling, a few of the plans' kernels are timed again (``check_drift``); if
@@ -51,8 +54,10 @@ class Round:
 
 
 def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles: Mapping[str, Profile],
-                       source: Any, cache: Any) -> int:
-    """Store the in-network times the profiles give for each plan's tasks; returns how many records were kept."""
+                       measured_ms: Mapping[str, float], source: Any, cache: Any) -> int:
+    """Store the in-network times the profiles give for each plan's tasks, each profile scaled to the plan's
+    measured latency (``measured_ms``, from the interleaved rounds: a profile's own runs last a second or so, and a
+    shared host's speed moves by several percent between seconds); returns how many records were kept."""
     from cost_models.calibration import network_times, store_network_times
     from search.export import make_target
     from search.plan import validate
@@ -62,7 +67,8 @@ def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles:
     kept = 0
     try:
         for label, profile in profiles.items():
-            times = network_times(extracted.graph, validate(plans[label], extracted.graph), profile)
+            times = network_times(extracted.graph, validate(plans[label], extracted.graph),
+                                  profile.at(measured_ms[label]))
             store_network_times(measured, times, profile.runs)
             kept += len(times)
     finally:
@@ -118,3 +124,20 @@ def predict(problem: Any, plans: Mapping[str, Any], measured_ms: Mapping[str, fl
         others = [value for other, value in unpriced.items() if other != label] or list(unpriced.values())
         offsets[label] = statistics.median(others) if others else 0.0
     return {label: costs[label] + offsets[label] for label in plans}, offsets
+
+
+def window_factors(plans: Mapping[str, Any], measured_ms: Mapping[str, float], then_plans: Mapping[str, Any],
+                   then_ms: Mapping[str, float]) -> dict[str, float]:
+    """Per plan, how fast the machine ran this timing against the round that calibrated the costs: the median, over
+    the *other* plans timed in both with the same choices (the uniform baselines), of now over then; 1 where there
+    is no such plan. A shared host's speed moves by several percent from one minute to the next while the plans'
+    relative speeds hold (docs/measurements.md), so a prediction carried from the calibration round to a later timing
+    is scaled by it, read off modules other than the one predicted."""
+    same = [label for label in measured_ms if label in then_ms and label in then_plans
+            and then_plans[label].choices == plans[label].choices]
+    out = {}
+    for label in plans:
+        ratios = [measured_ms[other] / then_ms[other] for other in same
+                  if other != label and plans[other].choices != plans[label].choices]
+        out[label] = statistics.median(ratios) if ratios else 1.0
+    return out

@@ -24,6 +24,7 @@ from experiments.calibrate import (
     keep_network_times,
     predict,
     predict_with_offsets,
+    window_factors,
 )
 from experiments.timing import time_plans, timing_line
 from search.errors import SearchError
@@ -265,8 +266,10 @@ def tune(
         Calibration rounds at most (default 1; 0: none, the plans predicted by isolated timings alone); they stop when
         the solvers' plan no longer changes. The default is what predicted the networks measured within 5%
         (docs/measurements.md). Every plan's
-        predicted latency is then its calibrated problem cost plus the unpriced time of the other plans, and
-        ``summary["calibration"]`` lists each round's predictions and measurements.
+        predicted latency is then its calibrated problem cost plus the unpriced time of the other plans, carried to
+        the machine's speed of the last timing where that came after the last round (``window``: how the baselines
+        timed in both moved; ``predicted_calibration_window_ms`` before it), and ``summary["calibration"]`` lists
+        each round's predictions and measurements.
     echo : callable
         Receives each printed line of the summary.
 
@@ -303,7 +306,7 @@ def tune(
     check = extract_args if calibrate else None
     results, load, profiles, drift = _timed(extracted, plans, repeat=repeat, keep=keep, profile=calibrate > 0,
                                             check=check, echo=echo)
-    rounds, measured_first, skipped = [], extracted, None
+    rounds, measured_first, skipped, round_plans = [], extracted, None, plans
     for index in range(1, calibrate + 1):
         if drift.disturbed:
             skipped = f"{drift.describe()}, twice running: those profiles were not kept"
@@ -313,6 +316,7 @@ def tune(
         extracted, solutions, round_ = _calibration_round(index, model, extracted, plans, results, profiles, chosen,
                                                           extract_args, drift.ratio)
         rounds.append(round_)
+        round_plans = plans
         if not round_.plan_changed:
             break
         best = min(solutions, key=lambda name: solutions[name].cost)
@@ -325,9 +329,13 @@ def tune(
         extracted = replace(extracted, tasks=measured_first.tasks, new=measured_first.new,
                             failed=measured_first.failed, seconds=measured_first.seconds)
         predicted = predict_with_offsets(extracted.problem, plans, rounds[-1].offset_ms)
+        measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
+        window = window_factors(plans, measured, round_plans, rounds[-1].measured_ms)
         for label, result in results.items():
             result["predicted_isolated_ms"] = plan_cost(measured_first.problem, plans[label].choices)
-            result["predicted_ms"] = predicted[label]
+            result["predicted_calibration_window_ms"] = predicted[label]
+            result["window"] = window[label]
+            result["predicted_ms"] = predicted[label] * window[label]
     baselines = {name: results.pop(name) for name in list(results) if not name.startswith("solver:")}
     per_solver = {name: {**_solution_dict(solution), **results[f"solver:{name}"]} for name, solution in
                   solutions.items()}
@@ -390,10 +398,10 @@ def _calibration_round(index: int, model: Any, extracted: Extracted, plans: dict
     from cost_models.sources import CalibratedSource
 
     source = _measured_source(extract_args)
-    keep_network_times(extracted, plans, profiles, source, extract_args.get("cache", DEFAULT_CACHE))
+    measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
+    keep_network_times(extracted, plans, profiles, measured, source, extract_args.get("cache", DEFAULT_CACHE))
     timing = source.timing
     calibrated = extract(model, **{**extract_args, "costs": CalibratedSource(timing)})
-    measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
     predicted, offsets = predict(calibrated.problem, plans, measured)
     solutions, _ = _solve_all(calibrated.problem, chosen)
     best = min(solutions, key=lambda name: solutions[name].cost)
@@ -495,6 +503,12 @@ def _solver_line(solver: dict[str, Any]) -> str:
     return line
 
 
+def _window(result: dict[str, Any]) -> str:
+    window = result.get("window", 1.0)
+    return "" if window == 1.0 else (f"; {_ms(result['predicted_calibration_window_ms'])} at the calibration "
+                                     f"round's speed, the machine x{window:.3f} since")
+
+
 def _predicted_note(m: dict[str, Any]) -> str:
     if "predicted" not in m:  # a source that predicts nothing (measured)
         return ""
@@ -525,7 +539,7 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     for label, result in rows:
         latency = result["latency"]
         speedup = f", plan speed-up {result['speedup']:.2f}x" if "speedup" in result else ""
-        isolated = f" (isolated timings: {_ms(result['predicted_isolated_ms'])})" \
+        isolated = f" (isolated timings: {_ms(result['predicted_isolated_ms'])}{_window(result)})" \
             if "predicted_isolated_ms" in result else ""
         lines.append(f"{label}: predicted {_ms(result['predicted_ms'])}{isolated}, measured "
                      f"{_ms(latency['median_ms'])} median (spread {_ms(latency['spread_ms'])}){speedup}")

@@ -11,7 +11,7 @@ The instrument costs time of its own (a Python call before and after every call,
 arguments), so the timed calls of an instrumented run do not add up to what an uninstrumented run lasts
 (docs/measurements.md). Each run of the instrumented VM therefore follows a run of a second, uninstrumented VM, and
 every time is scaled by the median uninstrumented wall time over the median sum of the timed calls: the profile adds
-up to what the deployed module takes, in the same window.
+up to what the deployed module takes, in the same window; ``Profile.at`` takes it to a latency measured elsewhere.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from search.emit import Origin
@@ -55,6 +55,16 @@ class Profile:
     def calls_ms(self) -> float:
         """The listed calls' time per run."""
         return sum(call.ms for call in self.calls)
+
+    def at(self, run_ms: float) -> Profile:
+        """The same split of the time, scaled so that a run lasts ``run_ms``: the profile of a module whose latency
+        was measured elsewhere (in ``tune``'s interleaved rounds, not in the profile's own window of a second)."""
+        if run_ms <= 0 or self.run_ms <= 0:
+            raise SearchError(f"a profile scales to a positive run time, got {run_ms} ms (profiled {self.run_ms} ms)")
+        factor = run_ms / self.run_ms
+        return Profile(tuple(replace(call, ms=call.ms * factor) for call in self.calls), self.overhead_ms * factor,
+                       {symbol: ms * factor for symbol, ms in self.builtins.items()}, run_ms, self.runs,
+                       self.scale * factor)
 
 
 def _listed(manifest: dict) -> list[tuple[str, tuple[Origin, ...]]]:

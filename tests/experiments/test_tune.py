@@ -186,8 +186,15 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     rows = cache._connect().execute("SELECT COUNT(*) FROM costs WHERE context LIKE ?", [f'%"{NETWORK}"%'])
     assert rows.fetchone()[0] > 0  # in-network records, under their own context
     plan = summary["plan"]
-    # the last calibrated cost plus that round's offset, fixed before the final timing
-    assert plan["predicted_ms"] == pytest.approx(summary["solver"]["cost"] + rounds[-1]["offset_ms"]["solver:auto"])
+    # the last calibrated cost plus that round's offset, fixed before the final timing, then carried to the speed
+    # of the machine in that timing (exactly 1 when the rounds converged: no timing after the last round)
+    assert plan["predicted_calibration_window_ms"] == pytest.approx(
+        summary["solver"]["cost"] + rounds[-1]["offset_ms"]["solver:auto"])
+    assert plan["predicted_ms"] == pytest.approx(plan["predicted_calibration_window_ms"] * plan["window"])
+    if summary["calibration"]["converged"]:
+        assert plan["window"] == 1.0 and all(b["window"] == 1.0 for b in summary["baselines"].values())
+    else:
+        assert plan["window"] > 0
     assert plan["predicted_isolated_ms"] > 0 and any("(isolated timings: " in line for line in lines)
     assert any(line.startswith("calibration round 1: predicted vs measured") for line in lines)
 

@@ -42,6 +42,17 @@ def test_fused_groups_name_their_members_and_the_vm_overhead_is_separate(profile
     assert 0 < profile.scale < 1  # the instrument's own time taken off: µs kernels, µs of instrument per call
 
 
+def test_a_profile_moves_to_a_latency_measured_elsewhere_keeping_its_split(profiled):
+    _, profile = profiled
+    moved = profile.at(3 * profile.run_ms)
+    assert moved.run_ms == 3 * profile.run_ms and moved.calls_ms + moved.overhead_ms == pytest.approx(moved.run_ms)
+    assert [c.ms for c in moved.calls] == pytest.approx([3 * c.ms for c in profile.calls])
+    assert moved.builtins == pytest.approx({s: 3 * ms for s, ms in profile.builtins.items()})
+    assert [c.ran for c in moved.calls] == [c.ran for c in profile.calls] and moved.runs == profile.runs
+    with pytest.raises(SearchError, match="positive run time"):
+        profile.at(0.0)
+
+
 def test_matching_skips_calls_that_did_not_run_and_refuses_strangers():
     assert _match(["a", "b", "a", "c"], [("a", 1.0), ("a", 2.0), ("c", 3.0)]) == [1.0, None, 2.0, 3.0]
     with pytest.raises(SearchError, match="manifest lists no such call"):
