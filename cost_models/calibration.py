@@ -7,8 +7,11 @@ or a node's chain (its calls that compute only a layout node's own op or the fol
 ``network`` (``NETWORK``), beside the isolated timings and never mixed with them.
 
 ``CalibratedCosts`` then prices a task by its in-network time where one is known, and otherwise by its isolated time
-scaled by a calibration factor (``Factors``): the median ratio of in-network to isolated time of the tasks of the same
-kind (conv2d, dense, layout transform, chain) that have both, in the tasks it is asked to price. Factors by kind and
+scaled by a calibration factor (``Factors``): the median ratio of in-network to isolated time of the ``NEIGHBOURS``
+tasks of the same kind (conv2d, dense, layout transform, chain) that have both, in the tasks it is asked to price,
+whose isolated records were measured nearest in time to the task's own. A cache holds records of many sittings, and a
+shared host's speed differs between them by up to a fifth (docs/measurements.md): a factor read off records of
+another sitting carries that difference into the price. Factors by kind and
 layout (``by_layout``) are the alternative ``benchmarks/fidelity.py`` compares; they predicted no better on the
 networks measured (docs/measurements.md). ``unpriced_ms`` is what a profiled plan spends
 outside the problem's terms (fixed operators, the work fused around layout nodes and followers, the VM's own calls).
@@ -16,6 +19,7 @@ outside the problem's terms (fixed operators, the work fused around layout nodes
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -55,35 +59,67 @@ def task_layout(task: Task) -> str | None:
     return task.layout if isinstance(task, ChainTask) else None
 
 
+NEIGHBOURS = 9
+"""Profiled tasks of a kind, measured nearest in time to a task, whose median ratio is its factor."""
+
+
 @dataclass(frozen=True)
 class Factors:
-    """Calibration factors (in-network over isolated time, medians) by kind and by (kind, layout)."""
+    """Calibration factors (in-network over isolated time, medians) by kind, by (kind, layout), and per kind the
+    ratios by when their isolated records were measured (``by_time``: sorted (measured_at, ratio) pairs)."""
 
     by_kind: dict[str, float] = field(default_factory=dict)
     by_layout: dict[tuple[str, str], float] = field(default_factory=dict)
+    by_time: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
 
     @classmethod
-    def fit(cls, ratios: Mapping[Task, float], by_layout: bool = False) -> Factors:
+    def fit(cls, ratios: Mapping[Task, float], by_layout: bool = False,
+            measured_at: Mapping[Task, float] | None = None) -> Factors:
         """The factors of tasks whose in-network over isolated time is ``ratios[task]``; with ``by_layout``, a
-        (kind, layout) group of at least ``MIN_GROUP`` tasks gets its own."""
+        (kind, layout) group of at least ``MIN_GROUP`` tasks gets its own; with ``measured_at`` (when each task's
+        isolated record was measured, seconds since the epoch; 0: unknown), ``of`` reads a kind's factor off the
+        tasks measured nearest in time."""
         kinds: dict[str, list[float]] = defaultdict(list)
         layouts: dict[tuple[str, str], list[float]] = defaultdict(list)
+        times: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for task, ratio in ratios.items():
             kinds[task_kind(task)].append(ratio)
             if by_layout and task_layout(task) is not None:
                 layouts[task_kind(task), task_layout(task)].append(ratio)
+            if measured_at and measured_at.get(task, 0.0) > 0:
+                times[task_kind(task)].append((measured_at[task], ratio))
         return cls({kind: statistics.median(values) for kind, values in kinds.items()},
-                   {group: statistics.median(values) for group, values in layouts.items() if len(values) >= MIN_GROUP})
+                   {group: statistics.median(values) for group, values in layouts.items() if len(values) >= MIN_GROUP},
+                   {kind: tuple(sorted(pairs)) for kind, pairs in times.items()})
 
-    def of(self, task: Task) -> float:
-        """``task``'s factor: its kind and layout's, else its kind's, else 1."""
+    def of(self, task: Task, measured_at: float = 0.0) -> float:
+        """``task``'s factor: its kind and layout's; else, given when its isolated record was measured, the median
+        of the ``NEIGHBOURS`` of its kind measured nearest to then; else its kind's; else 1."""
         kind = task_kind(task)
-        return self.by_layout.get((kind, task_layout(task)), self.by_kind.get(kind, 1.0))
+        if (kind, task_layout(task)) in self.by_layout:
+            return self.by_layout[kind, task_layout(task)]
+        if measured_at > 0 and kind in self.by_time:
+            return statistics.median(_nearest(self.by_time[kind], measured_at, NEIGHBOURS))
+        return self.by_kind.get(kind, 1.0)
 
     def summary(self) -> dict[str, float]:
         """The factors by name (``conv2d``, ``conv2d NCHW16c``), rounded, for stats and logs."""
         named = {**self.by_kind, **{f"{kind} {layout}": value for (kind, layout), value in self.by_layout.items()}}
         return {name: round(value, 4) for name, value in sorted(named.items())}
+
+
+def _nearest(pairs: Sequence[tuple[float, float]], at: float, count: int) -> list[float]:
+    """The values of the ``count`` (time, value) ``pairs`` (sorted by time) nearest to time ``at``."""
+    low = high = bisect.bisect_left(pairs, (at, float("-inf")))
+    picked: list[float] = []
+    while len(picked) < min(count, len(pairs)):
+        if low > 0 and (high == len(pairs) or at - pairs[low - 1][0] <= pairs[high][0] - at):
+            low -= 1
+            picked.append(pairs[low][1])
+        else:
+            picked.append(pairs[high][1])
+            high += 1
+    return picked
 
 
 def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile
@@ -168,7 +204,7 @@ class CalibratedCosts(CostProvider):
             known = network.get(task.key) if not task.free else None
             if known is not None and known.ok and record.ok and record.median_ms > 0:
                 ratios[task] = known.median_ms / record.median_ms
-        factors = Factors.fit(ratios)
+        factors = Factors.fit(ratios, measured_at={task: record.measured_at for task, record in zip(tasks, isolated)})
         out, priced = [], {}
         for task, record in zip(tasks, isolated):
             known = None if task.free else network.get(task.key)
@@ -179,7 +215,7 @@ class CalibratedCosts(CostProvider):
                 out.append(known)
                 priced[task.key] = "in_network"
             elif record.ok:
-                factor = factors.of(task)
+                factor = factors.of(task, record.measured_at)
                 spread = None if record.spread_ms is None else record.spread_ms * factor
                 out.append(replace(record, median_ms=record.median_ms * factor, spread_ms=spread))
                 priced[task.key] = "scaled"

@@ -90,3 +90,37 @@ def test_a_layout_with_enough_profiled_tasks_gets_its_own_factor_the_others_thei
     assert factors.of(TransformTask((1, 16, 8, 8), "NCHW", "NCHW16c")) == 1.0  # no transform profiled
     assert factors.summary() == {"conv2d": 4.0, "conv2d NCHW16c": 2.0}
     assert Factors.fit({**blocked, **plain}).of(conv_in("NCHW16c", 64)) == 4.0  # by kind alone: the default
+
+
+def conv_of(channels: int) -> KernelTask:
+    wl = Conv2DWorkload(1, channels, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
+    return KernelTask(KernelSpec(wl, "NCHW8c", "NCHW8c", (), Epilogue()))
+
+
+def test_a_factor_is_read_off_the_tasks_measured_nearest_in_time(tmp_path):
+    # two sittings an hour apart: the first one's records 1.5x what the network runs, the second's level with it
+    first = {conv_of(8 * i): 2.0 + 0.01 * i for i in range(1, 12)}  # 11 tasks, factors 2.01 .. 2.11
+    second = {conv_of(8 * i): 1.0 for i in range(12, 22)}
+    when = {task: 1000.0 + i for i, task in enumerate(first)} | {task: 4600.0 + i for i, task in enumerate(second)}
+    factors = Factors.fit({**first, **second}, measured_at=when)
+    assert factors.of(conv_of(800), 1004.0) == pytest.approx(2.05)  # the 9 nearest: 2.01 .. 2.09
+    assert factors.of(conv_of(800), 5000.0) == 1.0
+    assert factors.of(conv_of(800), 2800.0) == pytest.approx(2.07)  # nearer the first sitting's end: 2.03 .. 2.11
+    assert factors.of(conv_of(800)) == factors.by_kind["conv2d"] == 2.01  # when unknown: the kind's median
+    assert factors.of(TransformTask((1, 16, 8, 8), "NCHW", "NCHW16c"), 1004.0) == 1.0  # no transform profiled
+
+
+def test_calibrated_costs_scale_each_task_by_its_own_sittings_factor(tmp_path):
+    from cost_models.cache import CostRecord
+
+    early = [conv_of(8 * i) for i in range(1, 10)]
+    late = [conv_of(8 * i) for i in range(10, 19)]
+    unprofiled = {conv_of(400): 1500.0, conv_of(408): 9500.0}  # measured with the early and the late sitting
+    with provider(tmp_path / "c.sqlite") as measured:
+        isolated = {task.key: CostRecord(1.0, 0.01, 10, measured_at=1000.0 + i) for i, task in enumerate(early)}
+        isolated |= {task.key: CostRecord(1.0, 0.01, 10, measured_at=9000.0 + i) for i, task in enumerate(late)}
+        isolated |= {task.key: CostRecord(1.0, 0.01, 10, measured_at=at) for task, at in unprofiled.items()}
+        measured.cache.put_many(measured.context, isolated)
+        store_network_times(measured, {task: 1.3 for task in early} | {task: 0.9 for task in late}, 3)
+        records = CalibratedCosts(measured).measure([*early, *late, *unprofiled])  # a problem's tasks, priced at once
+    assert [record.median_ms for record in records[-2:]] == pytest.approx([1.3, 0.9])
