@@ -26,6 +26,17 @@ def timing_line(plans: dict[str, Any], repeat: int, profile: bool) -> str:
             f"timing them in {repeat} interleaved rounds{profiled}")
 
 
+def predicted_cost(problem: Any, plan: Any) -> float | None:
+    """The problem's cost of ``plan`` (ms), None where the problem forbids one of its choices: a baseline runs every
+    kernel at its default knobs, also one whose isolated measurement failed (a build that timed out, say)."""
+    import math
+
+    from cost_models.pricing import plan_cost
+
+    cost = plan_cost(problem, plan.choices)
+    return cost if math.isfinite(cost) else None
+
+
 def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: dict[str, Path] | None = None,
                profile_runs: int = 0) -> tuple[dict[str, dict[str, Any]], list[float], dict[str, Any]]:
     """Export and check each distinct plan once, then time them all in interleaved rounds.
@@ -35,7 +46,6 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep
     with identical plans share one export and timing), the 1-minute load average before and after timing, and with
     ``profile_runs`` each distinct plan's profile inside the network (``search.profile``) by label.
     """
-    from cost_models.pricing import plan_cost
     from search.artifact import load_artifact
     from search.export import export, make_target, reference_outputs
     from search.profile import profile_artifact
@@ -62,7 +72,7 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep
             if label in keep:
                 shutil.copytree(where, keep[label], dirs_exist_ok=True)
             artifacts[label] = load_artifact(where)
-            results[label] = {"predicted_ms": plan_cost(problem, plan.choices),
+            results[label] = {"predicted_ms": predicted_cost(problem, plan),
                               "relative_error": compiled.manifest["numerical_check"]["relative_error"]}
         load = [os.getloadavg()[0]]
         for label, latency in interleaved_latency(artifacts, rounds=repeat, threads=threads).items():

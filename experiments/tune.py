@@ -26,7 +26,7 @@ from experiments.calibrate import (
     predict_with_offsets,
     window_factors,
 )
-from experiments.timing import time_plans, timing_line
+from experiments.timing import predicted_cost, time_plans, timing_line
 from search.errors import SearchError
 
 if TYPE_CHECKING:
@@ -283,7 +283,6 @@ def tune(
     SearchError, SolverError
         Bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
     """
-    from cost_models.pricing import plan_cost
     from experiments.show import draw_plan
     from search.export import make_target
     from solvers.base import make_solver
@@ -332,7 +331,7 @@ def tune(
         measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
         window = window_factors(plans, measured, round_plans, rounds[-1].measured_ms)
         for label, result in results.items():
-            result["predicted_isolated_ms"] = plan_cost(measured_first.problem, plans[label].choices)
+            result["predicted_isolated_ms"] = predicted_cost(measured_first.problem, plans[label])
             result["predicted_calibration_window_ms"] = predicted[label]
             result["window"] = window[label]
             result["predicted_ms"] = predicted[label] * window[label]

@@ -40,3 +40,12 @@ def test_the_same_timing_or_no_plan_in_common_is_no_window():
     other = plans(**{"solver:auto": "b", "nchw": "m"})
     assert window_factors(other, {"solver:auto": 5.0, "nchw": 9.0}, then, then_ms) == {"solver:auto": 1.0,
                                                                                        "nchw": 1.0}
+
+
+def test_a_plan_the_problem_forbids_is_predicted_as_nothing_not_infinity():
+    from experiments.timing import predicted_cost
+    from solvers.problem import Problem
+
+    problem = Problem.build([("a", ["x", "y"], [1.0, float("inf")]), ("b", ["x"], [2.0])], [("a", "b", [[0.5], [0]])])
+    assert predicted_cost(problem, SimpleNamespace(choices={"a": "x", "b": "x"})) == 3.5
+    assert predicted_cost(problem, SimpleNamespace(choices={"a": "y", "b": "x"})) is None  # a failed measurement
