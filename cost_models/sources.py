@@ -13,8 +13,8 @@ Built in:
   ``warm`` or ``cold``; see ``cost_models.timer``);
 - ``xgboost``: a regression cost-model file predicts every task (``cost_models.learned.PredictedCosts``);
 - ``calibrated``: measure as ``measured``, then price each task by its in-network time where profiles of exported
-  plans left one in the cache, else by its isolated time scaled by its kind's in-network ratio
-  (``cost_models.calibration.CalibratedCosts``);
+  plans left one in the cache, else by its isolated time scaled by its kind's in-network ratio (read off the tasks
+  measured nearest in time; ``cost_models.calibration.CalibratedCosts``);
 - ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit
   rounds and predict the rest (``cost_models.learned.HybridCosts``), measuring with a timing method as ``measured``.
 
@@ -285,7 +285,8 @@ class HybridSource(CostSource):
 @dataclass(frozen=True)
 class CalibratedSource(CostSource):
     """Measure every task the cache lacks, then price it by its in-network time where a profile recorded one, else
-    by its isolated time scaled by its kind's in-network ratio (``cost_models.calibration``)."""
+    by its isolated time scaled by its kind's in-network ratio near when it was measured
+    (``cost_models.calibration``)."""
 
     name = "calibrated"
     description = "measure every task and calibrate on the in-network times of profiled plans"

@@ -4,14 +4,14 @@ the problem again with them, re-solve, and repeat until the plan stops changing.
 A round starts from plans that were exported and timed (the solver's and the uniform baselines): each is profiled
 (``search.profile``), the profile scaled to the plan's measured latency, and the calls that compute one task give
 that task's in-network time (``cost_models.calibration``), kept in the cost cache under the ``network`` context. The
-problem is then priced again by the ``calibrated`` cost source (in-network times where known, isolated times scaled
-by their kind's ratio elsewhere) and the plans' predicted latency is their problem cost plus the time the problem
-does not price (fixed operators, the work fused around layout nodes and followers, the VM's own calls): the median,
-over the other profiled plans, of measured latency less problem cost, so that no plan's prediction uses its own
-measurement. The solvers then solve the calibrated problem; a new plan is exported, timed and profiled with the
-baselines for the next round, the same plan ends the rounds. Plans timed after the last round are predicted at the
-machine's speed of that timing (``window_factors``: the baselines, timed in both, say how much faster or slower
-it runs now).
+problem is then priced again by the ``calibrated`` cost source (in-network times where known, elsewhere isolated
+times scaled by the ratio of their kind's tasks measured nearest in time) and the plans' predicted latency is their
+problem cost plus the time the problem does not price (fixed operators, the work fused around layout nodes and
+followers, the VM's own calls): the median, over the other profiled plans, of measured latency less problem cost, so
+that no plan's prediction uses its own measurement. The solvers then solve the calibrated problem; a new plan is
+exported, timed and profiled with the baselines for the next round, the same plan ends the rounds. Plans timed after
+the last round are predicted at the machine's speed of that timing (``window_factors``: the baselines, timed in both,
+say how much faster or slower it runs now).
 
 Profiles taken while the machine is slower than when the costs were measured would teach the calibration that slow
 window (``cost_models.drift``): after profiling, a few of the plans' kernels are timed again (``check_drift``); if

@@ -1,5 +1,5 @@
 """Calibration on the network itself: profiled calls attributed to tasks, in-network records beside isolated ones,
-isolated times scaled by their kind's in-network ratio."""
+isolated times scaled by their kind's in-network ratio near when they were measured."""
 
 from __future__ import annotations
 
