@@ -28,11 +28,12 @@ from cost_models.sources import XGBoostSource  # noqa: E402
 from cost_models.tasks import FREE  # noqa: E402
 from cost_models.xgb_model import XGBCostModel  # noqa: E402
 from experiments.costmodel import evaluate_on, train  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans  # noqa: E402
-from experiments.tune import extract, use_threads  # noqa: E402
 from search import space as spaces  # noqa: E402
 from search.export import make_target  # noqa: E402
 from search.plan import BASELINES, baseline_plan, plan_from_assignment  # noqa: E402
+from search.threads import use_threads  # noqa: E402
 from solvers import solve  # noqa: E402
 
 
@@ -103,20 +104,20 @@ def main() -> None:
             rows[source] = (counts, solution.cost, reference.problem.evaluate(solution.assignment))
         for name in BASELINES:
             plans[name] = baseline_plan(reference.graph, name, args.test, reference.args)
-        results, load, _ = time_plans(reference, plans, repeat=args.rounds)
-    best = results["measured"]["latency"]["median_ms"]
-    print(f"\n{args.test}, {threads} threads, {args.rounds} interleaved rounds (1-min load {load[0]:.2f} -> "
-          f"{load[1]:.2f}):\n")
+        timed = time_plans(reference, plans, repeat=args.rounds)
+    best = timed.timings["measured"].median_ms
+    print(f"\n{args.test}, {threads} threads, {args.rounds} interleaved rounds (1-min load {timed.load[0]:.2f} -> "
+          f"{timed.load[1]:.2f}):\n")
     print("| costs | measured | predicted plan cost (ms) | cost under measured costs (ms) | latency (ms, median) "
           "| spread (ms) | vs measured plan |\n|---|---|---:|---:|---:|---:|---:|")
     for source, (counts, predicted_cost, true_cost) in rows.items():
-        latency = results[source]["latency"]
+        latency = timed.timings[source].latency
         share = f"{counts['measured']}/{counts['tasks']} ({100 * counts['measured'] / counts['tasks']:.0f}%)"
         print(f"| {source} | {share} | {predicted_cost:.3f} | {true_cost:.3f} | {latency['median_ms']:.3f} | "
               f"{latency['spread_ms']:.3f} | {latency['median_ms'] / best:.3f}x |")
     for name in BASELINES:
-        latency = results[name]["latency"]
-        print(f"| baseline {name} | - | - | {results[name]['predicted_ms']:.3f} | {latency['median_ms']:.3f} | "
+        latency = timed.timings[name].latency
+        print(f"| baseline {name} | - | - | {timed.timings[name].predicted_ms:.3f} | {latency['median_ms']:.3f} | "
               f"{latency['spread_ms']:.3f} | {latency['median_ms'] / best:.3f}x |")
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
-from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import baseline_plan  # noqa: E402
@@ -108,13 +108,13 @@ def main() -> None:
         plans = {"plan": plan, "plan, same layouts": extracted.plan(solve(same_layouts(extracted.problem, depthwise))),
                  **{name: baseline_plan(graph, name, extracted.model, extracted.args) for name in BASELINES}}
         pairs = Counter(plan.choices[node].split(":")[0] for node in depthwise if converting(plan.choices[node]))
-        results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+        timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
         print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; layouts "
               f"{', '.join(args.layouts)}, space {args.space_size}; {extracted.new} of {extracted.tasks} tasks "
-              f"measured; load {load[0]:.2f} -> {load[1]:.2f}")
+              f"measured; load {timed.load[0]:.2f} -> {timed.load[1]:.2f}")
         print(f"{len(depthwise)} depthwise convolutions; the plan converts in {sum(pairs.values())}: "
               f"{', '.join(f'{pair} x{n}' for pair, n in pairs.most_common()) or 'none'}\n")
-        print("\n".join(plan_table(results, profiles, "depthwise ms (profile)", partial(profiled_ms, depthwise))))
+        print("\n".join(plan_table(timed, "depthwise ms (profile)", partial(profiled_ms, depthwise))))
 
 
 if __name__ == "__main__":

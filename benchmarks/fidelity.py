@@ -41,13 +41,14 @@ from cost_models.measure import MeasuredCosts, cpu_model  # noqa: E402
 from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans  # noqa: E402
-from experiments.tune import extract, use_threads  # noqa: E402
 from search.export import make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import KernelKind, get_kind  # noqa: E402
 from search.plan import baseline_plan, plan_from_assignment, validate  # noqa: E402
 from search.space import tuning_space  # noqa: E402
+from search.threads import use_threads  # noqa: E402
 from solvers import solve  # noqa: E402
 
 UNIFORM = ("nchw", "nhwc", "nchw8c", "nchw16c")
@@ -85,8 +86,8 @@ def run(model: str, args) -> list[str]:
     plans = {name: plan_from_assignment(solve(problem, name).assignment, model, extracted.args, auxiliary=auxiliary)
              for name in ("auto", "greedy")}
     plans.update({name: baseline_plan(graph, name, model, extracted.args) for name in UNIFORM})
-    results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
-    measured = {label: result["latency"]["median_ms"] for label, result in results.items()}
+    timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+    measured, profiles, load = timed.medians(), timed.profiles, timed.load
     chosen = {label: validate(plan, graph) for label, plan in plans.items()}
     source = {label: profiles.get(label) or next(p for other, p in profiles.items()
                                                  if plans[other].choices == plans[label].choices) for label in plans}
@@ -122,7 +123,7 @@ def run(model: str, args) -> list[str]:
     lines += ["", "| plan | measured ms (IQR) | " + " | ".join(f"predicted {m}" for m in predictions) + " |",
               "| --- | ---: |" + " ---: |" * len(predictions)]
     for label in plans:
-        latency = results[label]["latency"]
+        latency = timed.timings[label].latency
         cells = [f"{values[label]:.2f} ({100 * (values[label] / measured[label] - 1):+.1f}%)"
                  for values in predictions.values()]
         lines.append(f"| {label} | {latency['median_ms']:.2f} ({latency['spread_ms']:.2f}) | " + " | ".join(cells)

@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: not artifact directories: {', '.join(missing)}" if missing
               else "error: --rounds and --threads must be >= 1", file=sys.stderr)
         return 2
-    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    from search.threads import use_threads
+
+    use_threads(args.threads)
 
     from cost_models.measure import cpu_model
     from experiments.peers import Contender, PeerWorker, load_runner

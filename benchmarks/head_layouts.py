@@ -2,11 +2,11 @@
 head-major (``BIJ``: export transposes queries, keys and values into the kernel's order and the context back), each
 batch_matmul node there running its best head-major candidate.
 
-The model's space is priced from the cost cache (``experiments.tune.extract``: what the cache lacks is measured with the
-default timing) and solved exactly; both plans are exported and checked, timed end to end in interleaved rounds and
-profiled inside the network (``search.profile``), and the time of their batch_matmul kernels and head transforms
-compared with what the problem predicts for them. Prints markdown with the host's CPU and vector unit. Measuring
-fills the cache and timing wants a quiet machine: run nothing else meanwhile.
+The model's space is priced from the cost cache (``experiments.extraction.extract``: what the cache lacks is measured
+with the default timing) and solved exactly; both plans are exported and checked, timed end to end in interleaved rounds
+and profiled inside the network (``search.profile``), and the time of their batch_matmul kernels and head transforms
+compared with what the problem predicts for them. Prints markdown with the host's CPU and vector unit. Measuring fills
+the cache and timing wants a quiet machine: run nothing else meanwhile.
 
     .venv/bin/python benchmarks/head_layouts.py --model bert_base --threads 2 --cache costs.sqlite
 """
@@ -22,14 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's
 
 from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.pricing import plan_cost  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from experiments.timing import interleaved_latency  # noqa: E402
-from experiments.tune import extract, use_threads  # noqa: E402
 from search.artifact import load_artifact, save_artifact  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.export import export, make_target, reference_outputs  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import Plan, plan_from_assignment  # noqa: E402
 from search.profile import profile_artifact  # noqa: E402
+from search.threads import use_threads  # noqa: E402
 from solvers import solve  # noqa: E402
 
 KIND = "batch_matmul"

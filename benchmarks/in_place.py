@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
-from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.errors import SearchError  # noqa: E402
 from search.isa import HOST  # noqa: E402
@@ -75,12 +75,12 @@ def main() -> None:
                  "nchw16c, in place": with_concats(uniform, graph, True), "nchw16c": uniform}
         eligible = sum(1 for op in graph.tunable if op.kind == "concat" and op.attrs.get(IN_PLACE))  # views too
         chosen = sum(1 for op in graph.tunable if Candidate.parse(plan.choices[op.name]).in_place)
-        results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+        timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
         print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; {extracted.new} of "
-              f"{extracted.tasks} tasks measured; load {load[0]:.2f} -> {load[1]:.2f}")
+              f"{extracted.tasks} tasks measured; load {timed.load[0]:.2f} -> {timed.load[1]:.2f}")
         print(f"{eligible} of {sum(op.kind == 'concat' for op in graph.tunable)} concats can run in place; the "
               f"solver runs {chosen} in place\n")
-        print("\n".join(plan_table(results, profiles, "concat calls ms (profile)", concat_ms)))
+        print("\n".join(plan_table(timed, "concat calls ms (profile)", concat_ms)))
 
 
 if __name__ == "__main__":

@@ -127,7 +127,7 @@ def tessera_costs(
     """The plan's measured cost (ms) and the convolutions' and matrix products' GFLOP by kind, from the cost cache,
     per convolution (ms, GFLOP, description), and each node's kind."""
     from cost_models.pricing import plan_assignment
-    from experiments.tune import extract
+    from experiments.extraction import extract
     from search.kinds import kernel_kind
 
     plan = json.loads(plan_path.read_text())

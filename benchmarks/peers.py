@@ -2,7 +2,7 @@
 
 Per network (batch 1, ``--threads`` for everyone):
 
-1. tessera: ``experiments.tune.extract`` (measures what the cost cache lacks, timed by ``--timing``, over
+1. tessera: ``experiments.extraction.extract`` (measures what the cost cache lacks, timed by ``--timing``, over
    ``--layouts`` and ``--space-size`` if given), the best of
    pbqp and ilp (60 s), the plan exported and checked; its seconds are recorded;
 2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
@@ -60,7 +60,7 @@ MODELS = ("resnet50", "densenet201", "inception_v3", "ssd_resnet50_512")
 def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict]:
     """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines."""
     from cost_models.sources import MeasuredSource
-    from experiments.tune import extract
+    from experiments.extraction import extract
     from search.export import export, make_target, reference_outputs
     from search.plan import Plan, baseline_plan, plan_from_assignment
     from solvers import solve

@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.measure import cpu_model  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
-from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import Plan, baseline_plan  # noqa: E402
@@ -104,13 +104,13 @@ def main() -> None:
                                   for where, label in PLACEMENTS.items()}}
         chosen = Counter(PLACEMENTS[dict(Candidate.parse(plan.choices[op.name]).knobs)["prologue"]]
                          for op in graph.tunable if op.attrs.get("prologue"))
-        results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+        timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
         print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; layouts "
               f"{', '.join(args.layouts)}, space {args.space_size}; {extracted.new} of {extracted.tasks} tasks "
-              f"measured; load {load[0]:.2f} -> {load[1]:.2f}")
+              f"measured; load {timed.load[0]:.2f} -> {timed.load[1]:.2f}")
         print(f"{sum(chosen.values())} convolutions read through a prologue; the plan computes them "
               f"{', '.join(f'{n} {label}' for label, n in chosen.most_common())}\n")
-        print("\n".join(plan_table(results, profiles, "prologue convs ms (profile)",
+        print("\n".join(plan_table(timed, "prologue convs ms (profile)",
                                    partial(prologue_ms, graph))))
 
 

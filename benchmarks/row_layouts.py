@@ -1,13 +1,13 @@
 """Blocked rows between linear layers: the solver's plan in a space with the row layouts ``CN{c}c`` against its plan
 on the same problem with every linear layer's blocked candidates forbidden (every linear layer ``NC``).
 
-The space holds every candidate of every node (``--space-size`` large enough), so the NC kernels compete with all
-their knob settings in both. It is priced from the cost cache (``experiments.tune.extract``: what the cache lacks is
+The space holds every candidate of every node (``--space-size`` large enough), so the NC kernels compete with all their
+knob settings in both. It is priced from the cost cache (``experiments.extraction.extract``: what the cache lacks is
 measured with the default timing) and solved exactly twice; per distinct linear layer the best kernel reading and
 writing each row layout is printed (isolated records), then both plans are exported and checked, timed end to end in
 interleaved rounds and profiled inside the network (``experiments.timing.time_plans``: two identical plans are timed
-once). Prints markdown with the host's CPU and vector unit. Measuring fills the cache and timing wants a quiet
-machine: run nothing else meanwhile.
+once). Prints markdown with the host's CPU and vector unit. Measuring fills the cache and timing wants a quiet machine:
+run nothing else meanwhile.
 
     .venv/bin/python benchmarks/row_layouts.py --models bert_base --threads 2 --cache costs.sqlite --rounds 10
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's packages before this directory's
 
 from cost_models.measure import cpu_model  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans, variant_benchmark_args  # noqa: E402
-from experiments.tune import extract  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import kernel_kind  # noqa: E402

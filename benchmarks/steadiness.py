@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.rounds + [args.repeats, args.threads]) < 1 or args.pause < 0:
         print("error: --rounds, --repeats and --threads must be >= 1, --pause >= 0", file=sys.stderr)
         return 2
-    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    from search.threads import use_threads
+
+    use_threads(args.threads)
 
     from cost_models.measure import cpu_model
     from experiments.timing import interleaved_latency

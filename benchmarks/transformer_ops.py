@@ -1,6 +1,6 @@
 """GFLOP/s of tessera's dense and batch_matmul kernels on a transformer's distinct layers, beside numpy's BLAS.
 
-The model's candidate space is measured (``experiments.tune.extract``, warm timings as throughput is quoted, the
+The model's candidate space is measured (``experiments.extraction.extract``, warm timings as throughput is quoted, the
 given cost cache); for each distinct workload the best candidate's median is reported with the number of nodes
 running it, and the same product computed by numpy (``a @ w`` in float32, BLAS limited to the same threads with
 threadpoolctl): random inputs, a warm-up, repeats of at least 50 ms, median and interquartile range, one timing at a
@@ -29,9 +29,10 @@ from fma_peak import measure_peak  # noqa: E402  (this script's directory)
 
 from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
-from experiments.tune import extract, use_threads  # noqa: E402
+from experiments.extraction import extract  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import get_kind  # noqa: E402
+from search.threads import use_threads  # noqa: E402
 
 KINDS = ("dense", "batch_matmul")
 MIN_REPEAT_S = 0.05

@@ -34,6 +34,7 @@ from tvm.script import relax as R  # noqa: E402
 from cost_models.measure import cpu_model  # noqa: E402
 from search.export import make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
+from search.threads import use_threads  # noqa: E402
 
 MODES = ("bytecode", "compiled", "bytecode, parallel")
 SIZE = 16
@@ -120,7 +121,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.calls < 1 or args.rounds < 1 or args.runs < 1 or not 1 <= args.threads <= os.cpu_count():
         parser.error("--calls, --rounds and --runs must be positive, --threads from 1 to the cores")
-    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+    use_threads(args.threads)
     print(f"host: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads, load {os.getloadavg()[0]:.2f}")
     per_call(args.calls, args.rounds, args.threads)
     for directory in args.artifact:

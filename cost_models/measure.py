@@ -27,6 +27,7 @@ from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, Context, CostCache
 from cost_models.tasks import FREE, Task
 from cost_models.workers import PASSES, Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
 from search.templates import TEMPLATE_VERSION
+from search.threads import thread_variables
 
 DEFAULT_BUILD = "cost_models.workers.build_artifact"
 DEFAULT_RUN = "cost_models.workers.run_artifact"
@@ -160,7 +161,7 @@ class LocalMeasurer:
             f_build, size=builders, timeout=build_timeout, environment={}, log_dir=workdir, label="build"
         )
         self._runner = WorkerPool(
-            f_run, size=1, timeout=run_timeout, environment={"TVM_NUM_THREADS": str(settings.threads)},
+            f_run, size=1, timeout=run_timeout, environment=thread_variables(settings.threads),
             log_dir=workdir, label="run",
         )
 

@@ -16,9 +16,9 @@ A single call per repeat needs many repeats for a stable median: as many as fit 
 time, between ``repeat`` and ``MAX_COLD_REPEATS`` (or a given ``max_repeats``).
 
 TVM's CPU thread pool is created once per process, with ``TVM_NUM_THREADS`` workers (1 on this machine when unset),
-and ``runtime.config_threadpool`` can only choose between 1 and that many afterwards. Importing this module therefore
-sets ``TVM_NUM_THREADS`` to the number of usable cores unless it is already set, and ``time_kernel`` asks the pool
-for the requested count and checks that it got it. The pool pins its worker threads to cores (a pool of one thread
+and ``runtime.config_threadpool`` can only choose between 1 and that many afterwards. ``configure_threads`` therefore
+first lets the pool hold every usable core unless a count was set (``search.threads.reserve_pool``), then asks it for
+the requested count and checks that it got it. The pool pins its worker threads to cores (a pool of one thread
 pins the calling thread itself, and threads it starts later, PyTorch's for one, inherit that).
 """
 
@@ -35,8 +35,7 @@ import numpy as np
 import tvm
 
 from cost_models.cache import TIMING_METHODS
-
-os.environ.setdefault("TVM_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+from search.threads import reserve_pool
 
 _BIG_CORES = 1  # threading::ThreadGroup::kBig, TVM's default affinity mode
 MAX_COLD_REPEATS = 200
@@ -88,6 +87,7 @@ def configure_threads(threads: int) -> int:
     """Make TVM's CPU runtime use ``threads`` threads; returns the count it reports using."""
     if threads < 1:
         raise TimerError(f"threads must be >= 1, got {threads}")
+    reserve_pool()
     if tvm.runtime.num_threads() != threads:
         # Reconfiguring re-creates and re-pins the pool; timings right after it ran up to 2x slow (one effective
         # thread), so this happens only when the size really changes.

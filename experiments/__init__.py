@@ -19,9 +19,9 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Extracted": "experiments.tune",
-    "extract": "experiments.tune",
-    "load_network": "experiments.tune",
+    "Extracted": "experiments.extraction",
+    "extract": "experiments.extraction",
+    "load_network": "experiments.extraction",
     "tune": "experiments.tune",
     "export_plan": "experiments.deploy",
     "run_demo": "experiments.demo",

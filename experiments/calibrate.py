@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cost_models.drift import Drift
-    from experiments.tune import Extracted
+    from experiments.extraction import Extracted
     from search.profile import Profile
 
 PROFILE_RUNS = 10
@@ -54,16 +54,14 @@ class Round:
 
 
 def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles: Mapping[str, Profile],
-                       measured_ms: Mapping[str, float], source: Any, cache: Any) -> int:
+                       measured_ms: Mapping[str, float]) -> int:
     """Store the in-network times the profiles give for each plan's tasks, each profile scaled to the plan's
     measured latency (``measured_ms``, from the interleaved rounds: a profile's own runs last a second or so, and a
     shared host's speed moves by several percent between seconds); returns how many records were kept."""
     from cost_models.calibration import network_times, store_network_times
-    from search.export import make_target
     from search.plan import validate
 
-    threads = extracted.problem.meta["threads"]
-    measured = source.open(cache, make_target(threads), threads, None)
+    measured = _measured(extracted)
     kept = 0
     try:
         for label, profile in profiles.items():
@@ -89,13 +87,19 @@ def plan_kernels(extracted: Extracted, plans: Mapping[str, Any]) -> list[Any]:
             if isinstance(get_kind(graph.op(name).kind), KernelKind)]
 
 
-def check_drift(extracted: Extracted, plans: Mapping[str, Any], source: Any, cache: Any) -> Drift:
-    """The plans' longest kernels timed again with ``source``'s timing, against their records in ``cache``."""
-    from cost_models.drift import measure_drift
-    from search.export import make_target
+def _measured(extracted: Extracted) -> Any:
+    """The measured cost provider of the extraction's settings (its cache, target, threads and timing method)."""
+    from cost_models.sources import MeasuredSource
 
-    threads = extracted.problem.meta["threads"]
-    measured = source.open(cache, make_target(threads), threads, None)
+    settings = extracted.settings
+    return MeasuredSource(settings.timing).open(settings.cache, settings.target, settings.threads, None)
+
+
+def check_drift(extracted: Extracted, plans: Mapping[str, Any]) -> Drift:
+    """The plans' longest kernels timed again with the extraction's timing method, against their cached records."""
+    from cost_models.drift import measure_drift
+
+    measured = _measured(extracted)
     try:
         return measure_drift(measured, plan_kernels(extracted, plans))
     finally:

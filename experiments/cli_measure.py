@@ -91,7 +91,7 @@ def _add_extract(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_extract(args: argparse.Namespace) -> int:
-    from experiments.tune import extract
+    from experiments.extraction import extract
 
     check_output_file(args.out, _measurement_inputs(args))
     kwargs = _measurement_kwargs(args)

@@ -21,7 +21,7 @@ An experiment file looks like::
     [[problems]]
     file = "problems/net.json"     # a problem JSON file, relative to the experiment file
 
-    [[problems]]                   # a zoo model (or .onnx file) measured on this machine by experiments.tune.extract
+    [[problems]]                   # a zoo model (or .onnx file) measured here by experiments.extraction.extract
     model = "resnet18"
     image_size = [32, 64]          # default: the model's own
     batch = [1, 8]                 # default 1; seed as well (default 0)
@@ -66,7 +66,7 @@ from solvers.problem import Problem
 
 if TYPE_CHECKING:
     from experiments.config_problems import ProblemEntry
-    from experiments.tune import Extracted
+    from experiments.extraction import Extracted
 
 
 class ExperimentError(ValueError):
@@ -136,9 +136,9 @@ class ProblemSpec:
         return {key: value for key, value in self.settings().items() if key != "address"}
 
     def extract(self, progress: Callable[[Any], None] | None = None) -> Extracted:
-        """Measure (what the cost cache lacks of) or price a model instance: ``experiments.tune.extract``."""
+        """Measure (what the cost cache lacks of) or price a model instance: ``experiments.extraction.extract``."""
         from experiments.config_problems import cost_source_of
-        from experiments.tune import extract
+        from experiments.extraction import extract
 
         source = cost_source_of(self.settings())
         shape = None if self.input_shape is None else self.input_shape.split(";")

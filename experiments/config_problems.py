@@ -40,7 +40,7 @@ from experiments.config_values import (
     resolved,
     text_axis,
 )
-from experiments.tune import TRANSFORMS
+from experiments.extraction import TRANSFORMS
 from solvers.generators import GENERATORS, check_sizes
 from solvers.problem import Problem, ProblemError
 

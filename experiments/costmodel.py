@@ -34,13 +34,14 @@ def network_data(model: Any, cache: str | Path, *, threads: int | None = None, b
                  image_size: int | None = None, input_shape: ShapesLike = None,
                  layouts: Sequence[str] | str | None = None, space_size: int | None = None) -> NetworkData:
     """What ``cache`` holds of ``model``'s candidate space: ``model`` is a zoo name, an .onnx path or a Relax module
-    (see ``experiments.tune.extract`` for the options)."""
+    (see ``experiments.extraction.extract`` for the options)."""
     from cost_models.cache import CostCache
     from cost_models.measure import machine_context
     from cost_models.pricing import kernel_task, measurement_tasks
-    from experiments.tune import load_network, use_threads
+    from experiments.extraction import load_network
     from search import space as spaces
     from search.export import make_target
+    from search.threads import use_threads
 
     threads = use_threads(threads)
     graph, label, _ = load_network(model, batch=batch, image_size=image_size, input_shape=input_shape)

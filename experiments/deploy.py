@@ -62,7 +62,7 @@ def plan_network(model: str, plan: Plan | None, *, batch: int | None = None, ima
                  input_shape: ShapesLike = None, seed: int | None = None) -> tuple[OpGraph, dict]:
     """The operator graph of ``model`` and its load arguments, at the input shape given, else at the one ``plan``
     recorded (``Plan.args``), else at the model's own; ``seed`` defaults to the plan's, else 0."""
-    from experiments.tune import load_network
+    from experiments.extraction import load_network
 
     recorded = plan.args if plan is not None else {}
     shape = {"batch": batch, "image_size": image_size, "input_shape": input_shape}

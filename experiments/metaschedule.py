@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import json
-import os
 import tempfile
 import time
 import warnings
@@ -29,7 +28,7 @@ from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
 from tvm.s_tir.meta_schedule.measure_callback import PyMeasureCallback
 
-from experiments.tune import load_network
+from experiments.extraction import load_network
 from search.errors import SearchError
 from search.export import (
     LIBRARY,
@@ -42,6 +41,7 @@ from search.export import (
     run_vm,
 )
 from search.plan import Plan
+from search.threads import use_threads
 
 TRIALS_PER_ITERATION = 32
 """Candidates measured per task per round (MetaSchedule's default is 64; fewer keep the deadline tight)."""
@@ -135,7 +135,7 @@ def tune_metaschedule(
     compile, check against the stock build and save the artifact to ``out``; returns its manifest (with a
     ``metaschedule`` entry: budget, seconds, trials, tasks).
 
-    ``TVM_NUM_THREADS`` is set to ``threads`` for the runner's measurements. ``work_dir`` (default: a temporary
+    TVM's pool runs ``threads`` threads for the runner's measurements. ``work_dir`` (default: a temporary
     directory) keeps MetaSchedule's database and logs. The gradient task scheduler first tries every task once
     (a warm-up round of ``trials_per_iteration`` candidates per task that is not cut short), so a budget shorter
     than that round is overrun. ``population``: the evolutionary search's population per task (MetaSchedule's
@@ -143,7 +143,7 @@ def tune_metaschedule(
     """
     if not budget_seconds > 0:
         raise SearchError(f"budget must be positive seconds, got {budget_seconds!r}")
-    os.environ["TVM_NUM_THREADS"] = str(threads)
+    use_threads(threads)
     graph, label, args = load_network(model, batch=batch, image_size=image_size, seed=seed)
     mod = graph.module
     target = make_target(threads)

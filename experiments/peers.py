@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from search.threads import thread_variables
+
 ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime")
 ONNX_DTYPES = {"tensor(float)": "float32", "tensor(int64)": "int64", "tensor(int32)": "int32"}
 MIN_SECONDS = 0.2
@@ -51,11 +53,6 @@ class Contender:
     label: str
     engine: str
     path: Path
-
-
-def _thread_environment(threads: int) -> dict[str, str]:
-    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_NUM_THREADS")
-    return {**os.environ, **dict.fromkeys(names, str(threads))}
 
 
 def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any], dict[str, Any]]:
@@ -181,7 +178,8 @@ class PeerWorker:
                    "--threads", str(threads)]
         self.contender = contender
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                        env=_thread_environment(threads), cwd=Path(__file__).resolve().parents[1])
+                                        env={**os.environ, **thread_variables(threads, peers=True)},
+                                        cwd=Path(__file__).resolve().parents[1])
         self.facts = self._answer()
 
     def _answer(self) -> dict[str, Any]:

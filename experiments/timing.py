@@ -8,22 +8,53 @@ import argparse
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from experiments.tune import Extracted
+    from experiments.extraction import Extracted
     from search.artifact import Artifact
+    from search.plan import Plan
+    from search.profile import Profile
 
 
-def timing_line(plans: dict[str, Any], repeat: int, profile: bool) -> str:
+@dataclass(frozen=True)
+class PlanTiming:
+    """One plan exported, checked against the stock build and timed: its problem cost (``predicted_ms``, None where
+    the problem forbids a choice), the numerical check's ``relative_error`` and the interleaved rounds' ``latency``
+    (``interleaved_latency``'s figures: ``median_ms``, ``spread_ms``, ...)."""
+
+    predicted_ms: float | None
+    relative_error: float
+    latency: dict[str, Any]
+
+    @property
+    def median_ms(self) -> float:
+        return self.latency["median_ms"]
+
+
+@dataclass(frozen=True)
+class TimedPlans:
+    """``time_plans``' result: each label's ``PlanTiming`` (labels with identical plans share one), the 1-minute load
+    average before and after timing, and each distinct plan's profile inside the network when asked for."""
+
+    timings: dict[str, PlanTiming]
+    load: tuple[float, float]
+    profiles: dict[str, Profile] = field(default_factory=dict)
+
+    def medians(self) -> dict[str, float]:
+        """The measured latency (median, ms) by label."""
+        return {label: timing.median_ms for label, timing in self.timings.items()}
+
+
+def timing_line(plans: Mapping[str, Plan], baselines: list[str], repeat: int, profile: bool) -> str:
     """What ``time_plans`` is about to do, as one progress line."""
     distinct = len({tuple(sorted(plan.choices.items())) for plan in plans.values()})
-    baselines = ", ".join(label for label in plans if not label.startswith("solver:"))
     profiled = ", then profiled inside the network" if profile else ""
-    return (f"exporting and checking {distinct} distinct plans (the solver's and the uniform baselines {baselines}), "
-            f"timing them in {repeat} interleaved rounds{profiled}")
+    return (f"exporting and checking {distinct} distinct plans (the solver's and the uniform baselines "
+            f"{', '.join(baselines)}), timing them in {repeat} interleaved rounds{profiled}")
 
 
 def predicted_cost(problem: Any, plan: Any) -> float | None:
@@ -37,32 +68,31 @@ def predicted_cost(problem: Any, plan: Any) -> float | None:
     return cost if math.isfinite(cost) else None
 
 
-def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep: dict[str, Path] | None = None,
-               profile_runs: int = 0) -> tuple[dict[str, dict[str, Any]], list[float], dict[str, Any]]:
-    """Export and check each distinct plan once, then time them all in interleaved rounds.
+def time_plans(extracted: Extracted, plans: Mapping[str, Plan], *, repeat: int,
+               keep: Mapping[str, Path] | None = None, profile_runs: int = 0) -> TimedPlans:
+    """Export and check each distinct plan once, then time them all in interleaved rounds, with the extraction's
+    settings (target, threads, seed).
 
     ``plans`` maps labels to ``Plan``s; the artifact of a label in ``keep`` is saved to its directory, the others
-    to a temporary one. Returns per label the predicted cost, the numerical check's error and the latency (labels
-    with identical plans share one export and timing), the 1-minute load average before and after timing, and with
-    ``profile_runs`` each distinct plan's profile inside the network (``search.profile``) by label.
+    to a temporary one. Labels with identical plans share one export and timing. With ``profile_runs``, each
+    distinct plan is also profiled inside the network (``search.profile``).
     """
     from search.artifact import load_artifact
-    from search.export import export, make_target, reference_outputs
+    from search.export import export, reference_outputs
     from search.profile import profile_artifact
 
-    graph, problem, threads = extracted.graph, extracted.problem, extracted.problem.meta["threads"]
-    target = make_target(threads)
-    seed = extracted.args["seed"]
+    graph, problem, settings = extracted.graph, extracted.problem, extracted.settings
+    target, threads, seed = settings.target, settings.threads, settings.seed
     reference = reference_outputs(graph, target, seed)
     keep = keep or {}
     distinct: dict[tuple, str] = {}  # choices -> the first label with them
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, PlanTiming] = {}
+    errors: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="tessera-plans-") as scratch:
         artifacts = {}
         for index, (label, plan) in enumerate(plans.items()):
             key = tuple(sorted(plan.choices.items()))
             if key in distinct:
-                results[label] = results[distinct[key]]
                 continue
             distinct[key] = label
             # always loaded from a fresh path: a process that loaded a library keeps using it for that path
@@ -72,29 +102,29 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep
             if label in keep:
                 shutil.copytree(where, keep[label], dirs_exist_ok=True)
             artifacts[label] = load_artifact(where)
-            results[label] = {"predicted_ms": predicted_cost(problem, plan),
-                              "relative_error": compiled.manifest["numerical_check"]["relative_error"]}
-        load = [os.getloadavg()[0]]
-        for label, latency in interleaved_latency(artifacts, rounds=repeat, threads=threads).items():
-            results[label]["latency"] = latency
-        load.append(os.getloadavg()[0])
+            errors[label] = compiled.manifest["numerical_check"]["relative_error"]
+        before = os.getloadavg()[0]
+        latencies = interleaved_latency(artifacts, rounds=repeat, threads=threads)
+        load = (before, os.getloadavg()[0])
         profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=seed)
                     for label, artifact in artifacts.items()} if profile_runs else {}
-    return {label: dict(result) for label, result in results.items()}, load, profiles
+    for label, plan in plans.items():
+        first = distinct[tuple(sorted(plan.choices.items()))]
+        results[label] = PlanTiming(predicted_cost(problem, plan), errors[first], latencies[first])
+    return TimedPlans(results, load, profiles)
 
 
-def plan_table(results: dict[str, dict[str, Any]], profiles: dict[str, Any], column: str,
-               profiled: Callable[[Any], float]) -> list[str]:
-    """Markdown lines tabulating ``time_plans``' results: per label the predicted and measured milliseconds, the
+def plan_table(timed: TimedPlans, column: str, profiled: Callable[[Profile], float]) -> list[str]:
+    """Markdown lines tabulating ``time_plans``' result: per label the predicted and measured milliseconds, the
     profiled figure ``profiled(profile)`` headed ``column`` ("(as above)" for a plan equal to an earlier label's) and
     the numerical check's relative error."""
     lines = [f"| plan | predicted ms | measured ms (IQR) | {column} | relative error |",
              "| --- | ---: | ---: | ---: | ---: |"]
-    for label, result in results.items():
-        latency, profile = result["latency"], profiles.get(label)
+    for label, timing in timed.timings.items():
+        latency, profile = timing.latency, timed.profiles.get(label)
         figure = "(as above)" if profile is None else f"{profiled(profile):.2f}"
-        lines.append(f"| {label} | {result['predicted_ms']:.2f} | {latency['median_ms']:.2f} "
-                     f"({latency['spread_ms']:.2f}) | {figure} | {result['relative_error']:.1e} |")
+        lines.append(f"| {label} | {timing.predicted_ms:.2f} | {latency['median_ms']:.2f} "
+                     f"({latency['spread_ms']:.2f}) | {figure} | {timing.relative_error:.1e} |")
     return lines
 
 

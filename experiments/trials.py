@@ -26,7 +26,7 @@ from search.errors import SearchError
 from solvers import ProblemError, SolverError, solve
 
 if TYPE_CHECKING:
-    from experiments.tune import Extracted
+    from experiments.extraction import Extracted
 
 ERROR = "error"
 """Status of a trial whose solver or problem raised."""
@@ -145,11 +145,11 @@ def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, Any]
     plans = {"plan": plan_from_assignment(assignment, extracted.model, extracted.args,
                                           auxiliary=extracted.problem.meta.get("auxiliary", ()))}
     plans.update({name: baseline_plan(extracted.graph, name, extracted.model, extracted.args) for name in BASELINES})
-    results, _, _ = time_plans(extracted, plans, repeat=LATENCY_REPEAT)
-    plan = results["plan"]
-    return {"latency_ms": plan["latency"]["median_ms"], "latency_spread_ms": plan["latency"]["spread_ms"],
-            "numerical_error": plan["relative_error"],
-            "baselines_ms": {name: results[name]["latency"]["median_ms"] for name in BASELINES}}
+    timed = time_plans(extracted, plans, repeat=LATENCY_REPEAT)
+    plan = timed.timings["plan"]
+    return {"latency_ms": plan.median_ms, "latency_spread_ms": plan.latency["spread_ms"],
+            "numerical_error": plan.relative_error,
+            "baselines_ms": {name: timed.timings[name].median_ms for name in BASELINES}}
 
 
 def _measuring(report: Callable[[str], None]) -> Callable[[Any], None]:

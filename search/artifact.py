@@ -20,6 +20,7 @@ import numpy as np
 
 from search.errors import SearchError
 from search.plan import Plan
+from search.threads import set_pool_size
 
 if TYPE_CHECKING:
     from search.export import CompiledPlan
@@ -178,15 +179,15 @@ def measure_latency(
 ) -> Latency:
     """Median and spread of ``main``'s latency on a random input.
 
-    ``threads`` (default: the manifest's) is put into ``TVM_NUM_THREADS``; it takes effect if the TVM thread pool of
-    this process has not started yet, and ``runtime_threads`` reports what the runtime actually used.
+    ``threads`` (default: the manifest's) becomes the TVM pool's size (``search.threads``); it takes effect if the
+    pool of this process has not started yet, and ``runtime_threads`` reports what the runtime actually used.
     ``number`` runs per repeat default to enough for ~50 ms.
     """
     check_timing(repeat, threads, number)
     import tvm
 
     threads = int(threads or artifact.manifest.get("threads", 1))
-    os.environ["TVM_NUM_THREADS"] = str(threads)
+    set_pool_size(threads)
     dev = tvm.cpu()
     vm = artifact.virtual_machine()
     args = [tvm.runtime.tensor(a, dev) for a in artifact.random_inputs(seed)]

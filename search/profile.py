@@ -92,17 +92,17 @@ def _match(listed: list[str], trace: list[tuple[str, float]]) -> list[float | No
 def profile_artifact(artifact: Artifact, runs: int = 20, warmup: int = 3, seed: int = 0) -> Profile:
     """Time every call of the artifact's ``main`` inside the network over ``runs`` runs (see the module docstring).
 
-    The runtime's thread count is the artifact's (``TVM_NUM_THREADS``, set if the pool has not started yet).
+    The runtime's thread count is the artifact's where the pool has not started yet (``search.threads.reserve_pool``).
     """
-    import os
-
     import tvm
+
+    from search.threads import reserve_pool
 
     if runs < 1:
         raise SearchError(f"runs must be >= 1, got {runs}")
     listed = _listed(artifact.manifest)
     symbols = {symbol for symbol, _ in listed}
-    os.environ.setdefault("TVM_NUM_THREADS", str(artifact.manifest.get("threads", 1)))
+    reserve_pool(artifact.manifest.get("threads", 1))
     vm, plain, device = artifact.virtual_machine(), artifact.virtual_machine(), tvm.cpu()
     inputs = [tvm.runtime.tensor(array, device) for array in artifact.random_inputs(seed)]
     for _ in range(warmup):

@@ -36,7 +36,7 @@ import ray
 from cost_models.cache import CostCache
 from cost_models.cluster_costs import ClusterCosts
 from cost_models.sources import MeasuredSource
-from experiments.tune import extract
+from experiments.extraction import extract
 from tests.search import tiny_nets
 
 cache, address, second, network, quick = sys.argv[1:]

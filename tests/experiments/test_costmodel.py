@@ -9,7 +9,7 @@ from cost_models.cache import CostCache
 from cost_models.sources import HybridSource, XGBoostSource
 from experiments.cli import main
 from experiments.costmodel import evaluate_on, network_data, train
-from experiments.tune import extract
+from experiments.extraction import extract
 from search.errors import SearchError
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net

@@ -12,7 +12,8 @@ import pytest
 from cost_models.measure import NodeCount, Progress
 from experiments.cli import main
 from experiments.progress import ProgressBar
-from experiments.tune import _solve_all, tune
+from experiments.solving import solve_all
+from experiments.tune import tune
 from search.artifact import load_artifact
 from search.graph import extract_graph
 from search.plan import BASELINES, Plan, validate
@@ -103,10 +104,10 @@ def test_several_solvers_are_timed_beside_the_baselines(tmp_path, warm_cache):
 def test_a_solver_without_a_plan_is_reported_unless_it_is_the_only_one():
     problem = densenet(3, seed=1, blocks=(4,))
     too_small = DPSolver(max_table_entries=1)  # refuses every problem that needs a table
-    solutions, errors = _solve_all(problem, [too_small, make_solver("pbqp")])
+    solutions, errors = solve_all(problem, [too_small, make_solver("pbqp")])
     assert list(solutions) == ["pbqp"] and "dp" in errors and errors["dp"]
     with pytest.raises(SolverError):
-        _solve_all(problem, [too_small])
+        solve_all(problem, [too_small])
 
 
 @pytest.mark.parametrize(

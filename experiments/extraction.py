@@ -1,0 +1,190 @@
+"""A network's measured cost problem: load the network, measure what the cost cache lacks of its candidate space and
+price it into a ``solvers.Problem`` (``extract``), kept with how it was made (``Extracted``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cost_models.cache import DEFAULT_CACHE, DEFAULT_TIMING
+from experiments.settings import Settings
+from search.errors import SearchError
+
+if TYPE_CHECKING:
+    import tvm
+
+    from cost_models.sources import CostSource
+    from search.graph import OpGraph
+    from search.plan import Plan
+    from search.zoo.shapes import ShapesLike
+    from solvers.problem import Problem
+
+TRANSFORMS = ("shared", "pairwise")
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A measured problem and how it was made: the graph, the model's name and load arguments, the run's settings,
+    the searched ``layouts`` and ``space_size``, where the costs came from (``costs``, also the problem's
+    ``meta["costs"]``), and measurement counts (``tasks`` distinct measurements needed, ``new`` of them measured now,
+    ``failed`` failures, in ``seconds``)."""
+
+    graph: OpGraph
+    problem: Problem
+    model: str
+    args: dict[str, Any]
+    settings: Settings
+    layouts: tuple[str, ...]
+    space_size: int
+    costs: dict[str, Any]
+    tasks: int
+    new: int
+    failed: int
+    seconds: float
+
+    def plan(self, solution: Any) -> Plan:
+        """A solver's solution of this problem as the ``search.plan.Plan`` that ``search.export.export`` compiles
+        (the auxiliary transform nodes left out, the model's name and load arguments recorded)."""
+        from search.plan import plan_from_assignment
+
+        return plan_from_assignment(solution.assignment, self.model, self.args,
+                                    auxiliary=self.problem.meta.get("auxiliary", ()))
+
+
+def load_network(model: str | tvm.IRModule, name: str | None = None, *, batch: int | None = None,
+                 image_size: int | None = None, seed: int = 0, input_shape: ShapesLike = None):
+    """(graph, name, args) of a zoo name / .onnx path (see ``search.zoo.load_model`` for the shape arguments), or of
+    a Relax module (labelled ``name``). ``args`` are what reloads the same network: ``batch``, ``image_size`` (of
+    the first input) and ``seed``, and ``input_shape`` (as text) when it was given."""
+    from search.graph import extract_graph
+    from search.zoo import input_shapes, load_model
+
+    shapes = input_shapes(input_shape)
+    if isinstance(model, str):
+        mod = load_model(model, batch=batch, image_size=image_size, seed=seed, input_shape=shapes)
+        label = name or model
+    else:
+        mod, label = model, name or "model"
+    graph = extract_graph(mod)
+    shape = graph.inputs[0][1]
+    given = {"input_shape": [str(s) for s in shapes]} if shapes else {}
+    return graph, label, {"batch": int(shape[0]), "image_size": int(shape[-1]), "seed": seed, **given}
+
+
+def extract(
+    model: str | tvm.IRModule,
+    *,
+    name: str | None = None,
+    batch: int | None = None,
+    image_size: int | None = None,
+    input_shape: ShapesLike = None,
+    seed: int = 0,
+    threads: int | None = None,
+    space_size: int | None = None,
+    layouts: Sequence[str] | str | None = None,
+    cache: str | Path = DEFAULT_CACHE,
+    costs: CostSource | str = "measured",
+    transforms: str = "shared",
+    progress: Callable[[Any], None] | None = None,
+    address: str | None = None,
+    key_by_node: bool = False,
+    baselines: Sequence[str] | None = None,
+) -> Extracted:
+    """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
+
+    Parameters
+    ----------
+    model : str or tvm.IRModule
+        A zoo name or .onnx path (loaded with ``batch``, ``image_size`` or ``input_shape``, and ``seed``; see
+        ``search.zoo.load_model``), or a Relax module in the zoo's vocabulary, labelled ``name``.
+    threads, seed, cache
+        The run's ``Settings``: runtime threads kernels are timed with (default: every usable core; set before TVM
+        starts its thread pool), the seed of the model's random weights, the sqlite cost cache (created if missing).
+    space_size, layouts, baselines
+        See ``search.space.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE``, ``DEFAULT_LAYOUTS`` and the uniform
+        plans ``tune`` times).
+    costs : CostSource or str
+        Where costs come from (``cost_models.sources``): a source's name, ``"measured"`` by default, or a source
+        with its parameters, such as ``XGBoostSource("model.json")``.
+    transforms : {"shared", "pairwise"}
+        How layout transforms are priced (``cost_models.pricing``): each conversion once, as the module runs it (the
+        default: auxiliary nodes with hard constraints, which the auto solver proves and the pbqp and greedy
+        heuristics handle less well), or every read on its own (pairwise: smaller problems; it overcounts a value read
+        several times in one layout).
+    progress : callable, optional
+        Receives the cost provider's progress events (see ``experiments.progress.ProgressBar``).
+    address : str, optional
+        ``HOST:PORT`` of a Ray cluster to measure on (``cost_models.cluster_costs``): the tasks the cache lacks are
+        built and timed on its nodes offering the ``timing_slot`` resource, every result written into ``cache`` here
+        as it arrives; joined with Ray's token authentication once the network is loaded.
+    key_by_node : bool
+        With ``address``: nodes whose CPU or versions differ from this machine's time too, for records kept under
+        their own context (the problem uses this machine's only); without it they are refused.
+
+    Raises
+    ------
+    SearchError
+        Unknown model, bad sizes, threads, layouts or space size; ``key_by_node`` without ``address``.
+    CostSourceError
+        An unknown cost source or one that cannot open: a bad parameter, an unusable cache or model file, a cluster
+        that cannot be joined or measured on (``cost_models.cluster.ClusterError``).
+    """
+    from dataclasses import replace
+
+    from cost_models.cluster import Cluster
+    from cost_models.pricing import build_problem
+    from cost_models.sources import cost_source, refuse_cluster
+    from search import space as spaces
+
+    source = cost_source(costs)
+    if transforms not in TRANSFORMS:
+        raise SearchError(f"transforms must be one of {', '.join(TRANSFORMS)}, got {transforms!r}")
+    if key_by_node and address is None:
+        raise SearchError("key_by_node (--key-by-node) applies to measuring on a cluster; give its address (--address)")
+    cluster = {} if address is None else {"cluster": Cluster(address, key_by_node)}
+    if cluster:
+        refuse_cluster(source)
+    settings = Settings.start(threads, timing=getattr(source, "timing", DEFAULT_TIMING), seed=seed, cache=cache)
+    layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
+    space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
+    tally = _Tally(progress)
+    graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
+                                      input_shape=input_shape)  # a bad model file is refused before a cache is made
+    space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size,
+                                baselines=spaces.BASELINES if baselines is None else baselines)
+    meta = {"model": label, "args": args, "threads": settings.threads, "layouts": list(layouts),
+            "space_size": space_size, "transforms": transforms}
+    with source.open(settings.cache, settings.target, settings.threads, tally, **cluster) as provider:
+        start = time.perf_counter()
+        priced = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=transforms == "shared")
+        provenance = source.provenance(provider)
+    problem = replace(priced, meta={**priced.meta, "costs": provenance})
+    return Extracted(graph, problem, label, args, settings, tuple(layouts), space_size, provenance, tally.tasks,
+                     tally.new, tally.failed, time.perf_counter() - start)
+
+
+class _Tally:
+    """Counts what a provider's ``measure`` was asked (``tasks``), measured anew (``new``, from its progress events)
+    and returned as failed (``failed``, cached failures included); forwards progress events."""
+
+    def __init__(self, forward: Callable[[Any], None] | None) -> None:
+        self.forward, self.tasks, self.new, self.failed, self._done = forward, 0, 0, 0, 0
+
+    def __call__(self, event: Any) -> None:
+        if event.done == 0:  # a new ``measure`` call (the hybrid source makes one per round)
+            self._done = 0
+        self.new += event.done - self._done
+        self._done = event.done
+        if self.forward is not None:
+            self.forward(event)
+
+    def wrap(self, measure: Callable[[list[Any]], list[Any]]) -> Callable[[list[Any]], list[Any]]:
+        def counted(tasks: list[Any]) -> list[Any]:
+            records = measure(tasks)
+            self.tasks, self.failed = len(tasks), sum(not record.ok for record in records)
+            return records
+
+        return counted
