@@ -104,8 +104,8 @@ def test_several_solvers_are_timed_beside_the_baselines(tmp_path, warm_cache):
 def test_a_solver_without_a_plan_is_reported_unless_it_is_the_only_one():
     problem = densenet(3, seed=1, blocks=(4,))
     too_small = DPSolver(max_table_entries=1)  # refuses every problem that needs a table
-    solutions, errors = solve_all(problem, [too_small, make_solver("pbqp")])
-    assert list(solutions) == ["pbqp"] and "dp" in errors and errors["dp"]
+    solved = solve_all(problem, [too_small, make_solver("pbqp")])
+    assert list(solved.solutions) == ["pbqp"] and solved.best == "pbqp" and solved.errors["dp"]
     with pytest.raises(SolverError):
         solve_all(problem, [too_small])
 
