@@ -265,7 +265,7 @@ def tune(
     calibrate : int
         Calibration rounds at most (default 1; 0: none, the plans predicted by isolated timings alone); they stop when
         the solvers' plan no longer changes. The default is what predicted the networks measured within 5%
-        (docs/measurements.md). Every plan's
+        (docs/fidelity.md). Every plan's
         predicted latency is then its calibrated problem cost plus the unpriced time of the other plans, carried to
         the machine's speed of the last timing where that came after the last round (``window``: how the baselines
         timed in both moved; ``predicted_calibration_window_ms`` before it), and ``summary["calibration"]`` lists
