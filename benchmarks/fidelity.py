@@ -1,7 +1,7 @@
 """How well the cost problem predicts the exported network: per kernel, per timing method, and end to end.
 
 For each network: the problem is extracted with warm timings (``--cache``; not the default, ``context``, so that the
-three methods are compared against the same plans as in the runs docs/measurements.md reports), and six plans are
+three methods are compared against the same plans as in the runs docs/fidelity.md reports), and six plans are
 exported, numerically checked and timed end to end in interleaved rounds (``experiments.timing.time_plans``, the
 in-process harness of ``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c
 baselines. Each is then profiled inside the network (``search.profile``).

@@ -50,7 +50,7 @@ from search.export import TOLERANCE  # noqa: E402
 COLD_MEASURING_SECONDS = {"resnet50": 812.0, "ssd_resnet50_512": 1602.0, "inception_v3": 1331.0, "densenet201": 3702.0}
 """Seconds tessera spent measuring each network's space from an empty cost cache on this machine (2 threads):
 resnet50 13m32s, ssd_resnet50_512 26m42s; inception_v3 and densenet201 scaled to every task from runs that found a
-few cached (1920 of 2629 tasks in 972 s, 7220 of 7451 in 3587 s, on 2026-11-23; docs/measurements.md)."""
+few cached (1920 of 2629 tasks in 972 s, 7220 of 7451 in 3587 s, on 2026-11-23; docs/end_to_end.md)."""
 BASELINES = ("nchw", "nhwc", "nchw16c")
 PEERS = ("metaschedule", "pytorch", "pytorch-cl", "onnxruntime")
 MARK = "<!-- end-to-end: written by benchmarks/peers.py -->"

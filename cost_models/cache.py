@@ -23,7 +23,7 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache") / "tessera"
 TIMING_METHODS = ("warm", "context", "cold")  # see cost_models.timer
 DEFAULT_TIMING = "context"
 """The timing method of every measurement not told otherwise: of the three, the one whose isolated times come
-closest to the kernels' times inside exported networks (docs/measurements.md, "Timing methods")."""
+closest to the kernels' times inside exported networks (docs/fidelity.md, "Timing methods")."""
 
 _COLUMNS = ("context", "key", "median_ms", "spread_ms", "repeats", "error", "measured_at")
 _SCHEMA = """

@@ -10,10 +10,10 @@ or a node's chain (its calls that compute only a layout node's own op or the fol
 scaled by a calibration factor (``Factors``): the median ratio of in-network to isolated time of the ``NEIGHBOURS``
 tasks of the same kind (conv2d, dense, layout transform, chain) that have both, in the tasks it is asked to price,
 whose isolated records were measured nearest in time to the task's own. A cache holds records of many sittings, and a
-shared host's speed differed by 1.3x between two of them (docs/measurements.md): a factor read off records of
+shared host's speed differed by 1.3x between two of them (docs/fidelity.md): a factor read off records of
 another sitting carries that difference into the price. Factors by kind and
 layout (``by_layout``) are the alternative ``benchmarks/fidelity.py`` compares; they predicted no better on the
-networks measured (docs/measurements.md). ``unpriced_ms`` is what a profiled plan spends
+networks measured (docs/fidelity.md). ``unpriced_ms`` is what a profiled plan spends
 outside the problem's terms (fixed operators, the work fused around layout nodes and followers, the VM's own calls).
 """
 

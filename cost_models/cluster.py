@@ -1,6 +1,6 @@
 """Joining a Ray cluster to measure on: its address, the check that only token holders get in, and the connection.
 
-A cluster for measuring is started by hand (see the README): every node with ``RAY_AUTH_MODE=token`` and the same
+A cluster for measuring is started by hand (see docs/cluster.md): every node with ``RAY_AUTH_MODE=token`` and the same
 token (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), and ``--resources '{"timing_slot": 1}'``
 on the nodes that may time. ``connect`` joins it from the driver within seconds or raises ``ClusterError`` with one
 line: nothing listening, a token the cluster refuses, or a cluster that lets anyone in without one (Ray's gRPC ports
@@ -108,11 +108,11 @@ def connect(cluster: Cluster) -> tuple[Any, bool]:
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise ClusterError(f"no Ray cluster answers at {cluster.address} ({reason}); start its head node with "
-                           "ray start --head (see the README)") from exc
+                           "ray start --head (see docs/cluster.md)") from exc
     _cluster_id(cluster.address)
     if _lets_strangers_in(cluster.address):
         raise ClusterError(f"the Ray cluster at {cluster.address} admits connections without a token; restart its "
-                           "nodes with RAY_AUTH_MODE=token and a shared RAY_AUTH_TOKEN (see the README)")
+                           "nodes with RAY_AUTH_MODE=token and a shared RAY_AUTH_TOKEN (see docs/cluster.md)")
     try:
         with _quiet_stderr():
             ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)

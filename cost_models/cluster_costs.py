@@ -291,7 +291,7 @@ class _Run:
                                for count in self.costs.node_counts()) or f"no node offers {TIMING_SLOT!r}"
             raise ClusterError(f"no node of the cluster at {self.costs.cluster.address} can time for this machine "
                                f"({states}); start nodes with ray start --resources '{{\"{TIMING_SLOT}\": 1}}' on "
-                               "machines like this one (see the README)")
+                               "machines like this one (see docs/cluster.md)")
 
     def _wait(self) -> None:
         waiting = {}

@@ -21,7 +21,7 @@ from cost_models.tasks import Task
 
 DRIFT_TOLERANCE = 0.10
 """How much slower than their records tasks may time before the window counts as disturbed: well above the 1-3%
-spread of repeated isolated timings, well below the slow windows met on shared hosts (docs/measurements.md)."""
+spread of repeated isolated timings, well below the slow windows met on shared hosts (docs/fidelity.md)."""
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ class Artifact:
 
 PASSES = 2
 """Passes over a batch in which ``LocalMeasurer`` times every task, keeping each task's fastest pass: the shared
-hosts slow down for seconds at a time (x1.3-2, docs/measurements.md), which inflates one timing but rarely two taken
+hosts slow down for seconds at a time (x1.3-2, docs/fidelity.md), which inflates one timing but rarely two taken
 a batch's length apart."""
 
 

@@ -135,7 +135,7 @@ def window_factors(plans: Mapping[str, Any], measured_ms: Mapping[str, float], t
     """Per plan, how fast the machine ran this timing against the round that calibrated the costs: the median, over
     the *other* plans timed in both with the same choices (the uniform baselines), of now over then; 1 where there
     is no such plan. A shared host's speed moves by several percent from one minute to the next while the plans'
-    relative speeds hold (docs/measurements.md), so a prediction carried from the calibration round to a later timing
+    relative speeds hold (docs/fidelity.md), so a prediction carried from the calibration round to a later timing
     is scaled by it, read off modules other than the one predicted."""
     same = [label for label in measured_ms if label in then_ms and label in then_plans
             and then_plans[label].choices == plans[label].choices]

@@ -52,7 +52,7 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="measure on this Ray cluster, joined with Ray's token authentication (RAY_AUTH_TOKEN or "
                         "~/.ray/auth_token): its nodes offering the timing_slot resource build and time what the cache "
-                        "lacks, every result written into the cache here as it arrives (see the README)")
+                        "lacks, every result written into the cache here as it arrives (see docs/cluster.md)")
     p.add_argument("--key-by-node", action="store_true",
                    help="with --address: nodes whose CPU or versions differ from this machine's time too, for records "
                         "kept under their own context (the problem uses this machine's only)")

@@ -29,7 +29,7 @@ class DemoSettings:
 
 
 DEMO = DemoSettings()
-"""The settings ``tessera demo`` runs with (docs/measurements.md has how long it took)."""
+"""The settings ``tessera demo`` runs with (docs/end_to_end.md has how long it took)."""
 
 
 def run_demo(out: str | Path, *, cache: str | Path = DEFAULT_CACHE, settings: DemoSettings = DEMO,

@@ -98,7 +98,7 @@ def _import_tensor_intrinsics() -> None:
 
     Each of its ~500 TVMScript functions calls ``inspect.stack()``, and for every frame of the import machinery (files
     named ``<frozen importlib...>``, which no module owns) ``inspect.getmodule`` scans all of ``sys.modules``: minutes
-    in a process that has loaded Ray, MLflow or PyTorch (docs/measurements.md). Naming those frames' modules in
+    in a process that has loaded Ray, MLflow or PyTorch (docs/experiments.md). Naming those frames' modules in
     inspect's file-to-module cache first makes each lookup one dictionary hit (the frames have no source either way).
     """
     for name in ("importlib._bootstrap", "importlib._bootstrap_external"):

@@ -68,16 +68,16 @@ def tune(
     summary written to ``summary.json`` (``experiments.tune_summary``); raises ``SearchError`` or ``SolverError``
     for bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
 
-    ``model`` and every other keyword (name, batch, image_size, input_shape, seed, threads, space_size, layouts,
-    cache, costs, progress, ...) are ``extract``'s. ``out`` receives ``problem.json``, ``plan.json``, its picture
-    ``plan.svg``, ``summary.json`` and the exported ``artifact/``. ``solver`` names one or more solvers
-    (``"pbqp,ilp"``), each given ``time_limit`` seconds if set: each one's plan is exported, checked and timed in the
-    same interleaved rounds as the baselines; the lowest-cost plan is *the* plan, and with several solvers each
-    one's is also ``plans/<solver>.json`` (one that finds no plan is reported, the others go on). ``repeat``: rounds
-    of the interleaved timing (``experiments.timing``). ``calibrate``: calibration rounds at most (0: the plans are
-    predicted by isolated timings alone); they stop when the plan no longer changes, and every plan's prediction is
-    then its calibrated cost plus the unpriced time of the other plans, carried to the machine's speed of the last
-    timing (``window``). ``echo`` receives each printed line.
+    ``model`` and every other keyword (name, batch, image_size, input_shape, seed, threads, space_size, layouts, cache,
+    costs, progress, ...) are ``extract``'s. ``out`` receives ``problem.json``, ``plan.json``, its picture ``plan.svg``,
+    ``summary.json`` and the exported ``artifact/``. ``solver`` names one or more solvers (``"pbqp,ilp"``), each given
+    ``time_limit`` seconds if set: each one's plan is exported, checked and timed in the same interleaved rounds as the
+    baselines; the lowest-cost plan is *the* plan, and with several solvers each one's is also ``plans/<solver>.json``
+    (one that finds no plan is reported, the others go on). ``repeat``: rounds of the interleaved timing
+    (``experiments.timing``). ``calibrate``: calibration rounds at most (the default, 1, predicted the networks measured
+    within 5%: docs/fidelity.md; 0: the plans are predicted by isolated timings alone); they stop when the plan no
+    longer changes, and every plan's prediction is then its calibrated cost plus the unpriced time of the other plans,
+    carried to the machine's speed of the last timing (``window``). ``echo`` receives each printed line.
     """
     from experiments.show import draw_plan
     from solvers.problem import write_json_atomic

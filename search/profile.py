@@ -9,7 +9,7 @@ the run's overhead. Times are medians over the runs, in milliseconds.
 
 The instrument costs time of its own (a Python call before and after every call, which converts the call's
 arguments), so the timed calls of an instrumented run do not add up to what an uninstrumented run lasts
-(docs/measurements.md). Each run of the instrumented VM therefore follows a run of a second, uninstrumented VM, and
+(docs/fidelity.md). Each run of the instrumented VM therefore follows a run of a second, uninstrumented VM, and
 every time is scaled by the median uninstrumented wall time over the median sum of the timed calls: the profile adds
 up to what the deployed module takes, in the same window; ``Profile.at`` takes it to a latency measured elsewhere.
 """

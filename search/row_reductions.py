@@ -2,7 +2,7 @@
 variance): every block runs in parallel over its rows, and each reduction keeps one partial sum per vector lane
 (``rfactor`` over the lanes, vectorised), so a row's sum is a few vector additions per lane instead of one scalar
 dependency chain the length of the row. TVM's dlight CPU rule leaves that chain scalar (it cannot combine rfactor
-with its compute_at); measured against it in docs/measurements.md.
+with its compute_at); measured against it in docs/kernels.md.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
    faster than ``ilp``; where the LP relaxation is nearly tight and toulbar2's own bound weak (grids with Potts-like
    costs), VAC, a bound close to that LP's, lets toulbar2 prove them faster than ``ilp``, and it costs a little
    where plain toulbar2 suffices, hence the plain attempt first. CP-SAT never decides here: it proved nothing that
-   toulbar2 with VAC did not prove faster. The measurements behind these rules: docs/measurements.md, "The auto
+   toulbar2 with VAC did not prove faster. The measurements behind these rules: docs/solvers.md, "The auto
    solver and toulbar2".
 4. If that ends without any assignment (out of time on a hard instance), PBQP's heuristic gets the reserve, so a
    finite assignment is returned whenever one is found in time.
@@ -34,11 +34,11 @@ from solvers.toulbar2 import Toulbar2Solver
 
 MAX_TABLE_ENTRIES = 3e4
 """Largest elimination table auto lets ``dp`` build: between the table sizes where ``dp`` was measured faster and
-slower than toulbar2 on random-cost grids (docs/measurements.md); either side of it both take milliseconds."""
+slower than toulbar2 on random-cost grids (docs/solvers.md); either side of it both take milliseconds."""
 
 PLAIN_BACKTRACKS = 1000
 """Backtracks toulbar2 gets without VAC before auto runs it again with VAC: more than plain toulbar2 needed on the
-instances it proved at all but one, a small part of a second where it needs VAC (docs/measurements.md). A count, not
+instances it proved at all but one, a small part of a second where it needs VAC (docs/solvers.md). A count, not
 seconds, so that the choice is the same on any machine."""
 
 RESERVE = 0.05

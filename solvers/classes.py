@@ -11,7 +11,7 @@ The model stays exact: with ``x`` integral, exactly one row class and one column
 their pair. Its LP relaxation has the same optimum as the per-candidate one (from a class solution, ``y[e, i, j] =
 y[e, a, b] * x[u, i] / x_a * x[v, j] / x_b`` is a per-candidate one of equal cost, and summing a per-candidate
 solution over classes goes the other way). On the core of the DenseNet-201 problem of 2026-11-23 the pair variables drop
-from 125966 to 48996, and CP-SAT proves the optimum it could not reach in 60 s before (docs/measurements.md).
+from 125966 to 48996, and CP-SAT proves the optimum it could not reach in 60 s before (docs/solvers.md).
 """
 
 from __future__ import annotations

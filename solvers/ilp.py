@@ -30,7 +30,7 @@ BACKENDS = ("cpsat", "scip")
 HINT_BRANCH = 1
 """The hint is PBQP's with ``branch=1`` (every candidate of the core's highest-degree node tried). On the DenseNet-201
 problem of 2026-11-23 it finds the optimum, which one PBQP run misses by 0.03%, and with it CP-SAT proved the optimum
-for each of the six seeds tried; from one run's hint, for three of six (docs/measurements.md)."""
+for each of the six seeds tried; from one run's hint, for three of six (docs/solvers.md, "Inside ilp")."""
 
 SCIP_MARGIN = 1e-6
 """SCIP's dual bound is lowered by ``SCIP_MARGIN * (1 + |bound|)`` for its floating-point tolerances."""
@@ -106,7 +106,7 @@ class ILPSolver(Solver):
     dominance
         CP-SAT only: forbid the core's dominated candidates (``solvers/dominance.py``; exact on the integer costs). On
         the DenseNet-201 problem of 2026-11-23 it forbids 3681 of the core's 5390 candidates, and GLOP took 3.4 s
-        instead of 12.2 s on the per-candidate model of then (docs/measurements.md) (False: keep them, for ablation).
+        instead of 12.2 s on the per-candidate model of then (docs/solvers.md) (False: keep them, for ablation).
     lp_first
         Solve the LP relaxation of the core (GLOP, dual simplex) before the backend. When the LP optimum, rounded to
         the largest ``x`` of each node, costs no more than the LP's Lagrangian bound allows (see Notes), it is proven

@@ -285,7 +285,7 @@ def star_pair_moves(
 ) -> LocalSearchResult:
     """Star moves to convergence, then pair moves, in turn until neither lowers the cost (at most ``max_rounds``
     turns; each search at most ``max_rounds`` sweeps). Pair moves escape what hard constraints lock in a star, as on
-    the radio-link frequency assignment instances (docs/measurements.md)."""
+    the radio-link frequency assignment instances (docs/solvers.md)."""
     x = tuple(problem.to_indices(assignment))
     cost = problem.evaluate(x)
     rounds = moves = 0

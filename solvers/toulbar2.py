@@ -51,7 +51,7 @@ class Toulbar2Solver(Solver):
     vac
         Enforce virtual arc consistency in preprocessing (toulbar2's ``-A=1``; default False, toulbar2's default): a
         bound close to the LP relaxation's: it pays off where that LP is nearly tight (grids with Potts-like costs)
-        and costs a little elsewhere (docs/measurements.md).
+        and costs a little elsewhere (docs/solvers.md).
 
     Notes
     -----
