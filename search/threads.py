@@ -1,4 +1,4 @@
-"""The TVM runtime's thread count: the one place ``TVM_NUM_THREADS`` is read from and written to.
+"""The TVM runtime's thread count: the one place ``TVM_NUM_THREADS`` is set.
 
 TVM sizes its CPU thread pool once per process, from ``TVM_NUM_THREADS``, when the runtime first runs something
 parallel; afterwards ``runtime.config_threadpool`` can only choose between 1 and that many. So the count is set before
