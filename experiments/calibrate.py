@@ -59,7 +59,7 @@ def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles:
     measured latency (``measured_ms``, from the interleaved rounds: a profile's own runs last a second or so, and a
     shared host's speed moves by several percent between seconds); returns how many records were kept."""
     from cost_models.calibration import network_times, store_network_times
-    from search.export import make_target
+    from search.host import make_target
     from search.plan import validate
 
     threads = extracted.problem.meta["threads"]
@@ -92,7 +92,7 @@ def plan_kernels(extracted: Extracted, plans: Mapping[str, Any]) -> list[Any]:
 def check_drift(extracted: Extracted, plans: Mapping[str, Any], source: Any, cache: Any) -> Drift:
     """The plans' longest kernels timed again with ``source``'s timing, against their records in ``cache``."""
     from cost_models.drift import measure_drift
-    from search.export import make_target
+    from search.host import make_target
 
     threads = extracted.problem.meta["threads"]
     measured = source.open(cache, make_target(threads), threads, None)

@@ -40,7 +40,7 @@ def network_data(model: Any, cache: str | Path, *, threads: int | None = None, b
     from cost_models.pricing import kernel_task, measurement_tasks
     from experiments.tune import load_network, use_threads
     from search import space as spaces
-    from search.export import make_target
+    from search.host import make_target
 
     threads = use_threads(threads)
     graph, label, _ = load_network(model, batch=batch, image_size=image_size, input_shape=input_shape)

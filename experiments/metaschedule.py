@@ -36,11 +36,11 @@ from search.export import (
     TOLERANCE,
     CompiledPlan,
     input_manifest,
-    make_target,
     random_inputs,
     relative_error,
     run_vm,
 )
+from search.host import make_target
 from search.plan import Plan
 
 TRIALS_PER_ITERATION = 32

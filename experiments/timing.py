@@ -47,7 +47,8 @@ def time_plans(extracted: Extracted, plans: dict[str, Any], *, repeat: int, keep
     ``profile_runs`` each distinct plan's profile inside the network (``search.profile``) by label.
     """
     from search.artifact import load_artifact
-    from search.export import export, make_target, reference_outputs
+    from search.export import export, reference_outputs
+    from search.host import make_target
     from search.profile import profile_artifact
 
     graph, problem, threads = extracted.graph, extracted.problem, extracted.problem.meta["threads"]

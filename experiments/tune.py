@@ -169,7 +169,7 @@ def extract(
     from cost_models.pricing import build_problem
     from cost_models.sources import cost_source, refuse_cluster
     from search import space as spaces
-    from search.export import make_target
+    from search.host import make_target
 
     source = cost_source(costs)
     if transforms not in TRANSFORMS:
@@ -284,7 +284,7 @@ def tune(
         Bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
     """
     from experiments.show import draw_plan
-    from search.export import make_target
+    from search.host import make_target
     from solvers.base import make_solver
 
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:

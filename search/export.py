@@ -20,6 +20,7 @@ from search.artifact import quiet_tvm_log, random_arrays
 from search.emit import emit_module
 from search.errors import SearchError
 from search.graph import OpGraph, extract_graph
+from search.host import make_target
 from search.isa import UNITS
 from search.lower import lower_and_compile
 from search.plan import Plan, validate
@@ -30,13 +31,6 @@ TOLERANCE = 1e-3
 reordering reaches 2.6e-4 (the nhwc baseline; MetaSchedule's own build 2.4e-4, the error spread over every output,
 mean 5e-6), while a wrong layout or kernel gives errors of order 1."""
 LIBRARY = "model.so"
-
-
-def make_target(threads: int) -> tvm.target.Target:
-    """The host CPU target (its own ``mcpu``) with ``threads`` cores."""
-    return tvm.target.Target(
-        {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": int(threads)}
-    )
 
 
 def random_inputs(graph: OpGraph, seed: int) -> list[np.ndarray]:

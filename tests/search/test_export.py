@@ -12,8 +12,9 @@ from tvm import relax
 from search.artifact import load_artifact, measure_latency
 from search.emit import emit_module
 from search.errors import SearchError
-from search.export import export, make_target, random_inputs, reference_outputs, relative_error, run_vm
+from search.export import export, random_inputs, reference_outputs, relative_error, run_vm
 from search.graph import extract_graph
+from search.host import make_target
 from search.isa import HOST
 from search.lower import lower_and_compile
 from search.plan import Plan, baseline_plan, validate
