@@ -37,10 +37,10 @@ from search.export import (
     CompiledPlan,
     input_manifest,
     random_inputs,
-    relative_error,
     run_vm,
 )
 from search.host import make_target
+from search.numerics import relative_error
 from search.plan import Plan
 
 TRIALS_PER_ITERATION = 32

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from search.numerics import relative_error
+
 ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime")
 ONNX_DTYPES = {"tensor(float)": "float32", "tensor(int64)": "int64", "tensor(int32)": "int32"}
 MIN_SECONDS = 0.2
@@ -147,16 +149,6 @@ def output_arrays(value: Any) -> list[np.ndarray]:
     return [array for item in value for array in output_arrays(item)]
 
 
-def max_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
-    """Largest ``max |a - b| / max |b|`` over paired outputs; inf if their number or shapes differ."""
-    if len(outputs) != len(reference) or any(a.shape != b.shape for a, b in zip(outputs, reference)):
-        return float("inf")
-    errors = [float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)) / max(float(np.max(np.abs(b), initial=0.0)),
-                                                                                 1e-30)
-              for a, b in zip(outputs, reference)]
-    return max(errors, default=0.0)
-
-
 def serve(engine: str, path: Path, threads: int) -> None:
     """Worker loop: load the network, print its facts as one JSON line, then answer each stdin line with one JSON
     line until stdin closes: ``time [NUMBER]`` with ``{"ms": ..., "number": ...}``, ``output FILE`` (saves the
@@ -230,7 +222,7 @@ def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
             workers.append(PeerWorker(contender, threads))
         with tempfile.TemporaryDirectory(prefix="tessera-peers-") as scratch:
             outputs = [w.outputs(Path(scratch) / f"{n}.npz") for n, w in enumerate(workers)]
-        errors = {w.contender.label: max_error(out, outputs[0]) for w, out in zip(workers, outputs)}
+        errors = {w.contender.label: relative_error(out, outputs[0]) for w, out in zip(workers, outputs)}
         echo("max error against " + contenders[0].label + ": " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
         samples: dict[str, list[float]] = {c.label: [] for c in contenders}
         numbers: dict[str, int] = {}

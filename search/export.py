@@ -23,6 +23,7 @@ from search.graph import OpGraph, extract_graph
 from search.host import make_target
 from search.isa import UNITS
 from search.lower import lower_and_compile
+from search.numerics import relative_error
 from search.plan import Plan, validate
 from search.templates.common import sized_for, unit
 
@@ -57,17 +58,6 @@ def run_vm(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
 def reference_outputs(graph: OpGraph, target: tvm.target.Target, seed: int) -> list[np.ndarray]:
     """The stock NCHW build's outputs on ``random_inputs(graph, seed)``: what ``export`` checks a plan against."""
     return run_vm(tvm.compile(graph.module, target=target), random_inputs(graph, seed))
-
-
-def relative_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
-    """Largest ``max|out - ref| / max|ref|`` over the outputs."""
-    errors = []
-    for out, ref in zip(outputs, reference, strict=True):
-        if out.shape != ref.shape:
-            return float("inf")
-        scale = max(float(np.max(np.abs(ref))), 1e-12)
-        errors.append(float(np.max(np.abs(out - ref))) / scale)
-    return max(errors)
 
 
 @dataclass(frozen=True)

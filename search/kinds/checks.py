@@ -23,6 +23,7 @@ from search.errors import SearchError
 from search.host import make_target
 from search.kinds.base import KernelKind, LayoutKind, OperatorKind
 from search.layouts import layout
+from search.numerics import relative_error
 from search.templates.workloads import Epilogue, KernelSpec
 
 TOLERANCE = 1e-4  # of max|out - reference| relative to max(1, max|reference|), float32 against float64
@@ -43,7 +44,7 @@ def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target)
 
 def _error(got: np.ndarray, expected: np.ndarray, what: str) -> float:
     assert got.shape == expected.shape, f"{what}: output shape {got.shape}, expected {expected.shape}"
-    return float(np.max(np.abs(got - expected))) / max(1.0, float(np.max(np.abs(expected))))
+    return relative_error([got], [expected], floor=1.0)
 
 
 def _close(got: np.ndarray, expected: np.ndarray, what: str) -> None:

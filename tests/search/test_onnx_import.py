@@ -11,8 +11,8 @@ import tvm
 from tvm import relax
 
 from search.errors import SearchError
-from search.export import relative_error
 from search.host import make_target
+from search.numerics import relative_error
 from search.zoo import load_model, model_stats
 from search.zoo.layers import vocabulary_violations
 
