@@ -5,8 +5,8 @@ A source is a frozen dataclass whose fields are its parameters, checked when it 
 ``meta["costs"]``). The command line's ``--costs`` and an experiment file's ``costs`` offer exactly the sources of
 ``COST_SOURCES``, so a new source is a subclass decorated with ``@register``; each parameter is declared once, with
 ``parameter`` (its flag, what it is, its help and the kind of value), and ``source_parameters`` gives the command line
-its flags and an experiment file its keys. This module imports neither TVM nor
-XGBoost; opening a source (or checking a hybrid one's parameters) does.
+its flags and an experiment file its keys. This module imports neither TVM nor XGBoost; opening a source (or checking
+a hybrid one's parameters) does.
 
 Built in:
 
@@ -83,6 +83,8 @@ def parameter(flag: str, about: str, help: str, kind: str, default: Any = MISSIN
               choices: tuple[str, ...] = ()) -> Any:
     """A source field declaring the parameter ``Parameter(flag, about, help, kind, choices)``, required without a
     ``default``."""
+    if kind not in VALUE_KINDS:
+        raise ValueError(f"unknown kind of parameter value {kind!r}; choose from {', '.join(VALUE_KINDS)}")
     return field(default=default, metadata={"parameter": Parameter(flag, about, help, kind, choices)})
 
 

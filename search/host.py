@@ -1,4 +1,4 @@
-"""This machine as tessera measures and compiles for it, and THE target builder.
+"""This machine as tessera measures and compiles for it, and the one target builder.
 
 ``host()`` describes the CPU once: its model name (what records, summaries and figures name the host by; the cost
 cache keys its records by it), its vector unit (``search.isa``) and the instruction-set features the kernels could
