@@ -22,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.export import export, make_target, reference_outputs  # noqa: E402
+from search.export import export, reference_outputs  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
+from search.host import make_target  # noqa: E402
 from search.plan import BASELINES, Plan, baseline_plan  # noqa: E402
 from search.zoo import load_model  # noqa: E402
 

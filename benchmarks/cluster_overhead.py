@@ -41,7 +41,7 @@ from cost_models.pricing import measurement_tasks  # noqa: E402
 from cost_models.workers import RunSettings, build_artifact, run_artifact  # noqa: E402
 from experiments.extraction import load_network
 from search import space as spaces  # noqa: E402
-from search.export import make_target  # noqa: E402
+from search.host import make_target  # noqa: E402
 from search.threads import use_threads  # noqa: E402
 
 

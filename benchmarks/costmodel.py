@@ -31,7 +31,7 @@ from experiments.costmodel import evaluate_on, train  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans  # noqa: E402
 from search import space as spaces  # noqa: E402
-from search.export import make_target  # noqa: E402
+from search.host import make_target  # noqa: E402
 from search.plan import BASELINES, baseline_plan, plan_from_assignment  # noqa: E402
 from search.threads import use_threads  # noqa: E402
 from solvers import solve  # noqa: E402

@@ -26,10 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.measure import cpu_model  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
+from search.host import host  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import baseline_plan  # noqa: E402
 from solvers import Problem, solve  # noqa: E402
@@ -63,7 +63,7 @@ def time_kernels(threads: int) -> None:
     from cost_models.cache import DEFAULT_TIMING
     from cost_models.tasks import TransformTask
     from cost_models.timer import time_kernel
-    from search.export import make_target
+    from search.host import make_target
     from search.kinds import kernel_kind
     from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
 
@@ -75,7 +75,7 @@ def time_kernels(threads: int) -> None:
                                threads=threads, method=DEFAULT_TIMING).median_ms
                    for knobs in kind.knob_space(spec, 4))
 
-    print(f"\n### Depthwise 3x3 kernels alone: {cpu_model()}, vector unit {HOST.name}, {threads} threads, "
+    print(f"\n### Depthwise 3x3 kernels alone: {host().cpu}, vector unit {HOST.name}, {threads} threads, "
           f"{DEFAULT_TIMING} timing (ms)\n")
     print("| shape | in > out | converting | same layout (out's) | transform | same + transform |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
@@ -109,7 +109,7 @@ def main() -> None:
                  **{name: baseline_plan(graph, name, extracted.model, extracted.args) for name in BASELINES}}
         pairs = Counter(plan.choices[node].split(":")[0] for node in depthwise if converting(plan.choices[node]))
         timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
-        print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; layouts "
+        print(f"\n### {model}: {host().cpu}, vector unit {HOST.name}, {args.threads} threads; layouts "
               f"{', '.join(args.layouts)}, space {args.space_size}; {extracted.new} of {extracted.tasks} tasks "
               f"measured; load {timed.load[0]:.2f} -> {timed.load[1]:.2f}")
         print(f"{len(depthwise)} depthwise convolutions; the plan converts in {sum(pairs.values())}: "

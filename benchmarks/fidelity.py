@@ -37,13 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.cache import CostCache, CostRecord  # noqa: E402
 from cost_models.calibration import Factors, network_times  # noqa: E402
-from cost_models.measure import MeasuredCosts, cpu_model  # noqa: E402
+from cost_models.measure import MeasuredCosts  # noqa: E402
 from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans  # noqa: E402
-from search.export import make_target  # noqa: E402
+from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import KernelKind, get_kind  # noqa: E402
 from search.plan import baseline_plan, plan_from_assignment, validate  # noqa: E402
@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("--cache", default=str(Path("~/.cache/tessera/costs.sqlite").expanduser()))
     args = parser.parse_args()
     use_threads(args.threads)
-    print(f"CPU {cpu_model()}, vector unit {HOST.name}, {args.threads} threads")
+    print(f"CPU {host().cpu}, vector unit {HOST.name}, {args.threads} threads")
     for model in args.models:
         print("\n".join(run(model, args)), flush=True)
 

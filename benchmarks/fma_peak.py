@@ -22,9 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tvm  # noqa: E402
 from tvm.script import tirx as T  # noqa: E402
 
-from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.timer import time_kernel  # noqa: E402
-from search.export import make_target  # noqa: E402
+from search.host import host, make_target  # noqa: E402
 from search.isa import HOST, VectorUnit  # noqa: E402
 
 ITERS = 200_000
@@ -83,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--iters", type=int, default=ITERS, help="FMAs per accumulator lane and call")
     args = parser.parse_args(argv)
-    print(f"CPU {cpu_model()}, vector unit {HOST.name} ({HOST.lanes} float32 lanes, {HOST.accumulators} "
-          f"accumulators per worker), LLVM mcpu {tvm.target.codegen.llvm_get_system_cpu()}\n")
+    print(f"CPU {host().cpu}, vector unit {HOST.name} ({HOST.lanes} float32 lanes, {HOST.accumulators} "
+          f"accumulators per worker), LLVM mcpu {host().mcpu}\n")
     print("| threads | GFLOP/s | GFLOP/s per thread | ms per call (IQR) |")
     print("| ---: | ---: | ---: | ---: |")
     for threads in args.threads:

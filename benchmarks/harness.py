@@ -84,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
 
     use_threads(args.threads)
 
-    from cost_models.measure import cpu_model
     from experiments.peers import Contender, PeerWorker, load_runner
     from search.artifact import load_artifact
+    from search.host import host
     from search.isa import HOST
 
-    print(f"host: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads")
+    print(f"host: {host().cpu}, vector unit {HOST.name}, {args.threads} threads")
     states = {}
     for path in args.artifacts:
         run, _ = load_runner("tvm", path, args.threads)

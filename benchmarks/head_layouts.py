@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's packages before this directory's
 
-from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.pricing import plan_cost  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import interleaved_latency  # noqa: E402
 from search.artifact import load_artifact, save_artifact  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
-from search.export import export, make_target, reference_outputs  # noqa: E402
+from search.export import export, reference_outputs  # noqa: E402
+from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import Plan, plan_from_assignment  # noqa: E402
 from search.profile import profile_artifact  # noqa: E402
@@ -85,7 +85,7 @@ def main() -> None:
         latency = interleaved_latency(artifacts, rounds=args.rounds, threads=threads)
         for label, artifact in artifacts.items():
             profiles[label] = profile_artifact(artifact, runs=args.profile_runs)
-    print(f"{args.model}, {threads} threads; host {cpu_model()}, vector unit {HOST.name}; "
+    print(f"{args.model}, {threads} threads; host {host().cpu}, vector unit {HOST.name}; "
           f"{extracted.new} of {extracted.tasks} tasks measured now\n")
     print("| plan | batch_matmul layouts | predicted ms | measured median ms (IQR) | in network: batch_matmul ms "
           "| head transforms ms |")

@@ -24,11 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.measure import cpu_model  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
 from search.errors import SearchError  # noqa: E402
+from search.host import host  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import IN_PLACE  # noqa: E402
 from search.kinds.base import VIEW_OF, VIEWS  # noqa: E402
@@ -76,7 +76,7 @@ def main() -> None:
         eligible = sum(1 for op in graph.tunable if op.kind == "concat" and op.attrs.get(IN_PLACE))  # views too
         chosen = sum(1 for op in graph.tunable if Candidate.parse(plan.choices[op.name]).in_place)
         timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
-        print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; {extracted.new} of "
+        print(f"\n### {model}: {host().cpu}, vector unit {HOST.name}, {args.threads} threads; {extracted.new} of "
               f"{extracted.tasks} tasks measured; load {timed.load[0]:.2f} -> {timed.load[1]:.2f}")
         print(f"{eligible} of {sum(op.kind == 'concat' for op in graph.tunable)} concats can run in place; the "
               f"solver runs {chosen} in place\n")

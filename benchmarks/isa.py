@@ -24,11 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import tvm  # noqa: E402
-
 from search.artifact import Artifact, load_artifact, measure_latency  # noqa: E402
 from search.export import export  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
+from search.host import host, make_target  # noqa: E402
 from search.isa import UNITS  # noqa: E402
 from search.plan import baseline_plan  # noqa: E402
 from search.templates.common import sized_for  # noqa: E402
@@ -38,8 +37,8 @@ from search.zoo import load_model  # noqa: E402
 def build(model: str, mcpu: str, threads: int) -> Artifact:
     """The uniform NCHW16c plan of ``model`` compiled for ``mcpu``, checked, saved and loaded back."""
     graph = extract_graph(load_model(model))
-    target = tvm.target.Target({"kind": "llvm", "mcpu": mcpu, "num-cores": threads})
-    compiled = export(graph, baseline_plan(graph, "nchw16c", model=model), target=target, threads=threads)
+    compiled = export(graph, baseline_plan(graph, "nchw16c", model=model), target=make_target(threads, mcpu),
+                      threads=threads)
     check = compiled.manifest["numerical_check"]
     print(f"  {mcpu}: relative error {check['relative_error']:.1e} (passed: {check['passed']})", flush=True)
     return load_artifact(compiled.save(tempfile.mkdtemp(prefix="tessera-isa-")))
@@ -48,7 +47,7 @@ def build(model: str, mcpu: str, threads: int) -> Artifact:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="resnet50", help="zoo network (default: resnet50)")
-    parser.add_argument("--mcpu", default=f"haswell,{tvm.target.codegen.llvm_get_system_cpu()}",
+    parser.add_argument("--mcpu", default=f"haswell,{host().mcpu}",
                         help="comma-separated LLVM CPUs to compile for (default: haswell and the host's)")
     parser.add_argument("--sized-for", choices=sorted(UNITS), action="append", default=[],
                         help="also haswell with the templates sized for this unit (repeatable)")

@@ -24,11 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.cache import CostCache  # noqa: E402
-from cost_models.measure import MeasuredCosts, cpu_model  # noqa: E402
+from cost_models.measure import MeasuredCosts  # noqa: E402
 from cost_models.pricing import kernel_task  # noqa: E402
 from search.candidates import Candidate, default_knobs  # noqa: E402
-from search.export import make_target  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
+from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.zoo import load_model  # noqa: E402
 
@@ -75,7 +75,7 @@ def main() -> None:
             for provider in providers.values():
                 provider.close()
     best = [min(records[p][r][t] for p in args.passes for r in range(args.rounds)) for t in range(len(tasks))]
-    print(f"{cpu_model()}, vector unit {HOST.name}, {args.threads} threads; {len(tasks)} resnet50 convolutions in "
+    print(f"{host().cpu}, vector unit {HOST.name}, {args.threads} threads; {len(tasks)} resnet50 convolutions in "
           f"{LAYOUT}, {args.rounds} rounds\n")
     print("| passes | median slowest/fastest | largest | records > 1.10x the best | seconds per round |")
     print("| ---: | ---: | ---: | ---: | ---: |")

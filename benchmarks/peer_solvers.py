@@ -52,6 +52,7 @@ import numpy as np  # noqa: E402
 import ortools  # noqa: E402
 from ortools.sat.python import cp_model  # noqa: E402
 
+from search.host import host  # noqa: E402
 from solvers import Problem, ProblemError, SolverError, solve  # noqa: E402
 from solvers.base import relative_gap  # noqa: E402
 from solvers.formats import FORMATS, format_of, read_problem  # noqa: E402
@@ -280,11 +281,6 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def _cpu_model() -> str:
-    lines = Path("/proc/cpuinfo").read_text().splitlines()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown CPU")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="k = 5 only and 5 s limits (a smoke run)")
@@ -336,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         "`" + " ".join(["python benchmarks/peer_solvers.py", *(sys.argv[1:] if argv is None else argv)]) + "`",
         "",
-        f"{datetime.datetime.now().isoformat(timespec='seconds')} on {_cpu_model()}, {WORKERS} usable core(s) "
+        f"{datetime.datetime.now().isoformat(timespec='seconds')} on {host().cpu}, {WORKERS} usable core(s) "
         f"(CP-SAT workers); tessera {version('tessera')}, ortools {ortools.__version__}, "
         f"pytoulbar2 {version('pytoulbar2')}; "
         f"time limit {time_limit:g} s per run, {repeats} round(s) per instance. "

@@ -61,7 +61,8 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines."""
     from cost_models.sources import MeasuredSource
     from experiments.extraction import extract
-    from search.export import export, make_target, reference_outputs
+    from search.export import export, reference_outputs
+    from search.host import make_target
     from search.plan import Plan, baseline_plan, plan_from_assignment
     from solvers import solve
 

@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.measure import cpu_model  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import plan_table, time_plans, variant_benchmark_args  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
+from search.host import host  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import Plan, baseline_plan  # noqa: E402
 from search.templates.conv2d import ON_READ, PER_ROW, SEPARATE  # noqa: E402
@@ -64,12 +64,12 @@ def time_kernels(threads: int) -> None:
     """Each of ``KERNELS`` in NCHW16c and NHWC to NCHW16c (bias and ReLU after), timed alone: medians in ms."""
     from cost_models.cache import DEFAULT_TIMING
     from cost_models.timer import time_kernel
-    from search.export import make_target
+    from search.host import make_target
     from search.kinds import kernel_kind
     from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
 
     kind, target = kernel_kind("conv2d"), make_target(threads)
-    print(f"\n### 1x1 convolutions alone: {cpu_model()}, vector unit {HOST.name}, {threads} threads, "
+    print(f"\n### 1x1 convolutions alone: {host().cpu}, vector unit {HOST.name}, {threads} threads, "
           f"{DEFAULT_TIMING} timing\n")
     print("| input | layout in | no prologue | " + " | ".join(PLACEMENTS.values()) + " |")
     print("| --- | --- | ---: |" + " ---: |" * len(PLACEMENTS))
@@ -105,7 +105,7 @@ def main() -> None:
         chosen = Counter(PLACEMENTS[dict(Candidate.parse(plan.choices[op.name]).knobs)["prologue"]]
                          for op in graph.tunable if op.attrs.get("prologue"))
         timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
-        print(f"\n### {model}: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads; layouts "
+        print(f"\n### {model}: {host().cpu}, vector unit {HOST.name}, {args.threads} threads; layouts "
               f"{', '.join(args.layouts)}, space {args.space_size}; {extracted.new} of {extracted.tasks} tasks "
               f"measured; load {timed.load[0]:.2f} -> {timed.load[1]:.2f}")
         print(f"{sum(chosen.values())} convolutions read through a prologue; the plan computes them "

@@ -32,8 +32,10 @@ import tvm  # noqa: E402
 
 from experiments.tune import tune  # noqa: E402
 from search.artifact import load_artifact, random_arrays  # noqa: E402
-from search.export import make_target, relative_error, run_vm  # noqa: E402
+from search.export import run_vm  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
+from search.host import make_target  # noqa: E402
+from search.numerics import relative_error  # noqa: E402
 from search.zoo import load_model  # noqa: E402
 from search.zoo.onnx import bound_model, read_onnx  # noqa: E402
 

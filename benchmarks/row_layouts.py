@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's packages before this directory's
 
-from cost_models.measure import cpu_model  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans, variant_benchmark_args  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
+from search.host import host  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import kernel_kind  # noqa: E402
 from search.space import DEFAULT_LAYOUTS  # noqa: E402
@@ -79,7 +79,7 @@ def main() -> None:
         plans = {"rows blocked where the solver chooses": extracted.plan(solve(extracted.problem, "auto")),
                  "every linear layer NC": extracted.plan(solve(row_major, "auto"))}
         results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
-        print(f"\n### {model}: {args.threads} threads; host {cpu_model()}, vector unit {HOST.name}; layouts "
+        print(f"\n### {model}: {args.threads} threads; host {host().cpu}, vector unit {HOST.name}; layouts "
               f"{', '.join(args.layouts)}, space {args.space_size}; {extracted.new} of {extracted.tasks} tasks "
               f"measured now; load {load[0]:.2f} -> {load[1]:.2f}\n")
         best = best_by_layouts(extracted)

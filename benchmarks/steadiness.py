@@ -55,12 +55,12 @@ def main(argv: list[str] | None = None) -> int:
 
     use_threads(args.threads)
 
-    from cost_models.measure import cpu_model
     from experiments.timing import interleaved_latency
     from search.artifact import load_artifact
+    from search.host import host
     from search.isa import HOST
 
-    print(f"host: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads")
+    print(f"host: {host().cpu}, vector unit {HOST.name}, {args.threads} threads")
     artifacts = {_label(path): load_artifact(path) for path in args.artifacts}
     medians = {rounds: {label: [] for label in artifacts} for rounds in args.rounds}
     relative = {rounds: {label: [] for label in artifacts} for rounds in args.rounds}

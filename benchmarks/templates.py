@@ -25,6 +25,7 @@ import tvm  # noqa: E402
 
 from cost_models.timer import Timing, time_kernel  # noqa: E402
 from search.errors import SearchError  # noqa: E402
+from search.host import make_target  # noqa: E402
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec  # noqa: E402
 
 NO_EPILOGUE = Epilogue(bias=False)
@@ -135,9 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.knobs = args.knobs or (2 if args.quick else 6)
     start = time.perf_counter()
-    target = tvm.target.Target(
-        {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": args.threads}
-    )
+    target = make_target(args.threads)
     layers = resnet50_convs()
     if args.quick:
         layers = [layers[i] for i in (0, 2, 8, 21)]

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fma_peak import measure_peak  # noqa: E402  (this script's directory)
 
-from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
+from search.host import host  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import get_kind  # noqa: E402
 from search.threads import use_threads  # noqa: E402
@@ -79,7 +79,7 @@ def main() -> None:
     for op in graph.tunable:
         if op.kind in KINDS:
             nodes[get_kind(op.kind).workload(op)].append(problem.index(op.name))
-    print(f"{args.model}, {args.threads} threads, CPU {cpu_model()}, vector unit {HOST.name}; "
+    print(f"{args.model}, {args.threads} threads, CPU {host().cpu}, vector unit {HOST.name}; "
           f"measurements: {extracted.tasks} tasks, {extracted.new} new; FMA peak {peak:.1f} GFLOP/s\n")
     print("| workload | nodes | tessera ms | GFLOP/s | of peak | best candidate | numpy ms (IQR) | GFLOP/s | of peak | "
           "tessera / numpy |")

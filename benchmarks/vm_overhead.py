@@ -31,8 +31,7 @@ import tvm  # noqa: E402
 from tvm import relax, te  # noqa: E402
 from tvm.script import relax as R  # noqa: E402
 
-from cost_models.measure import cpu_model  # noqa: E402
-from search.export import make_target  # noqa: E402
+from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.threads import use_threads  # noqa: E402
 
@@ -122,7 +121,7 @@ def main() -> None:
     if args.calls < 1 or args.rounds < 1 or args.runs < 1 or not 1 <= args.threads <= os.cpu_count():
         parser.error("--calls, --rounds and --runs must be positive, --threads from 1 to the cores")
     use_threads(args.threads)
-    print(f"host: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads, load {os.getloadavg()[0]:.2f}")
+    print(f"host: {host().cpu}, vector unit {HOST.name}, {args.threads} threads, load {os.getloadavg()[0]:.2f}")
     per_call(args.calls, args.rounds, args.threads)
     for directory in args.artifact:
         per_network(directory, args.runs)

@@ -20,9 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.templates import resnet50_convs  # noqa: E402
-from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.timer import time_kernel  # noqa: E402
-from search.export import make_target  # noqa: E402
+from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import get_kind  # noqa: E402
 from search.kinds.checks import kernel_error  # noqa: E402
@@ -40,7 +39,7 @@ def main() -> None:
     if not 1 <= args.threads <= len(os.sched_getaffinity(0)) or args.repeat < 1:
         parser.error("--threads from 1 to the usable cores, --repeat positive")
     target, kind = make_target(args.threads), get_kind("conv2d")
-    print(f"host: {cpu_model()}, vector unit {HOST.name}, {args.threads} threads, load {os.getloadavg()[0]:.2f}; "
+    print(f"host: {host().cpu}, vector unit {HOST.name}, {args.threads} threads, load {os.getloadavg()[0]:.2f}; "
           f"{LAYOUT} -> {LAYOUT}, bias + ReLU fused; ms: median (IQR)\n")
     print("| layer | workload | setting | ms | vs direct default | relative error |")
     print("| --- | --- | --- | ---: | ---: | ---: |")

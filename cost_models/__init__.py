@@ -21,7 +21,6 @@ _EXPORTS = {
     "MeasuredCosts": "cost_models.measure",
     "MeasureError": "cost_models.measure",
     "Progress": "cost_models.measure",
-    "cpu_model": "cost_models.measure",
     "COST_SOURCES": "cost_models.sources",
     "CostSource": "cost_models.sources",
     "CostSourceError": "cost_models.sources",

@@ -12,7 +12,6 @@ cluster every node runs a ``LocalMeasurer`` (``cost_models.cluster_costs``).
 from __future__ import annotations
 
 import os
-import platform
 import shutil
 import tempfile
 import time
@@ -26,6 +25,7 @@ import tvm
 from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, Context, CostCache, CostRecord
 from cost_models.tasks import FREE, Task
 from cost_models.workers import PASSES, Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
+from search.host import host
 from search.templates import TEMPLATE_VERSION
 from search.threads import thread_variables
 
@@ -88,20 +88,9 @@ class CostProvider(ABC):
         self.close()
 
 
-def cpu_model() -> str:
-    """The CPU's "model name" from /proc/cpuinfo (the platform's processor string elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def machine_context(target: tvm.target.Target | str, threads: int, timing: str = DEFAULT_TIMING) -> Context:
     """The cache context of timings taken here with ``target``, ``threads`` and timing method ``timing``."""
-    return Context(str(tvm.target.Target(target)), cpu_model(), threads, tvm.__version__, TEMPLATE_VERSION, timing)
+    return Context(str(tvm.target.Target(target)), host().cpu, threads, tvm.__version__, TEMPLATE_VERSION, timing)
 
 
 def check_settings(*, batch_size: int, build_timeout: float, run_timeout: float, repeat: int, min_repeat_ms: int,

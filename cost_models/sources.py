@@ -3,8 +3,10 @@
 A source is a frozen dataclass whose fields are its parameters, checked when it is built. ``open`` builds the
 ``CostProvider`` that prices the tasks, and ``provenance`` says where the costs came from (a problem keeps it as
 ``meta["costs"]``). The command line's ``--costs`` and an experiment file's ``costs`` offer exactly the sources of
-``COST_SOURCES``, so a new source is a subclass decorated with ``@register``. This module imports neither TVM nor
-XGBoost; opening a source (or checking a hybrid one's parameters) does.
+``COST_SOURCES``, so a new source is a subclass decorated with ``@register``; each parameter is declared once, with
+``parameter`` (its flag, what it is, its help and the kind of value), and ``source_parameters`` gives the command line
+its flags and an experiment file its keys. This module imports neither TVM nor XGBoost; opening a source (or checking
+a hybrid one's parameters) does.
 
 Built in:
 
@@ -36,7 +38,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cost_models.cache import DEFAULT_TIMING, CostCache
+from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, CostCache
 
 if TYPE_CHECKING:
     import tvm
@@ -55,12 +57,77 @@ class CostSourceError(ValueError):
     cache or model file that cannot be opened."""
 
 
+VALUE_KINDS = ("path", "fraction", "count", "choice")
+"""What a parameter's value is: a file, a number in (0, 1], an integer >= 1, or one of its ``choices``."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """How a source parameter is given: the command line's ``flag`` (an experiment file's key is the flag's name with
+    underscores), ``about`` (what the value is, for errors), ``help`` (for the command line) and the ``kind`` of value
+    (``VALUE_KINDS``), with its ``choices`` if it is one of them."""
+
+    flag: str
+    about: str
+    help: str
+    kind: str
+    choices: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The experiment file's key (and the command line's destination)."""
+        return self.flag.removeprefix("--").replace("-", "_")
+
+
+def parameter(flag: str, about: str, help: str, kind: str, default: Any = MISSING,
+              choices: tuple[str, ...] = ()) -> Any:
+    """A source field declaring the parameter ``Parameter(flag, about, help, kind, choices)``, required without a
+    ``default``."""
+    if kind not in VALUE_KINDS:
+        raise ValueError(f"unknown kind of parameter value {kind!r}; choose from {', '.join(VALUE_KINDS)}")
+    return field(default=default, metadata={"parameter": Parameter(flag, about, help, kind, choices)})
+
+
+@dataclass(frozen=True)
+class SourceParameter:
+    """A parameter as the registry offers it: the sources' field ``name``, its ``default`` (``MISSING``: required),
+    its declaration and the ``sources`` taking it."""
+
+    name: str
+    default: Any
+    declared: Parameter
+    sources: tuple[str, ...]
+
+    @property
+    def type(self) -> type:
+        """The command line's type of a value."""
+        return {"fraction": float, "count": int}.get(self.declared.kind, str)
+
+    @property
+    def help(self) -> str:
+        """The command line's help: the sources taking it, its help and its default."""
+        default = "" if self.default is MISSING else f" (default: {self.default})"
+        return f"{', '.join(self.sources)}: {self.declared.help}{default}"
+
+
+def source_parameters() -> dict[str, SourceParameter]:
+    """Every parameter of the registered sources by name, in the order they are first declared."""
+    found: dict[str, SourceParameter] = {}
+    for name, cls in COST_SOURCES.items():
+        for f in fields(cls):
+            known = found.get(f.name)
+            sources = (*known.sources, name) if known else (name,)
+            found[f.name] = SourceParameter(f.name, f.default, f.metadata["parameter"], sources)
+    return found
+
+
 @dataclass(frozen=True)
 class CostSource(ABC):
-    """Base of every cost source: its fields are its parameters, each with ``metadata["about"]`` describing it.
+    """Base of every cost source: its fields are its parameters, each with a ``Parameter`` in its metadata.
 
-    Subclasses set ``name`` and ``description`` (and ``measures`` False if they time nothing), check their parameters
-    in ``__post_init__`` (raising ``CostSourceError``), implement ``open`` and extend ``provenance``.
+    Subclasses set ``name`` and ``description`` (and ``measures`` False if they time nothing), declare their
+    parameters with ``parameter``, check them in ``__post_init__`` (raising ``CostSourceError``), implement ``open``
+    and extend ``provenance``.
     """
 
     name: ClassVar[str]
@@ -127,7 +194,8 @@ def _misfit(param: str) -> str:
     takers = [name for name, cls in COST_SOURCES.items() if param in cls.parameters()]
     if not takers:
         return f"no cost source takes a parameter {param!r}"
-    about = next(f.metadata.get("about", param) for f in fields(COST_SOURCES[takers[0]]) if f.name == param)
+    declared = source_parameters()[param].declared
+    about = f"{declared.about} ({declared.flag})"
     verb = "need" if all(COST_SOURCES[name].parameters()[param] for name in takers) else "take"
     subject = f"the {_and(takers)} cost sources {verb}" if len(takers) > 1 else f"the {takers[0]} cost source {verb}s"
     message = f"{subject} {about}"
@@ -144,7 +212,7 @@ def _and(names: Iterable[str]) -> str:
 # ---------------------------------------------------------------------------------------------------- sources
 def _model_file() -> Any:
     """The ``model`` parameter: a cost-model file, required."""
-    return field(metadata={"about": "a cost-model file (--cost-model)"})
+    return parameter("--cost-model", "a cost-model file", "cost-model file from 'tessera costmodel train'", "path")
 
 
 def _cache(path: str | Path) -> CostCache:
@@ -172,7 +240,11 @@ def _model(path: str | Path) -> XGBCostModel:
 
 def _timing() -> Any:
     """The ``timing`` parameter of the sources that measure: a method of ``cost_models.cache.TIMING_METHODS``."""
-    return field(default=DEFAULT_TIMING, metadata={"about": "a timing method (--timing)"})
+    return parameter("--timing", "a timing method",
+                     "context (weights and output flushed from the caches before each call, the input kept, as after "
+                     "its producer in a network), warm (repeats back to back) or cold (the last-level cache evicted "
+                     "before each call); records of different methods never mix in the cache", "choice",
+                     default=DEFAULT_TIMING, choices=TIMING_METHODS)
 
 
 def _check_timing(timing: str) -> None:
@@ -254,8 +326,10 @@ class HybridSource(CostSource):
     name = "hybrid"
     description = "measure the best-predicted --measure-fraction of each node's candidates and predict the rest"
     model: str | Path = _model_file()
-    fraction: float = field(default=0.2, metadata={"about": "a measured fraction (--measure-fraction)"})
-    rounds: int = field(default=2, metadata={"about": "predict-measure-refit rounds (--hybrid-rounds)"})
+    fraction: float = parameter("--measure-fraction", "a measured fraction",
+                                "share of each node's candidates to measure", "fraction", default=0.2)
+    rounds: int = parameter("--hybrid-rounds", "predict-measure-refit rounds", "predict-measure-refit rounds", "count",
+                            default=2)
     timing: str = _timing()
 
     def __post_init__(self) -> None:

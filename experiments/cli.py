@@ -165,18 +165,20 @@ def _run_demo(args: argparse.Namespace) -> int:
 def _add_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="solve the embedded DenseNet-201-like and SSD-like problems with every solver "
                                        "and print cost, gap and seconds per solver")
+    from solvers import SOLVERS
+
+    searching = ", ".join(name for name in sorted(SOLVERS) if SOLVERS[name].searches_to_optimality)
     p.add_argument("--time-limit", type=float, default=10.0,
-                   help="seconds for the exact solvers (ilp, toulbar2, auto; default: 10)")
+                   help=f"seconds for the solvers that search until they prove optimality ({searching}; default: 10)")
     p.set_defaults(run=_run_compare)
 
 
 def _run_compare(args: argparse.Namespace) -> int:
-    from experiments.compare import LEGEND, compare, format_table
+    from experiments.compare import LEGEND, compare, compare_settings, format_table
     from solvers.base import make_solver
     from solvers.generators import generate
 
-    limit = {"time_limit": args.time_limit}
-    settings = {"auto": limit, "dp": {}, "pbqp": {}, "ilp": limit, "toulbar2": limit, "greedy": {}}
+    settings = compare_settings(args.time_limit)
     for name, params in settings.items():
         make_solver(name, **params)  # a bad limit is one error line, not a failing row per solver
     rows = []

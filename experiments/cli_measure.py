@@ -15,10 +15,10 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------------------------------------------- extract / tune
 def _add_measurement_args(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache and the
-    cost source (the sources of ``cost_models.sources.COST_SOURCES``)."""
-    from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS
-    from cost_models.sources import COST_SOURCES, DEFAULT
+    """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache, the
+    cost source (the sources of ``cost_models.sources.COST_SOURCES``) and a flag per source parameter
+    (``cost_models.sources.source_parameters``)."""
+    from cost_models.sources import COST_SOURCES, DEFAULT, source_parameters
 
     p.add_argument("model", help="zoo model name or .onnx file")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 1)")
@@ -36,19 +36,13 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())
                    + f" (default: {DEFAULT})")
-    p.add_argument("--cost-model", default=None, help="cost-model file from 'tessera costmodel train'")
-    p.add_argument("--measure-fraction", type=float, default=None,
-                   help="hybrid: share of each node's candidates to measure (default: 0.2)")
-    p.add_argument("--hybrid-rounds", type=int, default=None, help="hybrid: predict-measure-refit rounds (default: 2)")
+    for param in source_parameters().values():
+        p.add_argument(param.declared.flag, type=param.type, default=None, choices=param.declared.choices or None,
+                       help=param.help)
     p.add_argument("--transforms", default="shared", choices=("shared", "pairwise"),
                    help="price each layout conversion once, as the exported module runs it (shared: auxiliary nodes "
                         "with hard constraints, which the auto solver proves) or every read on its own (pairwise: "
                         "smaller problems the heuristics handle better) (default: shared)")
-    p.add_argument("--timing", default=None, choices=TIMING_METHODS,
-                   help="measured, hybrid: context (weights and output flushed from the caches before each call, the "
-                        "input kept, as after its producer in a network), warm (repeats back to back) or cold (the "
-                        "last-level cache evicted before each call); records of different methods never mix in the "
-                        f"cache (default: {DEFAULT_TIMING})")
     p.add_argument("--address", default=None, metavar="HOST:PORT",
                    help="measure on this Ray cluster, joined with Ray's token authentication (RAY_AUTH_TOKEN or "
                         "~/.ray/auth_token): its nodes offering the timing_slot resource build and time what the cache "
@@ -60,14 +54,13 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
 
 def _measurement_kwargs(args: argparse.Namespace) -> dict:
     from cost_models.cache import DEFAULT_CACHE
-    from cost_models.sources import cost_source
+    from cost_models.sources import cost_source, source_parameters
     from experiments.progress import ProgressBar
     from search.zoo import check_model
 
     check_model(args.model, batch=args.batch, image_size=args.image_size, seed=args.seed,
                 input_shape=args.input_shape)  # before a cost cache is opened or a cluster joined
-    options = {"model": args.cost_model, "fraction": args.measure_fraction, "rounds": args.hybrid_rounds,
-               "timing": args.timing}
+    options = {name: getattr(args, param.declared.key) for name, param in source_parameters().items()}
     source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
     return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
             "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
@@ -109,9 +102,11 @@ def _run_extract(args: argparse.Namespace) -> int:
 def _add_tune(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="measure, solve, export, check and time a model's plan against the baselines")
     _add_measurement_args(p)
+    from solvers import SOLVERS
+
     p.add_argument("--solver", default="auto",
-                   help="auto, dp, pbqp, ilp, toulbar2 or greedy, or several comma-separated, each plan timed beside "
-                        "the baselines (default: auto)")
+                   help=f"{', '.join(sorted(SOLVERS))}, or several comma-separated, each plan timed beside the "
+                        "baselines (default: auto)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds each solver may spend")
     p.add_argument("--repeat", type=int, default=10,
                    help="interleaved timing rounds of the plan and each baseline (default: 10)")

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from solvers import Problem, SolverError, solve
+from solvers import SOLVERS, Problem, SolverError, solve
 from solvers.base import relative_gap
 
 LP_BOUND = "lp bound"
@@ -35,6 +35,13 @@ class Row:
     """``(cost - best lower bound) / cost`` over the instance."""
     vs_best: float | None = None
     """``(cost - best cost) / best cost`` over the instance's solvers."""
+
+
+def compare_settings(time_limit: float) -> dict[str, dict[str, Any]]:
+    """``tessera compare``'s solvers, every registered one by name, with ``time_limit`` for those that search to
+    optimality."""
+    return {name: ({"time_limit": time_limit} if SOLVERS[name].searches_to_optimality else {})
+            for name in sorted(SOLVERS)}
 
 
 def compare(problem: Problem, solvers: Mapping[str, Mapping[str, Any]], *, instance: str, lp: bool = True) -> list[Row]:

@@ -34,6 +34,8 @@ An experiment file looks like::
     costs = ["measured", "hybrid"] # cost source(s): measured (default), xgboost, hybrid, calibrated (COST_SOURCES)
     cost_model = "model.json"      # the cost-model file xgboost and hybrid need
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
+    hybrid_rounds = 3              # hybrid: predict-measure-refit rounds (default 2); every --flag of a cost source's
+                                   # parameter is a key (cost_models.sources.source_parameters)
     timing = ["warm", "context"]   # the sources that measure: timing method(s) (default context; cost_models.timer)
     transforms = ["shared", "pairwise"]  # layout transforms priced once per conversion (default) or per read
     # address = "10.0.0.1:6379"    # measure on this Ray cluster (as tessera extract --address); not part of the
@@ -99,6 +101,7 @@ class ProblemSpec:
     costs: str | None = None  # None: measured
     cost_model: str | None = None
     measure_fraction: float | None = None
+    hybrid_rounds: int | None = None  # None: 2
     timing: str | None = None  # None: context
     transforms: str | None = None  # None: shared
     address: str | None = None  # a Ray cluster measuring it; where, not what: outside the trial's id and hash
@@ -120,6 +123,7 @@ class ProblemSpec:
             shape = "" if self.input_shape is None else "-" + "+".join(
                 text.strip().replace(",", "x") for text in self.input_shape.split(";"))
             costs = "" if self.costs is None else f"-{self.costs}{self.measure_fraction or ''}"
+            costs += "" if self.hybrid_rounds is None else f"-r{self.hybrid_rounds}"
             costs += "" if self.timing is None else f"-{self.timing}"
             costs += "" if self.transforms is None else f"-{self.transforms}"
             return (f"{Path(self.model).stem}{size}{batch}{shape}-s{self.seed}-n{self.space_size}-t{self.threads}-"

@@ -23,12 +23,21 @@ from pydantic import (
     Strict,
     Tag,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
 
 from cost_models.cache import DEFAULT_CACHE
-from cost_models.sources import COST_SOURCES, DEFAULT, CostSource, CostSourceError, cost_source
+from cost_models.sources import (
+    COST_SOURCES,
+    DEFAULT,
+    CostSource,
+    CostSourceError,
+    SourceParameter,
+    cost_source,
+    source_parameters,
+)
 from experiments.config_values import (
     FractionAxis,
     PathText,
@@ -44,8 +53,10 @@ from experiments.extraction import TRANSFORMS
 from solvers.generators import GENERATORS, check_sizes
 from solvers.problem import Problem, ProblemError
 
-SOURCE_KEYS = {"cost_model": "model", "measure_fraction": "fraction", "timing": "timing"}
+SOURCE_KEYS = {param.declared.key: name for name, param in source_parameters().items()}
 """Model-problem keys (and ``ProblemSpec`` fields) -> the cost-source parameter each gives (``cost_models.sources``)."""
+SET_DEFAULTS = ("measure_fraction",)
+"""Source keys whose default an instance sets when the file gives none, so that its label and hash name it."""
 
 _NODES_GENERATORS = ("chain", "random")
 
@@ -133,13 +144,13 @@ def _default_space_size() -> list[int]:
 InputShapes = text_axis('a string such as "1,3,640,640" or a list of them', distinct=False)
 LayoutSpaces = text_axis("a comma-separated string of layouts or a list of them", distinct=False)
 CostSources = Annotated[text_axis("a cost source or a list of distinct ones"), member(COST_SOURCES, "cost source")]
-TimingMethods = text_axis("a timing method or a list of distinct ones")
 TransformPricings = Annotated[text_axis("shared or pairwise, or a list of distinct ones"),
                               member(TRANSFORMS, "layout-transform pricing")]
 
 
-class ModelProblem(ProblemEntry):
-    """``model`` and the keys of a network measured or priced here (see ``experiments.config``)."""
+class _ModelTable(ProblemEntry):
+    """``model`` and the keys of a network measured or priced here (see ``experiments.config``), but the cost sources'
+    parameters, which ``ModelProblem`` adds from the registry."""
 
     model: Annotated[str, Strict(), expect("a zoo name or an .onnx path")]
     batch: SizeAxis | None = None
@@ -151,9 +162,6 @@ class ModelProblem(ProblemEntry):
     threads: SizeAxis = [1]
     cache: PathText = Field(default=str(DEFAULT_CACHE), validate_default=True)
     costs: CostSources = [DEFAULT]
-    cost_model: PathText | None = None
-    measure_fraction: FractionAxis = [0.2]
-    timing: TimingMethods | None = None
     transforms: TransformPricings | None = None
     address: Annotated[str, Strict(), expect("a Ray cluster's HOST:PORT")] | None = None
 
@@ -196,7 +204,7 @@ class ModelProblem(ProblemEntry):
             raise ValueError(str(exc)) from exc
 
     @model_validator(mode="after")
-    def _network_and_sources_exist(self) -> ModelProblem:
+    def _network_and_sources_exist(self) -> _ModelTable:
         if self.model.endswith(".onnx"):
             if not Path(self.model).is_file():
                 raise ValueError(f"no such ONNX file {self.model}")
@@ -232,8 +240,7 @@ class ModelProblem(ProblemEntry):
 
     def _source_axes(self) -> dict[str, dict[str, list[Any]]]:
         """Per cost source, the axes of the parameters it takes (``ProblemSpec`` field -> values)."""
-        axes = {"cost_model": [self.cost_model], "measure_fraction": [float(f) for f in self.measure_fraction],
-                "timing": self.timing or [None]}
+        axes = {key: _axis_values(getattr(self, key), param) for key, param in SOURCE_KEYS.items()}
         return {source: {key: axes[key] for key, param in SOURCE_KEYS.items()
                          if param in COST_SOURCES[source].parameters()} for source in self.costs}
 
@@ -263,6 +270,31 @@ class ModelProblem(ProblemEntry):
     def count(self) -> int:
         sources = sum(math.prod(len(values) for values in taken.values()) for taken in self._source_axes().values())
         return math.prod(len(values) for values in self._grid().values()) * sources
+
+
+def _axis_values(value: Any, param: str) -> list[Any]:
+    """The value of the key giving the source parameter ``param`` as an axis: a file as one value, fractions as
+    floats, none given as ``[None]``."""
+    if not isinstance(value, list):
+        return [value]
+    return [float(v) for v in value] if source_parameters()[param].declared.kind == "fraction" else value
+
+
+_KEY_TYPES = {"path": PathText, "fraction": FractionAxis, "count": SizeAxis}
+"""A source parameter's kind of value -> its key's type (one of its ``choices``: a text axis)."""
+
+
+def _source_key(param: SourceParameter) -> tuple[Any, Any]:
+    """The type and default of the key giving ``param``."""
+    declared = param.declared
+    value = _KEY_TYPES.get(declared.kind) or text_axis(f"{declared.about} or a list of distinct ones")
+    return (value, [param.default]) if declared.key in SET_DEFAULTS else (value | None, None)
+
+
+ModelProblem = create_model("ModelProblem", __base__=_ModelTable, __module__=__name__,
+                            **{param.declared.key: _source_key(param) for param in source_parameters().values()})
+ModelProblem.__doc__ = """``model``, the keys of a network measured or priced here and one key per cost-source
+parameter (its flag's name: ``cost_model``, ``measure_fraction``, ``hybrid_rounds``, ``timing``)."""
 
 
 PROBLEM_TABLES: dict[str, type[ProblemEntry]] = {"generator": GeneratorProblem, "file": FileProblem,

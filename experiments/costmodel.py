@@ -40,7 +40,7 @@ def network_data(model: Any, cache: str | Path, *, threads: int | None = None, b
     from cost_models.pricing import kernel_task, measurement_tasks
     from experiments.extraction import load_network
     from search import space as spaces
-    from search.export import make_target
+    from search.host import make_target
     from search.threads import use_threads
 
     threads = use_threads(threads)

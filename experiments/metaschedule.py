@@ -35,11 +35,11 @@ from search.export import (
     TOLERANCE,
     CompiledPlan,
     input_manifest,
-    make_target,
     random_inputs,
-    relative_error,
     run_vm,
 )
+from search.host import make_target
+from search.numerics import relative_error
 from search.plan import Plan
 from search.threads import use_threads
 

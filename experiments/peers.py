@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from search.interleave import interleave, latency_summary
+from search.numerics import relative_error
 from search.threads import thread_variables
 
 ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime")
@@ -144,16 +146,6 @@ def output_arrays(value: Any) -> list[np.ndarray]:
     return [array for item in value for array in output_arrays(item)]
 
 
-def max_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
-    """Largest ``max |a - b| / max |b|`` over paired outputs; inf if their number or shapes differ."""
-    if len(outputs) != len(reference) or any(a.shape != b.shape for a, b in zip(outputs, reference)):
-        return float("inf")
-    errors = [float(np.max(np.abs(a.astype(np.float64) - b), initial=0.0)) / max(float(np.max(np.abs(b), initial=0.0)),
-                                                                                 1e-30)
-              for a, b in zip(outputs, reference)]
-    return max(errors, default=0.0)
-
-
 def serve(engine: str, path: Path, threads: int) -> None:
     """Worker loop: load the network, print its facts as one JSON line, then answer each stdin line with one JSON
     line until stdin closes: ``time [NUMBER]`` with ``{"ms": ..., "number": ...}``, ``output FILE`` (saves the
@@ -228,32 +220,29 @@ def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
             workers.append(PeerWorker(contender, threads))
         with tempfile.TemporaryDirectory(prefix="tessera-peers-") as scratch:
             outputs = [w.outputs(Path(scratch) / f"{n}.npz") for n, w in enumerate(workers)]
-        errors = {w.contender.label: max_error(out, outputs[0]) for w, out in zip(workers, outputs)}
+        errors = {w.contender.label: relative_error(out, outputs[0]) for w, out in zip(workers, outputs)}
         echo("max error against " + contenders[0].label + ": " + ", ".join(f"{k} {v:.2e}" for k, v in errors.items()))
-        samples: dict[str, list[float]] = {c.label: [] for c in contenders}
         numbers: dict[str, int] = {}
-        for index in range(rounds):
-            shift = index % len(workers)
-            for worker in workers[shift:] + workers[:shift]:
+
+        def timer(worker: PeerWorker) -> Callable[[], float]:
+            def measure() -> float:
                 time.sleep(SETTLE_SECONDS)
-                label = worker.contender.label
-                answer = worker.time(numbers.get(label))
-                numbers[label] = answer["number"]
-                samples[label].append(answer["ms"])
+                answer = worker.time(numbers.get(worker.contender.label))
+                numbers[worker.contender.label] = answer["number"]
+                return answer["ms"]
+
+            return measure
+
+        def report(index: int, samples: dict[str, list[float]]) -> None:
             echo(f"round {index + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in samples.items()))
-        return {w.contender.label: {**summarize(samples[w.contender.label]), "number": numbers[w.contender.label],
+
+        samples = interleave({w.contender.label: timer(w) for w in workers}, rounds, report)
+        return {w.contender.label: {**latency_summary(samples[w.contender.label]), "number": numbers[w.contender.label],
                                     "max_error": errors[w.contender.label], "engine": w.contender.engine,
                                     "threads": threads, **w.facts} for w in workers}
     finally:
         for worker in workers:
             worker.close()
-
-
-def summarize(values: list[float]) -> dict[str, float]:
-    """Median, quartiles, interquartile spread and extremes of per-round samples (ms)."""
-    p25, median, p75 = (float(v) for v in np.percentile(values, [25, 50, 75]))
-    return {"median_ms": median, "p25_ms": p25, "p75_ms": p75, "spread_ms": p75 - p25, "min_ms": float(min(values)),
-            "max_ms": float(max(values)), "rounds": len(values)}
 
 
 def save_pytorch(mod, path: Path, model: str | None = None) -> Path:

@@ -35,6 +35,6 @@ class Settings:
     @cached_property
     def target(self) -> tvm.target.Target:
         """The host CPU target with ``threads`` cores."""
-        from search.export import make_target
+        from search.host import make_target
 
         return make_target(self.threads)

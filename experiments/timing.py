@@ -160,24 +160,21 @@ def interleaved_latency(artifacts: dict[str, Artifact], *, rounds: int, threads:
     its first round), starting one artifact later each round. Returns, per artifact, the median, quartiles, extremes
     and interquartile ``spread_ms`` of the per-round times in milliseconds.
     """
-    import numpy as np
-
     from search.artifact import measure_latency
+    from search.interleave import interleave, latency_summary
 
-    labels = list(artifacts)
-    samples: dict[str, list[float]] = {label: [] for label in labels}
     numbers: dict[str, int] = {}
     runtime_threads = threads
-    for index in range(rounds):
-        shift = index % len(labels)
-        for label in labels[shift:] + labels[:shift]:
+
+    def timer(label: str) -> Callable[[], float]:
+        def measure() -> float:
+            nonlocal runtime_threads
             latency = measure_latency(artifacts[label], repeat=1, number=numbers.get(label), threads=threads)
             numbers[label], runtime_threads = latency.number, latency.runtime_threads
-            samples[label].append(latency.median_ms)
-    out = {}
-    for label, values in samples.items():
-        p25, median, p75 = (float(v) for v in np.percentile(values, [25, 50, 75]))
-        out[label] = {"median_ms": median, "p25_ms": p25, "p75_ms": p75, "spread_ms": p75 - p25,
-                      "min_ms": min(values), "max_ms": max(values), "rounds": rounds, "number": numbers[label],
-                      "threads": threads, "runtime_threads": runtime_threads}
-    return out
+            return latency.median_ms
+
+        return measure
+
+    samples = interleave({label: timer(label) for label in artifacts}, rounds)
+    return {label: {**latency_summary(values), "number": numbers[label], "threads": threads,
+                    "runtime_threads": runtime_threads} for label, values in samples.items()}

@@ -23,6 +23,7 @@ from experiments.compare import LP_BOUND
 from experiments.config import Trial
 from experiments.progress import describe
 from search.errors import SearchError
+from search.host import host
 from solvers import ProblemError, SolverError, solve
 
 if TYPE_CHECKING:
@@ -177,18 +178,7 @@ def environment_info() -> dict[str, Any]:
         **versions,
         "version.python": platform.python_version(),
         "host": platform.node(),
-        "cpu": _cpu_model(),
+        "cpu": host().cpu,
         "cores": len(os.sched_getaffinity(0)),
         "threads.omp": os.environ.get("OMP_NUM_THREADS", "unset"),
     }
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

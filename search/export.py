@@ -20,8 +20,10 @@ from search.artifact import quiet_tvm_log, random_arrays
 from search.emit import emit_module
 from search.errors import SearchError
 from search.graph import OpGraph, extract_graph
+from search.host import make_target
 from search.isa import UNITS
 from search.lower import lower_and_compile
+from search.numerics import relative_error
 from search.plan import Plan, validate
 from search.templates.common import sized_for, unit
 
@@ -30,13 +32,6 @@ TOLERANCE = 1e-3
 reordering reaches 2.6e-4 (the nhwc baseline; MetaSchedule's own build 2.4e-4, the error spread over every output,
 mean 5e-6), while a wrong layout or kernel gives errors of order 1."""
 LIBRARY = "model.so"
-
-
-def make_target(threads: int) -> tvm.target.Target:
-    """The host CPU target (its own ``mcpu``) with ``threads`` cores."""
-    return tvm.target.Target(
-        {"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": int(threads)}
-    )
 
 
 def random_inputs(graph: OpGraph, seed: int) -> list[np.ndarray]:
@@ -63,17 +58,6 @@ def run_vm(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
 def reference_outputs(graph: OpGraph, target: tvm.target.Target, seed: int) -> list[np.ndarray]:
     """The stock NCHW build's outputs on ``random_inputs(graph, seed)``: what ``export`` checks a plan against."""
     return run_vm(tvm.compile(graph.module, target=target), random_inputs(graph, seed))
-
-
-def relative_error(outputs: list[np.ndarray], reference: list[np.ndarray]) -> float:
-    """Largest ``max|out - ref| / max|ref|`` over the outputs."""
-    errors = []
-    for out, ref in zip(outputs, reference, strict=True):
-        if out.shape != ref.shape:
-            return float("inf")
-        scale = max(float(np.max(np.abs(ref))), 1e-12)
-        errors.append(float(np.max(np.abs(out - ref))) / scale)
-    return max(errors)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The host's vector unit, which the templates size their vectors and register tiles for.
 
 x86 CPUs with AVX-512 have 32 vector registers of 16 float32 lanes, AVX2 ones 16 registers of 8 lanes. tessera
-compiles for the host (``search.export.make_target``), so the unit is read once, from the CPU flags the kernel reports;
+compiles for the host (``search.host.make_target``), so the unit is read once, from the CPU flags the kernel reports;
 without ``/proc/cpuinfo`` (not Linux) the AVX2 sizing is used, which is correct code on every x86-64 CPU with AVX2.
 No TVM import: ``cost_models.features`` describes kernels with the same unit.
 """
@@ -27,17 +27,22 @@ AVX2 = VectorUnit("avx2", lanes=8, accumulators=14)
 UNITS = {unit.name: unit for unit in (AVX512, AVX2)}
 
 
-def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
-    """The ``flags`` of the first CPU in ``cpuinfo``; empty when it cannot be read."""
+def cpu_field(name: str, cpuinfo: str | Path = "/proc/cpuinfo") -> str | None:
+    """The field ``name`` (``flags``, ``model name``) of the first CPU in ``cpuinfo``; None when it cannot be read."""
     try:
         text = Path(cpuinfo).read_text()
     except OSError:
-        return set()
+        return None
     for line in text.splitlines():
         key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return set(value.split())
-    return set()
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> set[str]:
+    """The ``flags`` of the first CPU in ``cpuinfo``; empty when it cannot be read."""
+    return set((cpu_field("flags", cpuinfo) or "").split())
 
 
 def host_vector_unit(cpuinfo: str | Path = "/proc/cpuinfo") -> VectorUnit:

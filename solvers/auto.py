@@ -74,6 +74,7 @@ class AutoSolver(Solver):
     """
 
     name = "auto"
+    searches_to_optimality = True
 
     def __init__(self, *, time_limit: float | None = 60.0, max_table_entries: float = MAX_TABLE_ENTRIES) -> None:
         super().__init__(time_limit=time_limit)

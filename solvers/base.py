@@ -91,6 +91,9 @@ class Solver(ABC):
     """
 
     name: ClassVar[str]
+    searches_to_optimality: ClassVar[bool] = False
+    """Whether the solver searches until it proves its answer optimal, so that it runs as long as it is let:
+    comparisons give such solvers their time limit."""
 
     def __init__(self, *, time_limit: float | None = None) -> None:
         self.time_limit = time_limit

@@ -149,6 +149,7 @@ class ILPSolver(Solver):
     """
 
     name = "ilp"
+    searches_to_optimality = True
 
     def __init__(
         self,

@@ -70,6 +70,7 @@ class Toulbar2Solver(Solver):
     """
 
     name = "toulbar2"
+    searches_to_optimality = True
 
     def __init__(
         self,

@@ -20,18 +20,14 @@ from typing import Any
 import numpy as np
 
 from search.errors import SearchError
+from search.host import make_target
 from search.kinds.base import KernelKind, LayoutKind, OperatorKind
 from search.layouts import layout
+from search.numerics import relative_error
 from search.templates.workloads import Epilogue, KernelSpec
 
 TOLERANCE = 1e-4  # of max|out - reference| relative to max(1, max|reference|), float32 against float64
 Check = tuple[str, Callable[[], None]]
-
-
-def _target():
-    import tvm
-
-    return tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 1})
 
 
 def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target) -> np.ndarray:
@@ -48,7 +44,7 @@ def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target)
 
 def _error(got: np.ndarray, expected: np.ndarray, what: str) -> float:
     assert got.shape == expected.shape, f"{what}: output shape {got.shape}, expected {expected.shape}"
-    return float(np.max(np.abs(got - expected))) / max(1.0, float(np.max(np.abs(expected))))
+    return relative_error([got], [expected], floor=1.0)
 
 
 def _close(got: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -88,14 +84,14 @@ def check_kernel(spec: KernelSpec, *, target=None, seed: int = 0) -> None:
     """Build ``spec`` with its kind, check the PrimFunc is scheduled and its parameters have the shapes of the data,
     the packed constants, the other activations (a residual) and the output, run it on random operands and compare
     with the kind's numpy reference; ``AssertionError`` on a difference."""
-    _numerics_check(spec.kind, spec, target or _target(), seed)
+    _numerics_check(spec.kind, spec, target or make_target(1), seed)
 
 
 def kernel_error(spec: KernelSpec, *, target=None, seed: int = 0) -> float:
     """``max|out - reference| / max(1, max|reference|)`` of ``spec``'s kernel on random operands against its kind's
     float64 numpy reference (what ``check_kernel`` compares with ``TOLERANCE``); ``AssertionError`` if the PrimFunc is
     not scheduled or its parameters have the wrong shapes."""
-    return _numerics(spec.kind, spec, target or _target(), seed)
+    return _numerics(spec.kind, spec, target or make_target(1), seed)
 
 
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
@@ -219,7 +215,7 @@ def kind_checks(
     target : tvm.target.Target, optional
         Default: the host CPU, one core.
     """
-    target = target or _target()
+    target = target or make_target(1)
     examples = kind.examples if examples is None else examples
     if not examples:
         raise SearchError(f"{kind.name}: no examples to check; pass some or set the kind's examples")

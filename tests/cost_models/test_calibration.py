@@ -19,8 +19,9 @@ from cost_models.calibration import (
 from cost_models.tasks import ChainTask, KernelTask, TransformTask
 from search.artifact import load_artifact
 from search.candidates import kernel_spec
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import KernelKind, get_kind
 from search.plan import baseline_plan, validate
 from search.profile import profile_artifact

@@ -19,7 +19,7 @@ from cost_models.cache import DEFAULT_TIMING
 from cost_models.timer import MAX_COLD_REPEATS
 from cost_models.workers import PASSES
 from search.errors import SearchError
-from search.export import make_target
+from search.host import make_target
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 from tests.cost_models import faulty
 

@@ -18,9 +18,10 @@ from cost_models.timer import (
     random_arguments,
     time_kernel,
 )
+from search.host import make_target
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 
-TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
+TARGET = make_target(2)
 CORES = len(os.sched_getaffinity(0))
 
 

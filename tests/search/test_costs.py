@@ -15,8 +15,8 @@ from cost_models.tasks import ChainTask, KernelTask, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.emit import emit_module
 from search.errors import SearchError
-from search.export import make_target
 from search.graph import extract_graph
+from search.host import make_target
 from search.isa import HOST
 from search.layouts import fixed_layout
 from search.plan import BASELINES, Plan, baseline_plan, plan_from_assignment, validate

@@ -12,8 +12,9 @@ from cost_models.tasks import KernelTask
 from search.candidates import Candidate
 from search.emit import emit_module
 from search.errors import SearchError
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import kernel_kind
 from search.kinds.checks import check_kernel
 from search.plan import Plan, baseline_plan, plan_from_assignment, validate

@@ -10,8 +10,9 @@ from cost_models.pricing import measurement_tasks
 from cost_models.tasks import TransformTask
 from search.candidates import Candidate, candidate_space, default_knobs
 from search.errors import SearchError
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import get_kind
 from search.plan import Plan, baseline_plan
 from search.templates.workloads import BatchMatmulWorkload, KernelSpec

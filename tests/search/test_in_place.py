@@ -14,8 +14,9 @@ from cost_models.tasks import ChainTask
 from search.artifact import load_artifact
 from search.candidates import Candidate
 from search.errors import SearchError
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.in_place import write_into
 from search.plan import Plan, baseline_plan, plan_from_assignment, validate
 from search.space import tuning_space

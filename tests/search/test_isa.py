@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tvm
 
-from search.export import make_target
+from search.host import make_target
 from search.isa import AVX2, AVX512, HOST, cpu_flags, host_vector_unit
 
 

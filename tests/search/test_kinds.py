@@ -11,8 +11,9 @@ from cost_models.cache import CostCache
 from cost_models.measure import MeasuredCosts
 from cost_models.pricing import build_problem
 from search.errors import SearchError
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import KINDS, KernelKind, check_kind, get_kind, kind_checks, register
 from search.plan import baseline_plan, plan_from_assignment
 from search.space import tuning_space

@@ -7,10 +7,11 @@ import pytest
 import tvm
 from tvm import relax
 
+from search.host import make_target
 from search.lower import schedule_legalised
 from search.templates.common import unit
 
-TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
+TARGET = make_target(2)
 SHAPES = {"NCHW16c": (1, 2, 9, 7, 16), "NCHW": (1, 32, 9, 7), "NHWC": (1, 9, 7, 96)}  # NHWC: 6 vectors of 16
 
 

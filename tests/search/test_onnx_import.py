@@ -11,11 +11,12 @@ import tvm
 from tvm import relax
 
 from search.errors import SearchError
-from search.export import relative_error
+from search.host import make_target
+from search.numerics import relative_error
 from search.zoo import load_model, model_stats
 from search.zoo.layers import vocabulary_violations
 
-TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
+TARGET = make_target(2)
 C = 8
 
 

@@ -6,8 +6,9 @@ import pytest
 
 from search.artifact import load_artifact
 from search.errors import SearchError
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.plan import baseline_plan
 from search.profile import _match, profile_artifact
 from tests.search.tiny_nets import add_node_net

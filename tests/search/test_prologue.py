@@ -13,8 +13,9 @@ from cost_models.pricing import build_problem
 from cost_models.tasks import KernelTask
 from search.candidates import Candidate
 from search.errors import SearchError
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import kernel_kind
 from search.kinds.checks import kernel_error
 from search.plan import baseline_plan, plan_from_assignment

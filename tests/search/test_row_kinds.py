@@ -10,8 +10,9 @@ from tvm import relax
 from cost_models.cache import CostCache
 from cost_models.measure import MeasuredCosts
 from cost_models.pricing import build_problem
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import KINDS, check_kind
 from search.plan import baseline_plan
 from search.space import tuning_space

@@ -14,8 +14,9 @@ from cost_models.tasks import KernelTask, TransformTask
 from search.candidates import Candidate
 from search.emit import emit_module
 from search.errors import SearchError
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import kernel_kind
 from search.kinds.checks import check_kernel
 from search.layouts import Layout, LayoutError, activation_layout, activation_shape

@@ -10,6 +10,7 @@ import pytest
 import tvm
 
 from search.errors import SearchError
+from search.host import make_target
 from search.isa import AVX2, AVX512
 from search.kinds import KINDS, check_kernel
 from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
@@ -24,7 +25,7 @@ def build_kernel(spec: KernelSpec, target) -> tvm.tirx.PrimFunc:
 def knob_space(spec: KernelSpec, size: int | None = None):
     return spec.kind.knob_space(spec, size)
 
-TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
+TARGET = make_target(2)
 
 
 def check_conv(spec: KernelSpec) -> None:

@@ -12,9 +12,10 @@ from experiments.tune import tune
 from search.artifact import load_artifact
 from search.errors import SearchError
 from search.graph import extract_graph
+from search.host import make_target
 from search.zoo import load_model, model_stats, reference_outputs
 
-TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
+TARGET = make_target(2)
 TOKENS = np.random.default_rng(3)
 
 
@@ -108,7 +109,8 @@ def test_tune_exports_a_checked_plan_of_bert(tmp_path):
 
 
 def test_a_vit_plan_with_a_blocked_patch_embedding_exports_and_checks():
-    from search.export import export, make_target
+    from search.export import export
+    from search.host import make_target
     from search.plan import baseline_plan
 
     graph = extract_graph(load_model("vit_small"))

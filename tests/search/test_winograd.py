@@ -13,8 +13,9 @@ from cost_models.pricing import build_problem
 from cost_models.tasks import KernelTask
 from search.artifact import load_artifact
 from search.candidates import Candidate
-from search.export import export, make_target
+from search.export import export
 from search.graph import extract_graph
+from search.host import make_target
 from search.kinds import get_kind
 from search.kinds.checks import check_kernel
 from search.plan import Plan, baseline_plan, plan_from_assignment

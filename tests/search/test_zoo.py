@@ -8,11 +8,12 @@ import tvm
 from tvm import relax
 
 from search.errors import SearchError
+from search.host import make_target
 from search.zoo import MODELS, load_model, model_stats, reference_outputs
 from search.zoo.layers import Net, Network, Tensor, vocabulary_violations
 
 TRANSFORMERS = {"bert_base", "bert_large", "bert_small", "vit_b16", "vit_small"}  # test_transformer_zoo.py
-TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
+TARGET = make_target(2)
 
 # name: (small image size for the test, conv2d, dense)
 EXPECTED = {
