@@ -63,7 +63,7 @@ def test_both_tile_sizes_compute_the_convolution_with_every_epilogue(m, layouts)
 
 def test_a_plan_with_winograd_exports_passes_the_check_and_names_it(graph, tmp_path):
     choices = {**baseline_plan(graph, "nchw16c").choices,
-               "conv2d_1": "NCHW16c>NHWC:oc_bn=16,reg_n=8,winograd=4",  # with the residual, read in NHWC
+               "conv2d_1": "NCHW16c>NHWC:oc_bn=16,reg_n=4,winograd=4",  # with the residual, read in NHWC
                "conv2d_3": "NHWC>NCHW16c:reg_n=4,winograd=2",  # 4x4 px: four tiles
                "conv2d_4": "NCHW16c>NCHW8c:reg_n=4,winograd=4"}
     plan = Plan(choices, model="tiny")
@@ -96,7 +96,7 @@ def test_the_weights_are_transformed_in_float64_once():
     rng = np.random.default_rng(0)
     weight = rng.uniform(-1, 1, (32, 16, 3, 3))
     spec = KernelSpec(Conv2DWorkload(1, 16, 8, 8, 32, (3, 3), (1, 1), (1, 1, 1, 1)), "NCHW16c", "NCHW16c",
-                      (("reg_n", 8), ("winograd", 2)), Epilogue())
+                      (("reg_n", 4), ("winograd", 2)), Epilogue())
     packed = winograd.pack_weight(spec, weight)
     assert packed.shape == (4, 4, 2, 16, 16) and packed.dtype == np.float32
     _, g, _ = winograd.MATRICES[2]
