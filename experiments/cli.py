@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
 from experiments.cli_measure import add_measure_commands
-from solvers.base import SolverError
+from solvers.errors import SolverError
 from solvers.problem import ProblemError
 
 USAGE_ERROR = 2
