@@ -41,7 +41,8 @@ from experiments.config_values import (
     text_axis,
 )
 from experiments.tune import TRANSFORMS
-from solvers.generators import GENERATORS, check_sizes
+from solvers.generator_sizes import check_sizes
+from solvers.generators import GENERATORS
 from solvers.problem import Problem, ProblemError
 
 SOURCE_KEYS = {"cost_model": "model", "measure_fraction": "fraction", "timing": "timing"}
