@@ -25,7 +25,7 @@ XGBoostSource(model='model.json')
 >>> cost_source("simulated")
 Traceback (most recent call last):
 ...
-cost_models.sources.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated
+cost_models.errors.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cost_models.cache import DEFAULT_TIMING, CostCache
+from cost_models.errors import CostSourceError
 
 if TYPE_CHECKING:
     import tvm
@@ -48,11 +49,6 @@ if TYPE_CHECKING:
 
 DEFAULT = "measured"
 """The source used when none is named."""
-
-
-class CostSourceError(ValueError):
-    """A cost source that cannot be used: an unknown name, a parameter it lacks or does not take, a bad value, or a
-    cache or model file that cannot be opened."""
 
 
 @dataclass(frozen=True)

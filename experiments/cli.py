@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
     from cost_models.cache import CacheError
-    from cost_models.sources import CostSourceError
+    from cost_models.errors import CostSourceError
     from cost_models.xgb_model import ModelError
     from experiments.config import ExperimentError
     from search.errors import SearchError

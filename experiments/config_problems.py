@@ -28,7 +28,8 @@ from pydantic import (
 )
 
 from cost_models.cache import DEFAULT_CACHE
-from cost_models.sources import COST_SOURCES, DEFAULT, CostSource, CostSourceError, cost_source
+from cost_models.errors import CostSourceError
+from cost_models.sources import COST_SOURCES, DEFAULT, CostSource, cost_source
 from experiments.config_values import (
     FractionAxis,
     PathText,
