@@ -24,9 +24,9 @@ from cost_models.measure import cpu_model  # noqa: E402
 from cost_models.pricing import plan_cost  # noqa: E402
 from experiments.timing import interleaved_latency  # noqa: E402
 from experiments.tune import extract, use_threads  # noqa: E402
-from search.artifact import load_artifact, save_artifact  # noqa: E402
+from search.artifact import load_artifact  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
-from search.export import export, make_target, reference_outputs  # noqa: E402
+from search.export import export, make_target, reference_outputs, save_artifact  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import Plan, plan_from_assignment  # noqa: E402
 from search.profile import profile_artifact  # noqa: E402

@@ -211,7 +211,7 @@ def _run_export(args: argparse.Namespace) -> int:
     import warnings
 
     from experiments.deploy import export_plan
-    from search.artifact import save_artifact
+    from search.export import save_artifact
 
     check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
                             {"plan file": args.plan, "model file": args.model})
