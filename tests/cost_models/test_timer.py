@@ -18,6 +18,7 @@ from cost_models.timer import (
     random_arguments,
     time_kernel,
 )
+from search.kinds import kernel_kind
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 
 TARGET = tvm.target.Target({"kind": "llvm", "mcpu": tvm.target.codegen.llvm_get_system_cpu(), "num-cores": 2})
@@ -28,7 +29,7 @@ CORES = len(os.sched_getaffinity(0))
 def kernel() -> tvm.tirx.PrimFunc:
     wl = Conv2DWorkload(1, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
     spec = KernelSpec(wl, "NCHW8c", "NCHW16c", (), Epilogue(activation="relu"))
-    return spec.kind.build(spec, TARGET)
+    return kernel_kind(spec.workload.kind).build(spec, TARGET)
 
 
 @pytest.mark.parametrize("threads", sorted({1, min(2, CORES)}))
