@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's
 from cost_models.pricing import plan_cost  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import interleaved_latency  # noqa: E402
-from search.artifact import load_artifact, save_artifact  # noqa: E402
+from search.artifact import load_artifact  # noqa: E402
 from search.candidates import Candidate  # noqa: E402
-from search.export import export, reference_outputs  # noqa: E402
+from search.export import export, reference_outputs, save_artifact  # noqa: E402
 from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.plan import Plan, plan_from_assignment  # noqa: E402

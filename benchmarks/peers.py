@@ -97,7 +97,7 @@ def missing_peers(model: str) -> dict[str, str]:
     transformer)."""
     from importlib.util import find_spec
 
-    from search.zoo.transformer import is_transformer
+    from search.zoo import is_transformer
 
     packages = {"pytorch": "torch", "onnxruntime": "onnxruntime"}
     missing = {name: f"{package} is not installed (pip install -e \".[peers]\")"

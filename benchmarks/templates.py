@@ -26,6 +26,7 @@ import tvm  # noqa: E402
 from cost_models.timer import Timing, time_kernel  # noqa: E402
 from search.errors import SearchError  # noqa: E402
 from search.host import make_target  # noqa: E402
+from search.kinds import kernel_kind  # noqa: E402
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec  # noqa: E402
 
 NO_EPILOGUE = Epilogue(bias=False)
@@ -70,7 +71,7 @@ def candidates(wl: Conv2DWorkload, quick: bool, knobs: int) -> Iterator[KernelSp
     for in_layout, out_layout in pairs:
         spec = KernelSpec(wl, in_layout, out_layout, (), NO_EPILOGUE)
         try:
-            space = spec.kind.knob_space(spec, size=knobs)
+            space = kernel_kind(spec.workload.kind).knob_space(spec, size=knobs)
         except SearchError:  # a block that does not divide the channels
             continue
         for setting in space:
@@ -80,15 +81,15 @@ def candidates(wl: Conv2DWorkload, quick: bool, knobs: int) -> Iterator[KernelSp
 def best_spec(wl: Conv2DWorkload, target: tvm.target.Target, args: argparse.Namespace) -> KernelSpec:
     """The candidate with the lowest median over a short screening timing."""
     screened = [
-        (time_kernel(spec.kind.build(spec, target), target=target, threads=args.threads, repeat=3, min_repeat_ms=20),
-         spec)
+        (time_kernel(kernel_kind(spec.workload.kind).build(spec, target), target=target, threads=args.threads,
+                     repeat=3, min_repeat_ms=20), spec)
         for spec in candidates(wl, args.quick, args.knobs)
     ]
     return min(screened, key=lambda pair: pair[0].median_ms)[1]
 
 
 def careful_timing(spec: KernelSpec, target: tvm.target.Target, args: argparse.Namespace) -> Timing:
-    kernel = spec.kind.build(spec, target)
+    kernel = kernel_kind(spec.workload.kind).build(spec, target)
     return time_kernel(kernel, target=target, threads=args.threads, repeat=args.repeat, min_repeat_ms=100)
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cost_models.sources import CostSourceError
+from cost_models.errors import CostSourceError
 
 TIMING_SLOT = "timing_slot"
 """Custom Ray resource, one per node, held by whatever times that machine (a measuring node, an experiment trial)."""

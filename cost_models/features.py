@@ -99,7 +99,7 @@ def _chain(key: Mapping[str, Any], row: dict[str, float]) -> None:
 def _kernel(key: Mapping[str, Any], row: dict[str, float]) -> None:
     spec = kernel_spec_of(key)
     try:
-        values = spec.kind.features(spec)
+        values = kernel_kind(spec.workload.kind).features(spec)
     except NotImplementedError as exc:
         raise FeatureError(str(exc)) from None
     unknown = sorted(set(values) - set(row))

@@ -39,11 +39,12 @@ from cost_models.cache import CostRecord
 from cost_models.tasks import ChainTask, KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.errors import SearchError
-from search.graph import LayoutValue, Op, OpGraph, Read
+from search.graph import LayoutValue, OpGraph, Read
 from search.in_place import written_inputs
 from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
 from search.kinds.base import COPIED, VIEW_OF, VIEWS
 from search.layouts import fixed_layout
+from search.op import Op
 from search.templates.common import unit
 from solvers.problem import Problem
 

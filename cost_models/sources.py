@@ -27,7 +27,7 @@ XGBoostSource(model='model.json')
 >>> cost_source("simulated")
 Traceback (most recent call last):
 ...
-cost_models.sources.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated
+cost_models.errors.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, CostCache
+from cost_models.errors import CostSourceError
 
 if TYPE_CHECKING:
     import tvm
@@ -50,11 +51,6 @@ if TYPE_CHECKING:
 
 DEFAULT = "measured"
 """The source used when none is named."""
-
-
-class CostSourceError(ValueError):
-    """A cost source that cannot be used: an unknown name, a parameter it lacks or does not take, a bad value, or a
-    cache or model file that cannot be opened."""
 
 
 VALUE_KINDS = ("path", "fraction", "count", "choice")

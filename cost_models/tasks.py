@@ -16,6 +16,7 @@ from tvm import relax
 
 from cost_models.cache import CostRecord, canonical
 from search.errors import SearchError
+from search.kinds import kernel_kind
 from search.layouts import ACTIVATION_AXES, layout
 from search.lower import schedule_legalised
 from search.templates.workloads import KernelSpec, epilogue_key
@@ -26,7 +27,7 @@ FREE = CostRecord(0.0, 0.0, 0)  # the cost of a transform between identical layo
 
 @dataclass(frozen=True)
 class KernelTask:
-    """Time the template kernel ``spec.kind.build(spec, target)`` on random arguments."""
+    """Time the template kernel its kind builds for ``spec`` on random arguments."""
 
     spec: KernelSpec
 
@@ -49,7 +50,7 @@ class KernelTask:
         )
 
     def primfunc(self, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-        return self.spec.kind.build(self.spec, target)
+        return kernel_kind(self.spec.workload.kind).build(self.spec, target)
 
 
 @dataclass(frozen=True)
@@ -131,8 +132,8 @@ class ChainTask:
     def module(self) -> tvm.IRModule:
         """``main(inputs...)``: the head, then the followers, every tensor in ``layout``."""
         from search.emit import follower_expr
-        from search.graph import Op
         from search.kinds import get_kind
+        from search.op import Op
 
         stored = layout(self.layout)
         copies = self.inputs[:-1] if self.head == "copy" else ()

@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
 from experiments.cli_measure import add_measure_commands
-from solvers.base import SolverError
+from solvers.errors import SolverError
 from solvers.problem import ProblemError
 
 USAGE_ERROR = 2
@@ -38,7 +38,7 @@ class _Parser(argparse.ArgumentParser):
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
     from cost_models.cache import CacheError
-    from cost_models.sources import CostSourceError
+    from cost_models.errors import CostSourceError
     from cost_models.xgb_model import ModelError
     from experiments.config import ExperimentError
     from search.errors import SearchError
@@ -213,7 +213,7 @@ def _run_export(args: argparse.Namespace) -> int:
     import warnings
 
     from experiments.deploy import export_plan
-    from search.artifact import save_artifact
+    from search.export import save_artifact
 
     check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
                             {"plan file": args.plan, "model file": args.model})

@@ -29,11 +29,11 @@ from pydantic import (
 )
 
 from cost_models.cache import DEFAULT_CACHE
+from cost_models.errors import CostSourceError
 from cost_models.sources import (
     COST_SOURCES,
     DEFAULT,
     CostSource,
-    CostSourceError,
     SourceParameter,
     cost_source,
     source_parameters,
@@ -50,7 +50,8 @@ from experiments.config_values import (
     text_axis,
 )
 from experiments.extraction import TRANSFORMS
-from solvers.generators import GENERATORS, check_sizes
+from solvers.generator_sizes import check_sizes
+from solvers.generators import GENERATORS
 from solvers.problem import Problem, ProblemError
 
 SOURCE_KEYS = {param.declared.key: name for name, param in source_parameters().items()}

@@ -18,7 +18,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, ValidationE
 
 from experiments.config_problems import PROBLEM_TABLES, AnyProblem, ModelProblem
 from experiments.config_values import AnyAxis, Flag, Name, PositiveInt, Seconds, Text, at_most, expect, expected, member
-from solvers.base import SolverError, make_solver
+from solvers.base import make_solver
+from solvers.errors import SolverError
 
 METRICS = ("solver", "latency")
 """Metric groups an experiment can collect: ``solver`` always; ``latency`` (export the plan, check it and time it end

@@ -250,9 +250,9 @@ def save_pytorch(mod, path: Path, model: str | None = None) -> Path:
     inputs' shapes and dtypes; a zoo transformer as its users' library runs it (``search.zoo.torch_transformer``)."""
     import torch
 
+    from search.zoo import is_transformer
     from search.zoo.torch_net import torch_module
     from search.zoo.torch_transformer import transformer_module
-    from search.zoo.transformer import is_transformer
 
     inputs = [([int(d) for d in p.ty.shape], str(p.ty.dtype)) for p in mod["main"].params]
     module = transformer_module(model, mod) if model and is_transformer(model) else torch_module(mod)
@@ -265,9 +265,9 @@ def save_onnx(mod, path: Path, model: str | None = None) -> Path:
     transformer is written as exporters write it (``search.zoo.onnx.save_transformer``)."""
     import onnx
 
+    from search.zoo import is_transformer
     from search.zoo.onnx.save import to_onnx
     from search.zoo.onnx.save_transformer import transformer_to_onnx
-    from search.zoo.transformer import is_transformer
 
     onnx.save(transformer_to_onnx(model, mod) if model and is_transformer(model) else to_onnx(mod), str(path))
     return path

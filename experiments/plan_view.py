@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from search.errors import SearchError
-from search.graph import Op, OpGraph
+from search.graph import OpGraph
 from search.layouts import activation_shape, fixed_layout
+from search.op import Op
 from search.plan import Plan, validate
 from solvers.problem import Problem
 

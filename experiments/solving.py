@@ -49,7 +49,7 @@ def solve_all(problem: Problem, chosen: list[Solver]) -> Solved:
     """Each solver's solution (with the LP bound) by name, and the error of each that found no plan. A single
     solver's failure is raised; with several, only all of them failing is."""
     from solvers import solve
-    from solvers.base import SolverError
+    from solvers.errors import SolverError
 
     solutions, errors = {}, {}
     for instance in chosen:

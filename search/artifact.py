@@ -1,7 +1,7 @@
-"""Save an exported artifact directory (all of it or nothing), load it and time it.
+"""Load an exported artifact directory and time it.
 
-An artifact (written by ``CompiledPlan.save``, or ``save_artifact``) holds ``model.so``, ``plan.json`` and
-``manifest.json``.
+An artifact (written by ``search.export.save_artifact``, or ``CompiledPlan.save``) holds ``model.so``, ``plan.json``
+and ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -10,21 +10,16 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from search.errors import SearchError
 from search.plan import Plan
 from search.threads import set_pool_size
-
-if TYPE_CHECKING:
-    from search.export import CompiledPlan
-
 
 INDEX_BOUND = 2
 """Integer inputs (token ids) are drawn from 0 to ``INDEX_BOUND`` - 1: valid indices of any table of that many rows
@@ -133,23 +128,6 @@ def load_artifact(directory: str | Path) -> Artifact:
         reason = str(exc).strip().splitlines()[-1]
         raise SearchError(f"{library_path} is corrupt ({reason}); export the artifact again") from exc
     return Artifact(root, library, plan, manifest)
-
-
-def save_artifact(compiled: CompiledPlan, directory: str | Path) -> Path:
-    """``compiled.save`` into ``directory`` through a temporary directory beside it, removed in any case: the files
-    are moved into place only once all are written, so a failure to write them leaves ``directory`` as it was."""
-    out = Path(directory)
-    if out.exists() and not out.is_dir():
-        raise SearchError(f"{out} is a file; name a directory to write the artifact into")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as scratch:
-        written = compiled.save(Path(scratch) / "artifact")
-        if not out.exists():
-            os.replace(written, out)
-        else:  # an earlier artifact: its files replaced one by one, any others left alone
-            for item in written.iterdir():
-                os.replace(item, out / item.name)
-    return out
 
 
 def time_artifact(directory: str | Path, repeat: int = 10, threads: int | None = None) -> Latency:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from search.errors import SearchError
-from search.graph import Op, OpGraph
+from search.graph import OpGraph
 from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
 from search.layouts import LayoutError, activation_layout
+from search.op import Op
 from search.templates.workloads import KernelSpec, Knobs
 
 

@@ -20,11 +20,12 @@ import tvm
 from tvm import relax
 
 from search.candidates import Candidate
-from search.graph import Op, OpGraph
+from search.graph import OpGraph
 from search.in_place import copy_kernel, write_into, written_inputs
 from search.kinds import KernelKind, LayoutKind, get_kind
 from search.kinds.base import COPIED, VIEW_OF
 from search.layouts import activation_shape, fixed_layout, layout
+from search.op import Op
 
 NO_LAYOUT = "-"  # the "layout" of tensors that are no activations (never transformed)
 

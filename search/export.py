@@ -1,13 +1,15 @@
 """Export a plan: validate it, emit the planned Relax module, compile it and check it against the stock NCHW build.
 
 ``export(mod_or_graph, plan, target=..., threads=...)`` returns a ``CompiledPlan``; ``CompiledPlan.save(dir)`` writes
-the artifact directory that ``search.artifact.load_artifact`` reads back.
+the artifact directory that ``search.artifact.load_artifact`` reads back (``save_artifact``: all of it or nothing).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,23 @@ class CompiledPlan:
         self.plan.save(out / "plan.json")
         (out / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
         return out
+
+
+def save_artifact(compiled: CompiledPlan, directory: str | Path) -> Path:
+    """``compiled.save`` into ``directory`` through a temporary directory beside it, removed in any case: the files
+    are moved into place only once all are written, so a failure to write them leaves ``directory`` as it was."""
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise SearchError(f"{out} is a file; name a directory to write the artifact into")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as scratch:
+        written = compiled.save(Path(scratch) / "artifact")
+        if not out.exists():
+            os.replace(written, out)
+        else:  # an earlier artifact: its files replaced one by one, any others left alone
+            for item in written.iterdir():
+                os.replace(item, out / item.name)
+    return out
 
 
 def export(

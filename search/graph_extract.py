@@ -1,4 +1,4 @@
-"""Walk the bindings of a Relax ``main`` function and turn them into ``search.graph.Op`` records.
+"""Walk the bindings of a Relax ``main`` function and turn them into ``search.op.Op`` records.
 
 Registered operator kinds (``search.kinds``) recognise the tunable ops. Kinds that absorb an epilogue (convolutions,
 dense: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) | gelu``) are matched first, the latest operator
@@ -17,9 +17,9 @@ from tvm import relax
 
 from search.bindings import Bindings, op_name, plain, scalar, tensor_shape
 from search.errors import SearchError
-from search.graph import Op
 from search.in_place import mark_in_place
 from search.kinds import KINDS, Match, OperatorKind
+from search.op import Op
 from search.relax_exprs import var_reads
 
 FOLLOWERS = {

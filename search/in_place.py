@@ -26,10 +26,10 @@ from collections.abc import Sequence
 import tvm
 from tvm import te
 
-from search.graph import Op
 from search.kinds import IN_PLACE, KernelKind, LayoutKind, get_kind
 from search.kinds.base import COPIED, VIEW_OF, VIEWS
 from search.lower import schedule_generic
+from search.op import Op
 
 
 def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:

@@ -20,11 +20,12 @@ from typing import Any
 
 from search.candidates import Candidate, check_candidate, default_knobs
 from search.errors import SearchError
-from search.graph import Op, OpGraph
+from search.graph import OpGraph
 from search.in_place import written_inputs
 from search.isa import UNITS
 from search.kinds import get_kind
 from search.kinds.base import VIEW_OF, VIEWS
+from search.op import Op
 from search.templates.common import unit
 from solvers.problem import write_json_atomic
 

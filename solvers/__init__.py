@@ -5,7 +5,8 @@ Importing the package registers the built-in solvers (``auto``, ``dp``, ``pbqp``
 """
 
 from solvers import auto, dp, greedy, ilp, pbqp, toulbar2  # noqa: F401 - each module registers its solver (it imports base first)
-from solvers.base import SOLVERS, Solution, Solver, SolverError, make_solver, solve
+from solvers.base import SOLVERS, Solution, Solver, make_solver, solve
+from solvers.errors import SolverError
 from solvers.problem import Edge, Node, Problem, ProblemError
 
 __all__ = [

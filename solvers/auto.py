@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from solvers.base import Solution, Solver, SolverError, register
+from solvers.base import Solution, Solver, register
 from solvers.dp import DPSolver, check_table_cap
+from solvers.errors import SolverError
 from solvers.pbqp import PBQPSolver
 from solvers.problem import Problem
 from solvers.reductions import reduce_problem

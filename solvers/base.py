@@ -13,15 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal
 
+from solvers.bound import lp_lower_bound
+from solvers.errors import SolverError
 from solvers.problem import Problem
 
 Status = Literal["optimal", "feasible", "infeasible", "not_found"]
 """``optimal``: proven; ``feasible``: a finite-cost assignment, not proven optimal; ``infeasible``: proven that no
 finite-cost assignment exists; ``not_found``: no finite-cost assignment found and nothing proven."""
-
-
-class SolverError(RuntimeError):
-    """A solver cannot do its job on this problem (too wide, bad parameter, a backend missing or refusing it)."""
 
 
 class TimeUp(SolverError):
@@ -196,8 +194,6 @@ def solve(
     """
     solution = make_solver(solver, **params).solve(problem)
     if bound:
-        from solvers.bound import lp_lower_bound
-
         lp = lp_lower_bound(problem)
         best = lp if solution.lower_bound is None else max(lp, solution.lower_bound)
         solution = replace(solution, lower_bound=min(best, solution.cost))

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solvers.base import SolverError
 from solvers.classes import EdgePairs, class_pairs, live_candidates
+from solvers.errors import SolverError
 from solvers.problem import Problem
 from solvers.reductions import Reduction, reduce_problem
 

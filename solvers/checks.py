@@ -31,8 +31,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from solvers import generators
-from solvers.base import Solution, Solver, SolverError, Status, make_solver
+from solvers.base import Solution, Solver, Status, make_solver
 from solvers.dense_blocks import dense_blocks
+from solvers.errors import SolverError
 from solvers.problem import Problem, ProblemError
 from solvers.testing import brute_force, frustrated_grid, random_problem
 

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from solvers.generator_sizes import check_sizes
 from solvers.problem import Problem
 
 LAYOUTS = ("NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c", "NCHW32c")
@@ -120,8 +121,6 @@ def dense_blocks(
     1x1 map) at the end. ``candidates`` per conv are drawn from the (input layout, output layout, tile) triples the
     channel counts allow.
     """
-    from solvers.generators import check_sizes  # here: generators.py lists this generator in GENERATORS
-
     blocks = tuple(blocks)
     check_sizes(candidates=candidates, seed=seed, blocks=blocks, growth=growth)
     net = _Network(candidates, seed)

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from solvers.base import Solution, Solver, SolverError, register
+from solvers.base import Solution, Solver, register
+from solvers.errors import SolverError
 from solvers.problem import Problem
 from solvers.reductions import DENSE_ENTRIES, Reducer, back_substitute, min_out, summarize
 

@@ -12,7 +12,8 @@ candidates are the layouts (one each). Every candidate carries a layout label, t
 
 A multi-input node (a concat, or a conv into which a residual add is fused) has one edge per input, each with its own
 tensor size. Nodes are listed in topological order and edges run producer -> consumer. Sizes are bounded
-(``MAX_NODES``, ``MAX_CANDIDATES``, ``MAX_ENTRIES``): a request past them is refused before its arrays are allocated.
+(``MAX_NODES``, ``MAX_CANDIDATES``, ``MAX_ENTRIES`` of ``solvers/generator_sizes.py``): a request past them is refused
+before its arrays are allocated.
 
 Examples
 --------
@@ -31,18 +32,11 @@ from typing import Any
 import numpy as np
 
 from solvers.dense_blocks import dense_blocks
+from solvers.generator_sizes import check_entries, check_sizes
 from solvers.problem import Problem, ProblemError
 
 LAYOUTS = ("NCHW", "NHWC", "NCHW4c", "NCHW8c", "NCHW16c", "NCHW32c")
 """Layout labels candidates are drawn from; concat nodes have one candidate per layout."""
-
-MAX_NODES = 100_000
-"""The most nodes (``nodes``, or layers in all ``blocks``) a generator builds."""
-MAX_CANDIDATES = 1_000
-"""The most candidates per tunable operator."""
-MAX_ENTRIES = 10**7
-"""The most cost entries (node costs and edge matrix entries; about 80 MB as floats) in a generated problem: a
-request for more is refused before its arrays are allocated."""
 
 _US_PER_FLOP = 1e-5  # 100 GFLOP/s
 _US_PER_TRANSFORMED_ELEMENT = 8e-4  # 4-byte elements at 5 GB/s: strided reads
@@ -249,32 +243,3 @@ def generate(kind: str, *, seed: int, nodes: int | None = None, candidates: int 
     if nodes is not None:
         raise ProblemError(f"{kind}: the number of nodes is fixed by the network; nodes applies to chain and random")
     return GENERATORS[kind](candidates, seed)
-
-
-def check_sizes(*, seed: Any, blocks: Any = (1,), **counts: Any) -> None:
-    """Raise ``ProblemError`` unless every count is a positive integer (``nodes`` at most ``MAX_NODES``,
-    ``candidates`` at most ``MAX_CANDIDATES``), ``seed`` a non-negative one and ``blocks`` a non-empty sequence of
-    positive integers (at most ``MAX_NODES`` in all)."""
-    limits = {"nodes": MAX_NODES, "candidates": MAX_CANDIDATES}
-    for what, value in counts.items():
-        if not _is_int(value) or value < 1:
-            raise ProblemError(f"{what} must be a positive integer, got {value!r}")
-        if value > limits.get(what, value):
-            raise ProblemError(f"{what} must be at most {limits[what]:,}, got {value:,}")
-    if not _is_int(seed) or seed < 0:
-        raise ProblemError(f"seed must be a non-negative integer, got {seed!r}")
-    if not blocks or not all(_is_int(n) and n >= 1 for n in blocks):
-        raise ProblemError(f"blocks must be a non-empty sequence of positive integers, got {blocks!r}")
-    if sum(blocks) > MAX_NODES:
-        raise ProblemError(f"blocks must hold at most {MAX_NODES:,} layers in all, got {sum(blocks):,}")
-
-
-def check_entries(generator: str, entries: int) -> None:
-    """Raise ``ProblemError`` when a problem of ``generator`` would hold more than ``MAX_ENTRIES`` cost entries."""
-    if entries > MAX_ENTRIES:
-        raise ProblemError(f"{generator}: the problem would hold {entries:,} cost entries or more, above the limit "
-                           f"of {MAX_ENTRIES:,}; ask for fewer nodes or candidates")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)

@@ -18,9 +18,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from solvers.base import Solution, Solver, SolverError, TimeUp, register
+from solvers.base import Solution, Solver, TimeUp, register
 from solvers.classes import class_pairs, live_candidates
 from solvers.dominance import prune_dominated
+from solvers.errors import SolverError
 from solvers.problem import Problem
 from solvers.reductions import Reduction, reduce_problem
 from solvers.scaling import scale_costs

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.base import Solution, Solver, SolverError, TimeUp, register
+from solvers.base import Solution, Solver, TimeUp, register
+from solvers.errors import SolverError
 from solvers.functional import eliminate_functional
 from solvers.local_search import iterated_conditional_modes, star_moves, star_pair_moves
 from solvers.neighbourhood_search import neighbourhood_search

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from solvers.base import SolverError
+from solvers.errors import SolverError
 from solvers.problem import Edge, Node, Problem
 
 AUTO_MAX_COST = 2**30

@@ -16,7 +16,8 @@ import numbers
 from typing import Any
 
 from solvers.alarm import Alarm, keeping_sigint
-from solvers.base import Solution, Solver, SolverError, register
+from solvers.base import Solution, Solver, register
+from solvers.errors import SolverError
 from solvers.problem import Problem
 from solvers.reductions import Reduction, reduce_problem
 from solvers.scaling import scale_costs

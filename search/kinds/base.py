@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from tvm import relax
 
     from search.bindings import Bindings
-    from search.graph import Op
+    from search.op import Op
 
 
 @dataclass(frozen=True)

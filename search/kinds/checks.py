@@ -22,8 +22,10 @@ import numpy as np
 from search.errors import SearchError
 from search.host import make_target
 from search.kinds.base import KernelKind, LayoutKind, OperatorKind
+from search.kinds.registry import kernel_kind
 from search.layouts import layout
 from search.numerics import relative_error
+from search.op import Op
 from search.templates.workloads import Epilogue, KernelSpec
 
 TOLERANCE = 1e-4  # of max|out - reference| relative to max(1, max|reference|), float32 against float64
@@ -84,14 +86,14 @@ def check_kernel(spec: KernelSpec, *, target=None, seed: int = 0) -> None:
     """Build ``spec`` with its kind, check the PrimFunc is scheduled and its parameters have the shapes of the data,
     the packed constants, the other activations (a residual) and the output, run it on random operands and compare
     with the kind's numpy reference; ``AssertionError`` on a difference."""
-    _numerics_check(spec.kind, spec, target or make_target(1), seed)
+    _numerics_check(kernel_kind(spec.workload.kind), spec, target or make_target(1), seed)
 
 
 def kernel_error(spec: KernelSpec, *, target=None, seed: int = 0) -> float:
     """``max|out - reference| / max(1, max|reference|)`` of ``spec``'s kernel on random operands against its kind's
     float64 numpy reference (what ``check_kernel`` compares with ``TOLERANCE``); ``AssertionError`` if the PrimFunc is
     not scheduled or its parameters have the wrong shapes."""
-    return _numerics(spec.kind, spec, target or make_target(1), seed)
+    return _numerics(kernel_kind(spec.workload.kind), spec, target or make_target(1), seed)
 
 
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
@@ -161,8 +163,6 @@ def _kernel_checks(kind: KernelKind, workloads: Sequence[Any], epilogues: Sequen
 def _layout_kind_check(kind: LayoutKind, shapes: Sequence[tuple[int, ...]], target) -> None:
     import tvm
     from tvm import relax
-
-    from search.graph import Op
 
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, shape) for shape in shapes]

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from search.errors import SearchError
-
-if TYPE_CHECKING:
-    from search.kinds import KernelKind
 
 ACTIVATIONS = (None, "relu", "relu6", "gelu", "gelu_tanh")
 
@@ -182,10 +179,3 @@ class KernelSpec:
     out_layout: str
     knobs: Knobs = ()
     epilogue: Epilogue = Epilogue()
-
-    @property
-    def kind(self) -> KernelKind:
-        """The registered kernel kind that builds this spec (from ``workload.kind``)."""
-        from search.kinds import kernel_kind
-
-        return kernel_kind(self.workload.kind)

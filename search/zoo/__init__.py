@@ -175,6 +175,11 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 
+def is_transformer(name: str) -> bool:
+    """Whether ``name`` is one of the zoo's transformers."""
+    return name in MODELS and isinstance(MODELS[name].builder, transformer.Bert | transformer.ViT)
+
+
 def _spec(name: str) -> ModelSpec:
     if name not in MODELS:
         raise SearchError(f"unknown model {name!r}; the zoo has {', '.join(MODELS)} (or give a path to an .onnx file)")
@@ -369,4 +374,4 @@ def describe(name_or_path: str, input_shape: ShapesLike = None) -> tuple[dict[st
 
 
 __all__ = ["MAX_INPUT_ELEMENTS", "MODELS", "InputShape", "ModelSpec", "ModelStats", "check_model", "describe",
-           "input_shapes", "load_model", "model_stats", "reference_outputs"]
+           "input_shapes", "is_transformer", "load_model", "model_stats", "reference_outputs"]

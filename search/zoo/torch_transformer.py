@@ -14,8 +14,9 @@ import torch.nn.functional as F
 import tvm
 
 from search.errors import SearchError
+from search.zoo import MODELS, is_transformer
 from search.zoo.binding_constants import BindingConstants
-from search.zoo.transformer import Bert, TransformerConfig, is_transformer
+from search.zoo.transformer import Bert, TransformerConfig
 
 
 class _Transformer(torch.nn.Module):
@@ -122,8 +123,6 @@ class VisionTransformer(_Transformer):
 def transformer_module(name: str, mod: tvm.IRModule) -> _Transformer:
     """The module of the zoo transformer ``name`` built as ``mod`` (any batch and size), in eval mode; it takes
     ``main``'s inputs (BERT: int64 ids and segments; ViT: float32 images) and returns its output."""
-    from search.zoo import MODELS
-
     if not is_transformer(name):
         raise SearchError(f"{name}: not a zoo transformer")
     spec, constants = MODELS[name].builder, BindingConstants(mod)

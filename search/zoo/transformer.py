@@ -296,10 +296,3 @@ bert_large = Bert(BERT_LARGE)
 bert_small = Bert(SMALL, vocab=1000, max_positions=128)
 vit_b16 = ViT(VIT_B16)
 vit_small = ViT(SMALL, classes=10)
-
-
-def is_transformer(name: str) -> bool:
-    """Whether ``name`` is one of the zoo's transformers."""
-    from search.zoo import MODELS
-
-    return name in MODELS and isinstance(MODELS[name].builder, Bert | ViT)

@@ -10,12 +10,12 @@ import pytest
 
 from cost_models import sources
 from cost_models.checks import PRICED
+from cost_models.errors import CostSourceError
 from cost_models.learned import HybridCosts, PredictedCosts
 from cost_models.measure import MeasuredCosts
 from cost_models.sources import (
     COST_SOURCES,
     CostSource,
-    CostSourceError,
     HybridSource,
     MeasuredSource,
     XGBoostSource,

@@ -19,6 +19,7 @@ from cost_models.timer import (
     time_kernel,
 )
 from search.host import make_target
+from search.kinds import kernel_kind
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 
 TARGET = make_target(2)
@@ -29,7 +30,7 @@ CORES = len(os.sched_getaffinity(0))
 def kernel() -> tvm.tirx.PrimFunc:
     wl = Conv2DWorkload(1, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
     spec = KernelSpec(wl, "NCHW8c", "NCHW16c", (), Epilogue(activation="relu"))
-    return spec.kind.build(spec, TARGET)
+    return kernel_kind(spec.workload.kind).build(spec, TARGET)
 
 
 @pytest.mark.parametrize("threads", sorted({1, min(2, CORES)}))

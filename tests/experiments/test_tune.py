@@ -17,8 +17,9 @@ from experiments.tune import tune
 from search.artifact import load_artifact
 from search.graph import extract_graph
 from search.plan import BASELINES, Plan, validate
-from solvers.base import SolverError, make_solver
+from solvers.base import make_solver
 from solvers.dp import DPSolver
+from solvers.errors import SolverError
 from solvers.generators import densenet
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net

@@ -96,7 +96,7 @@ def test_the_solver_converts_in_the_kernel_where_a_transform_costs_more(transfor
 
     def _cost(task) -> float:
         if isinstance(task, KernelTask):
-            if task.spec.kind.name == "depthwise_conv2d":
+            if task.spec.workload.kind == "depthwise_conv2d":
                 return 1.0 if task.spec.in_layout == task.spec.out_layout else 2.0
             return 1.0
         return transform_ms

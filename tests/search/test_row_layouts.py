@@ -128,7 +128,7 @@ def test_the_solver_blocks_the_rows_where_it_pays(bert, transform_ms, blocked):
     def _cost(task) -> float:
         if isinstance(task, KernelTask):
             spec = task.spec
-            return 0.5 if spec.kind.name == "dense" and spec.in_layout != "NC" else 1.0
+            return 0.5 if spec.workload.kind == "dense" and spec.in_layout != "NC" else 1.0
         return transform_ms
 
     problem = build_problem(bert, tuning_space(bert, layouts=("NCHW", "CN16c"), space_size=8), costs)

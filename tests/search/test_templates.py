@@ -12,18 +12,18 @@ import tvm
 from search.errors import SearchError
 from search.host import make_target
 from search.isa import AVX2, AVX512
-from search.kinds import KINDS, check_kernel
+from search.kinds import KINDS, check_kernel, kernel_kind
 from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from search.templates.common import sized_for
 from search.templates.common import unit as vector_unit
 
 
 def build_kernel(spec: KernelSpec, target) -> tvm.tirx.PrimFunc:
-    return spec.kind.build(spec, target)
+    return kernel_kind(spec.workload.kind).build(spec, target)
 
 
 def knob_space(spec: KernelSpec, size: int | None = None):
-    return spec.kind.knob_space(spec, size)
+    return kernel_kind(spec.workload.kind).knob_space(spec, size)
 
 TARGET = make_target(2)
 
@@ -241,7 +241,7 @@ def test_padded_kernel_shapes():
     func = build_kernel(spec, TARGET)
     weight, out = (tuple(int(e) for e in func.params[i].shape) for i in (1, -1))
     assert weight == (1, 1, 3, 3, 8, 16) and out == (1, 12, 5, 17)
-    weights = spec.kind.pack(spec, {"weight": np.ones((12, 8, 3, 3)), "bias": np.zeros(12)})[0]
+    weights = kernel_kind(spec.workload.kind).pack(spec, {"weight": np.ones((12, 8, 3, 3)), "bias": np.zeros(12)})[0]
     assert weights.sum() == 12 * 8 * 9  # the 4 padded channels are zeros
 
 

@@ -13,7 +13,7 @@ from search.artifact import load_artifact
 from search.errors import SearchError
 from search.graph import extract_graph
 from search.host import make_target
-from search.zoo import load_model, model_stats, reference_outputs
+from search.zoo import is_transformer, load_model, model_stats, reference_outputs
 
 TARGET = make_target(2)
 TOKENS = np.random.default_rng(3)
@@ -176,7 +176,6 @@ def test_an_unknown_gelu_form_is_refused():
 
 def test_only_the_zoo_transformers_are_written_as_transformers():
     from search.zoo.onnx.save_transformer import transformer_to_onnx
-    from search.zoo.transformer import is_transformer
 
     assert [is_transformer(name) for name in ("bert_small", "vit_b16", "resnet18", "nets/model.onnx")] == [
         True, True, False, False]

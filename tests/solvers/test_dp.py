@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import solvers.dp as dp_module
-from solvers.base import SOLVERS, SolverError, make_solver
+from solvers.base import SOLVERS, make_solver
 from solvers.dp import DPSolver
+from solvers.errors import SolverError
 from solvers.problem import Problem
 from solvers.testing import brute_force, random_problem
 

@@ -14,6 +14,7 @@ from search.artifact import quiet_tvm_log
 from search.errors import SearchError
 from search.zoo.onnx.fold import fold_shapes
 from search.zoo.onnx.inputs import bind_inputs
+from search.zoo.onnx.operators import OPERATORS
 from search.zoo.onnx.rewrite import rewrite
 from search.zoo.onnx.values import Unsupported
 from search.zoo.shapes import ShapesLike, input_shapes
@@ -65,7 +66,7 @@ def import_onnx_model(model, *, batch: int | None = None, image_size: int | None
     folded, shapes = bound_model(model, batch=batch, image_size=image_size, input_shape=input_shape, source=source)
     mod = _from_onnx(folded, shapes, source)
     try:
-        return rewrite(mod)
+        return rewrite(mod, OPERATORS)
     except Unsupported as exc:
         raise SearchError(f"{source}: {exc}") from None
 

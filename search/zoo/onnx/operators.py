@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tvm import relax
 
+from search.zoo.onnx.rewrite import Rewriter, Rule
 from search.zoo.onnx.values import (
     Items,
     OutsideVocabulary,
@@ -27,11 +28,6 @@ from search.zoo.onnx.values import (
     per_channel,
     shape_of,
 )
-
-if TYPE_CHECKING:
-    from search.zoo.onnx.rewrite import Rewriter
-
-Rule = Callable[["Rewriter", relax.Var, relax.Call], Any]
 
 _NUMPY_BINARY = {
     "relax.add": np.add,

@@ -1,17 +1,18 @@
 """The rewriting engine: walks the frontend's module and re-emits its ``main`` in the zoo's op vocabulary.
 
-Each binding's value is converted by the rule for its operator (``operators.OPERATORS``) into a numpy constant, an
-emitted Relax variable or a pending value (``values``); pending values are emitted when something reads them as a
-tensor, so that folding happens only into a layer or clip that has no other reader. A call with no rule, or one
-its rule finds outside the vocabulary (``OutsideVocabulary``), is re-emitted unchanged on its converted arguments
-(``Rewriter.reemit``); the PrimFuncs it calls are copied into the new module. GELUs written out in arithmetic are
-bound as one ``R.nn.gelu`` / ``R.nn.gelu_tanh`` call first (``gelu``).
+Each binding's value is converted by the rule for its operator (``rules``: the ONNX import passes
+``operators.OPERATORS``) into a numpy constant, an emitted Relax variable or a pending value (``values``); pending
+values are emitted when something reads them as a tensor, so that folding happens only into a layer or clip that has no
+other reader. A call with no rule, or one its rule finds outside the vocabulary (``OutsideVocabulary``), is re-emitted
+unchanged on its converted arguments (``Rewriter.reemit``); the PrimFuncs it calls are copied into the new module. GELUs
+written out in arithmetic are bound as one ``R.nn.gelu`` / ``R.nn.gelu_tanh`` call first (``gelu``).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,6 @@ from tvm import relax
 
 from search.relax_exprs import var_reads
 from search.zoo.onnx.gelu import fuse_gelu
-from search.zoo.onnx.operators import OPERATORS
 from search.zoo.onnx.values import (
     Items,
     OutsideVocabulary,
@@ -31,18 +31,22 @@ from search.zoo.onnx.values import (
     channel_constant,
 )
 
+Rule = Callable[["Rewriter", relax.Var, relax.Call], Any]
+"""``rule(rw, var, call)``: the rewritten value of the binding ``var = call`` (``OutsideVocabulary``: re-emit it)."""
 
-def rewrite(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` (the frontend's output) with ``main`` in the zoo's vocabulary where it can be; ``Unsupported`` if
-    it holds something that cannot be re-emitted at all."""
-    return Rewriter(mod).run()
+
+def rewrite(mod: tvm.IRModule, rules: Mapping[str, Rule]) -> tvm.IRModule:
+    """``mod`` (the frontend's output) with ``main`` in the zoo's vocabulary where ``rules`` (operator name -> rule)
+    have a form for it; ``Unsupported`` if it holds something that cannot be re-emitted at all."""
+    return Rewriter(mod, rules).run()
 
 
 class Rewriter:
     """State of one rewrite: the converted value of every original variable and the builder of the new module."""
 
-    def __init__(self, mod: tvm.IRModule) -> None:
+    def __init__(self, mod: tvm.IRModule, rules: Mapping[str, Rule]) -> None:
         self.module = mod
+        self.rules = rules
         self.func = mod["main"]
         bindings = [b for block in self.func.body.blocks for b in block.bindings]
         self.bindings = fuse_gelu(bindings, self.func.body.body)
@@ -215,7 +219,7 @@ class Rewriter:
             raise Unsupported(f"binding {var.name!r}: {type(value).__name__} is not supported")
         if not isinstance(value.op, tvm.ir.Op):
             raise Unsupported(f"binding {var.name!r}: call of {value.op} is not supported")
-        rule = OPERATORS.get(value.op.name)
+        rule = self.rules.get(value.op.name)
         if rule is not None:
             try:
                 return rule(self, var, value)

@@ -23,9 +23,10 @@ import tvm
 from onnx import TensorProto, helper, numpy_helper
 
 from search.errors import SearchError
+from search.zoo import MODELS, is_transformer
 from search.zoo.binding_constants import BindingConstants
 from search.zoo.onnx.save import IR_VERSION, OPSET
-from search.zoo.transformer import Bert, ViT, is_transformer
+from search.zoo.transformer import Bert, ViT
 
 LAYER_NORMS = ("fused", "decomposed")
 GELUS = ("erf", "tanh")
@@ -184,8 +185,6 @@ def transformer_to_onnx(name: str, mod: tvm.IRModule, *, layer_norm: str = "fuse
     ``onnx.checker``; ``layer_norm`` is ``fused`` (``LayerNormalization``) or ``decomposed``, ``gelu`` is ``erf`` or
     ``tanh`` (the tanh approximation: the file then computes another function than ``mod``, off by up to ~1e-3
     per GELU)."""
-    from search.zoo import MODELS
-
     if not is_transformer(name):
         raise SearchError(f"{name}: not a zoo transformer")
     spec = MODELS[name].builder
