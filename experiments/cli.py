@@ -18,6 +18,7 @@ from typing import NoReturn
 
 from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
 from experiments.cli_measure import add_measure_commands
+from search.threads import reserve_pool
 from solvers.errors import SolverError
 from solvers.problem import ProblemError
 
@@ -388,6 +389,7 @@ def _debug_anywhere(parser: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    reserve_pool()  # before any command first runs TVM: its pool is sized once, a command may ask for fewer threads
     try:
         return args.run(args)
     except _user_errors() as exc:
