@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 
 from search.candidates import Candidate
+from search.followers import get_follower
 from search.graph import OpGraph
 from search.in_place import copy_kernel, write_into, written_inputs
 from search.kinds import KernelKind, LayoutKind, get_kind
@@ -287,20 +288,7 @@ def _fixed_layout(shape) -> str:
 
 def follower_expr(op: Op, x: relax.Expr, stored: str) -> relax.Expr:
     """Follower ``op`` applied to ``x``, which is stored in layout ``stored`` (and so is the result)."""
-    a = op.attrs
-    if op.kind in ("relu", "sigmoid"):
-        return relax.op.nn.relu(x) if op.kind == "relu" else relax.op.sigmoid(x)
-    if op.kind in ("channel_scale", "channel_shift"):
-        value = relax.const(layout(stored).from_logical(op.params["value"].reshape(1, -1, 1, 1)))
-        return relax.op.multiply(x, value) if op.kind == "channel_scale" else relax.op.add(x, value)
-    if op.kind == "clip":
-        return relax.op.clip(x, a["min"], a["max"])
-    if op.kind == "adaptive_avg_pool2d":
-        return relax.op.nn.adaptive_avg_pool2d(x, a["output_size"], layout=stored, out_layout=stored)
-    pool = relax.op.nn.max_pool2d if op.kind == "max_pool2d" else relax.op.nn.avg_pool2d
-    extra = {"count_include_pad": a["count_include_pad"]} if op.kind == "avg_pool2d" else {}
-    return pool(x, a["pool_size"], a["strides"], a["padding"], a["dilation"], a["ceil_mode"], layout=stored,
-                out_layout=stored, **extra)
+    return get_follower(op.kind).emit(op, x, stored)
 
 
 def emit_module(graph: OpGraph, chosen: dict[str, Candidate], target: tvm.target.Target) -> Emitted:

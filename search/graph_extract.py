@@ -4,7 +4,8 @@ Registered operator kinds (``search.kinds``) recognise the tunable ops. Kinds th
 dense: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) | gelu``) are matched first, the latest operator
 first, so that when both operands of an add are such operators the later one takes the add and the earlier one
 becomes its residual input. Every other binding, in order, is a tunable op of another kind (concat, add), a follower
-(relu, clip, sigmoid, a per-channel scale or shift, pooling in NCHW) or a fixed op (anything else, run as TVM
+(a registered follower kind, ``search.followers``: relu, clip, sigmoid, a per-channel scale or shift, pooling
+in NCHW) or a fixed op (anything else, run as TVM
 compiles it).
 """
 
@@ -15,27 +16,15 @@ from typing import Any
 
 from tvm import relax
 
-from search.bindings import Bindings, op_name, plain, scalar, tensor_shape
+from search.bindings import Bindings, op_name, tensor_shape
 from search.errors import SearchError
+from search.followers import FOLLOWERS
 from search.in_place import mark_in_place
 from search.kinds import KINDS, Match, OperatorKind
 from search.op import Op
 from search.relax_exprs import var_reads
 
-FOLLOWERS = {
-    "relax.nn.relu": "relu",
-    "relax.clip": "clip",
-    "relax.sigmoid": "sigmoid",
-    "relax.nn.max_pool2d": "max_pool2d",
-    "relax.nn.avg_pool2d": "avg_pool2d",
-    "relax.nn.adaptive_avg_pool2d": "adaptive_avg_pool2d",
-}
 INPUT_DTYPES = ("float32", "int32", "int64")  # integer inputs index tables (token ids)
-POOL_ATTRS = {
-    "max_pool2d": ("pool_size", "strides", "padding", "dilation", "ceil_mode"),
-    "avg_pool2d": ("pool_size", "strides", "padding", "dilation", "ceil_mode", "count_include_pad"),
-    "adaptive_avg_pool2d": ("output_size",),
-}
 
 
 class _Extractor:
@@ -93,29 +82,15 @@ class _Extractor:
             if match is not None:
                 self.tunable_op(kind, match)
                 return
-        call, name = self.bindings.value(index), self.bindings.op_name(index)
         args = self.bindings.activations(index)
         shape = tensor_shape(self.bindings.var(index), self.bindings.var(index).name)
-        if name in FOLLOWERS and self.follower_op(index, FOLLOWERS[name], args):
-            return
-        if name in ("relax.multiply", "relax.add") and len(shape) == 4 and len(args) == 1:
-            value = self.bindings.const(next(a for a in call.args if not a.same_as(args[0])))
-            if value is not None and value.shape == (1, shape[1], 1, 1):
-                kind = "channel_scale" if name == "relax.multiply" else "channel_shift"
-                self.add_op(kind, "follower", [index], args, params={"value": value.reshape(-1).astype("float32")})
+        for follower in FOLLOWERS.values():
+            found = follower.match(self.bindings, index, shape)
+            if found is not None:
+                self.add_op(follower.name, "follower", [index], args[:1], attrs=dict(found.attrs),
+                            params=dict(found.params))
                 return
         self.fixed_op(index, args)
-
-    def follower_op(self, index: int, kind: str, args: list) -> bool:
-        """Add the follower at ``index``; False (nothing added) for a pooling in another layout than NCHW."""
-        call = self.bindings.value(index)
-        if kind in POOL_ATTRS and call.attrs.layout != "NCHW":
-            return False
-        attrs = {key: plain(getattr(call.attrs, key)) for key in POOL_ATTRS.get(kind, ())}
-        if kind == "clip":
-            attrs = {"min": scalar(call.args[1]), "max": scalar(call.args[2])}
-        self.add_op(kind, "follower", [index], args[:1], attrs=attrs)
-        return True
 
     def fixed_op(self, index: int, args: list) -> None:
         """A fixed-NCHW op: the original expression (a call, tuple or tuple item), its variables renamed to value

@@ -1,0 +1,93 @@
+"""Follower kinds: each registered one passes its conformance suite, a broken one is named, and a follower registered
+by a test is extracted, priced and exported with no other module touched."""
+
+from __future__ import annotations
+
+import pytest
+from tvm import relax
+
+from cost_models.cache import CostRecord
+from cost_models.pricing import build_problem
+from search.export import export
+from search.followers import FOLLOWERS, FollowerKind, FollowerMatch, check_follower, get_follower
+from search.followers.pooling import MaxPool2D
+from search.graph import extract_graph
+from search.host import make_target
+from search.plan import baseline_plan
+from search.space import tuning_space
+from solvers import solve
+from tests.search.tiny_nets import build
+
+TARGET = make_target(1)
+
+
+class Negate(FollowerKind):
+    name = "toy_negate"
+
+    def match(self, bindings, index, shape):
+        return FollowerMatch() if bindings.op_name(index) == "relax.negative" else None
+
+    def emit(self, op, x, stored):
+        return relax.op.negative(x)
+
+    def example(self, shape, rng):
+        return FollowerMatch()
+
+
+@pytest.fixture
+def toy_follower(monkeypatch):
+    monkeypatch.setitem(FOLLOWERS, Negate.name, Negate())
+    return FOLLOWERS[Negate.name]
+
+
+def negate_net():
+    return build((1, 8, 8, 8), lambda net, x: net.conv(net.bb.emit(relax.op.negative(net.conv(x, 16))), 16))
+
+
+@pytest.mark.parametrize("name", sorted(FOLLOWERS))
+def test_every_registered_follower_passes_its_conformance_suite(name):
+    check_follower(get_follower(name), target=TARGET)
+
+
+def test_a_follower_registered_by_a_test_is_extracted_priced_and_exported(toy_follower):
+    check_follower(toy_follower, target=TARGET)
+    graph = extract_graph(negate_net())
+    assert graph.op("toy_negate_0").role == "follower" and [op.kind for op in graph.tunable] == ["conv2d", "conv2d"]
+    space = tuning_space(graph, layouts=("NCHW", "NCHW16c"), space_size=2)
+    problem = build_problem(graph, space, lambda tasks: [CostRecord(1.0, 0.0, 3) for _ in tasks])
+    plan = baseline_plan(graph, "nchw16c")
+    assert set(plan.choices) == {node.name for node in problem.nodes} - set(problem.meta["auxiliary"])
+    assert solve(problem).assignment
+    compiled = export(graph, plan, target=TARGET, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
+def test_without_it_the_operator_is_a_fixed_op():
+    assert extract_graph(negate_net()).op("negative_0").role == "fixed"
+
+
+class NCHWOnlyPool(MaxPool2D):
+    name = "nchw_only_pool"
+
+    def emit(self, op, x, stored):  # ignores the layout its input is stored in
+        return super().emit(op, x, "NCHW")
+
+
+class ForgetfulClip(FollowerKind):
+    name = "forgetful_clip"
+
+    def match(self, bindings, index, shape):
+        return FollowerMatch({"min": 0.0}) if bindings.op_name(index) == "relax.clip" else None
+
+    def emit(self, op, x, stored):
+        return relax.op.clip(x, op.attrs["min"], op.attrs.get("max", 6.0))
+
+    def example(self, shape, rng):
+        return FollowerMatch({"min": 0.0, "max": 6.0})
+
+
+@pytest.mark.parametrize("kind, check", [(NCHWOnlyPool(), "the same in every layout"),
+                                         (ForgetfulClip(), "recognised as emitted")])
+def test_a_follower_breaking_a_check_is_named_with_it(kind, check):
+    with pytest.raises(AssertionError, match=f"{kind.name}: check {check} failed"):
+        check_follower(kind, target=TARGET)
