@@ -1,4 +1,4 @@
-"""How far the ways of timing one exported network are from each other (#20: which harness defines "measured").
+"""How far the ways of timing one exported network are from each other.
 
 Every artifact given is timed, in interleaved rounds (one artifact and one harness at a time, the order shifted each
 round, a pause before each timing so that the previous one's idle threads stop spinning), by:

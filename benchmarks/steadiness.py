@@ -1,4 +1,4 @@
-"""How steady is a measured latency from one minute to the next, and does timing longer make it steadier? (#20)
+"""How steady is a measured latency from one minute to the next, and does timing longer make it steadier?
 
 A prediction can only be judged against a measurement as steady as the goal: two measurements of the same module a
 few minutes apart must agree to well within 5%. The artifacts given are timed with the harness of ``tessera tune``

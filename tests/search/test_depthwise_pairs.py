@@ -1,4 +1,4 @@
-"""A depthwise convolution reads one layout and writes another (#21 "transforms inside kernels"): the conversion is
+"""A depthwise convolution reads one layout and writes another: the conversion is
 a candidate of the kernel, priced against a separate transform, and the solver picks either."""
 
 from __future__ import annotations

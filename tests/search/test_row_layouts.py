@@ -1,4 +1,4 @@
-"""A linear layer's rows in a blocked layout (#24 "activation layouts (row-major, blocked)"): ``CN{c}c`` stores
+"""A linear layer's rows in a blocked layout: ``CN{c}c`` stores
 feature blocks outermost; dense kernels read and write it, the graph carries the rows between two linear layers as a
 layout edge, export converts where a fixed op reads them, and the solver blocks them where it pays."""
 
