@@ -87,7 +87,8 @@ class _Extractor:
         for follower in FOLLOWERS.values():
             found = follower.match(self.bindings, index, shape)
             if found is not None:
-                self.add_op(follower.name, "follower", [index], args[:1], attrs=dict(found.attrs),
+                self.bindings.claimed.update(found.claims)
+                self.add_op(follower.name, "follower", [index, *found.claims], args[:1], attrs=dict(found.attrs),
                             params=dict(found.params))
                 return
         self.fixed_op(index, args)

@@ -1,8 +1,9 @@
 """Follower kinds: the operators that run right after a node in the layout it writes (activations, per-channel scale
 and shift, NCHW pooling), one class a kind behind one interface (``base``), registered by name.
 
-Built in: ``relu``, ``sigmoid``, ``clip``, ``channel_scale``, ``channel_shift``, ``max_pool2d``, ``avg_pool2d`` and
-``adaptive_avg_pool2d``. A new follower is one class and ``@register_follower``; ``check_follower`` checks it.
+Built in: ``relu``, ``silu`` (``x * sigmoid(x)``, in the forms the ONNX frontend imports), ``sigmoid``, ``clip``,
+``channel_scale``, ``channel_shift``, ``max_pool2d``, ``avg_pool2d`` and ``adaptive_avg_pool2d``. A new follower is one
+class and ``@register_follower``; ``check_follower`` checks it.
 """
 
 # they register themselves

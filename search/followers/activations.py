@@ -1,4 +1,4 @@
-"""Elementwise activations as followers: ReLU, sigmoid and clip (ReLU6 and the other clamps)."""
+"""Elementwise activations as followers: ReLU, SiLU, sigmoid and clip (ReLU6 and the other clamps)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,33 @@ class ReLU(_Elementwise):
 
     def emit(self, op: Op, x: relax.Expr, stored: str) -> relax.Expr:
         return relax.op.nn.relu(x)
+
+
+@register_follower
+class SiLU(FollowerKind):
+    """``x * sigmoid(x)`` (Swish): ``nn.silu``, or a sigmoid whose one reader multiplies it by its input, as the ONNX
+    frontend imports ``Mul(x, Sigmoid(x))``; one pass instead of two."""
+
+    name = "silu"
+
+    def match(self, bindings: Bindings, index: int, shape: tuple[int, ...]) -> FollowerMatch | None:
+        name = bindings.op_name(index)
+        if name == "relax.nn.silu":
+            return FollowerMatch()
+        data = bindings.activations(index)
+        if name != "relax.sigmoid" or len(data) != 1:
+            return None
+        user = bindings.sole_user(bindings.var(index))
+        if user is None or not bindings.free(user) or bindings.op_name(user) != "relax.multiply":
+            return None
+        other = bindings.other_operand(user, bindings.var(index))
+        return FollowerMatch(claims=(user,)) if other is not None and other.same_as(data[0]) else None
+
+    def emit(self, op: Op, x: relax.Expr, stored: str) -> relax.Expr:
+        return relax.op.nn.silu(x)
+
+    def example(self, shape: tuple[int, ...], rng: np.random.Generator) -> FollowerMatch:
+        return FollowerMatch()
 
 
 @register_follower

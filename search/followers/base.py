@@ -25,10 +25,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class FollowerMatch:
-    """A follower recognised at a binding: its attributes and constant operands (``Op.attrs``, ``Op.params``)."""
+    """A follower recognised at a binding: its attributes and constant operands (``Op.attrs``, ``Op.params``), and the
+    later bindings it spans (``claims``: the last one's value is the follower's result)."""
 
     attrs: dict[str, Any] = field(default_factory=dict)
     params: dict[str, np.ndarray] = field(default_factory=dict)
+    claims: tuple[int, ...] = ()
 
 
 class FollowerKind(ABC):
@@ -39,8 +41,9 @@ class FollowerKind(ABC):
 
     @abstractmethod
     def match(self, bindings: Bindings, index: int, shape: tuple[int, ...]) -> FollowerMatch | None:
-        """This follower at binding ``index`` (its result of logical ``shape``), reading the binding's one activation,
-        or None."""
+        """This follower starting at binding ``index`` (whose result has logical ``shape``), reading the binding's one
+        activation, or None. A follower spanning several bindings claims the later ones (``FollowerMatch.claims``),
+        each only read by the one before, so that no other op reads a value inside it."""
 
     @abstractmethod
     def emit(self, op: Op, x: relax.Expr, stored: str) -> relax.Expr:

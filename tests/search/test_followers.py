@@ -91,3 +91,33 @@ class ForgetfulClip(FollowerKind):
 def test_a_follower_breaking_a_check_is_named_with_it(kind, check):
     with pytest.raises(AssertionError, match=f"{kind.name}: check {check} failed"):
         check_follower(kind, target=TARGET)
+
+
+def silu_net(form: str):
+    """conv -> SiLU in ``form`` (``x*sigmoid(x)``, ``sigmoid(x)*x``, or a sigmoid read twice) -> conv."""
+
+    def body(net, x):
+        y = net.conv(x, 16, act=None)
+        s = net.bb.emit(relax.op.sigmoid(y))
+        product = net.bb.emit(relax.op.multiply(y, s) if form == "x*sigmoid(x)" else relax.op.multiply(s, y))
+        if form == "sigmoid read twice":
+            product = net.bb.emit(relax.op.add(product, s))
+        return net.conv(product, 16)
+
+    return build((1, 8, 8, 8), body)
+
+
+@pytest.mark.parametrize("form", ["x*sigmoid(x)", "sigmoid(x)*x"])
+def test_silu_in_either_operand_order_is_one_follower_and_exports_checked(form):
+    graph = extract_graph(silu_net(form))
+    followers = [op for op in graph.ops if op.role == "follower"]
+    assert [op.kind for op in followers] == ["silu"] and not [op for op in graph.ops if op.role == "fixed"]
+    assert followers[0].inputs == ("conv2d_0",) and graph.op("conv2d_1").inputs[0] == followers[0].name
+    compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
+def test_a_sigmoid_read_elsewhere_too_stays_a_sigmoid():
+    graph = extract_graph(silu_net("sigmoid read twice"))
+    assert [op.kind for op in graph.ops if op.role == "follower"] == ["sigmoid"]
+    assert "multiply" in [op.kind for op in graph.ops if op.role == "fixed"]

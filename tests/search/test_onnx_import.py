@@ -410,3 +410,24 @@ def test_gelu_as_exporters_write_it_becomes_one_call_and_nothing_else_does(onnx,
     else:
         assert "relax.nn.gelu" not in _ops(mod) and len(_ops(mod)) == len(steps)
     _matches_the_frontend(model, mod, input_shape=["x=4,8", "z=4,8"])
+
+
+def test_silu_as_exporters_write_it_is_one_follower_of_the_convolution(onnx, tmp_path):
+    """``Mul(x, Sigmoid(x))`` after a convolution (YOLO-style): one ``silu`` follower, the plan exported and checked."""
+    from onnx import helper
+
+    from search.export import export
+    from search.graph import extract_graph
+    from search.plan import baseline_plan
+
+    w = (np.random.default_rng(0).standard_normal((C, 3, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+    model = _graph(onnx, nodes, [("x", [1, 3, 16, 16])], [("y", [1, C, 16, 16])], [("w", w)])
+    onnx.save(model, str(tmp_path / "silu.onnx"))
+    mod = load_model(str(tmp_path / "silu.onnx"))
+    _matches_the_frontend(model, mod)
+    graph = extract_graph(mod)
+    assert [(op.kind, op.role) for op in graph.ops] == [("conv2d", "tunable"), ("silu", "follower")]
+    compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
