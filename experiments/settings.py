@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,7 +23,7 @@ class Settings:
     threads: int
     timing: str = DEFAULT_TIMING
     seed: int = 0
-    cache: Path = field(default=Path(DEFAULT_CACHE))
+    cache: Path = DEFAULT_CACHE
 
     @classmethod
     def start(cls, threads: int | None = None, *, timing: str = DEFAULT_TIMING, seed: int = 0,

@@ -39,19 +39,17 @@ class ReLU(_Elementwise):
 
 
 @register_follower
-class SiLU(FollowerKind):
+class SiLU(_Elementwise):
     """``x * sigmoid(x)`` (Swish): ``nn.silu``, or a sigmoid whose one reader multiplies it by its input, as the ONNX
     frontend imports ``Mul(x, Sigmoid(x))``; one pass instead of two."""
 
-    name = "silu"
+    name, relax_op = "silu", "relax.nn.silu"
 
     def match(self, bindings: Bindings, index: int, shape: tuple[int, ...]) -> FollowerMatch | None:
-        name = bindings.op_name(index)
-        if name == "relax.nn.silu":
-            return FollowerMatch()
+        found = super().match(bindings, index, shape)
         data = bindings.activations(index)
-        if name != "relax.sigmoid" or len(data) != 1:
-            return None
+        if found is not None or bindings.op_name(index) != "relax.sigmoid" or len(data) != 1:
+            return found
         user = bindings.sole_user(bindings.var(index))
         if user is None or not bindings.free(user) or bindings.op_name(user) != "relax.multiply":
             return None
@@ -60,9 +58,6 @@ class SiLU(FollowerKind):
 
     def emit(self, op: Op, x: relax.Expr, stored: str) -> relax.Expr:
         return relax.op.nn.silu(x)
-
-    def example(self, shape: tuple[int, ...], rng: np.random.Generator) -> FollowerMatch:
-        return FollowerMatch()
 
 
 @register_follower
