@@ -10,10 +10,11 @@ Per network (batch 1, ``--threads`` for everyone):
    spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
    times the artifact an earlier run left in the work folder instead of tuning again);
 4. PyTorch eager (NCHW and channels-last; transformers as Hugging Face and timm run them, with
-   ``F.scaled_dot_product_attention``) and ONNX Runtime on the zoo network re-emitted with the same weights
-   (``search.zoo.torch_net``, ``torch_transformer``, ``search.zoo.onnx.save``, ``save_transformer``; needs
-   ``pip install -e ".[peers]"``); a peer that is not installed, or channels-last on a transformer, is skipped and
-   named in the table.
+   ``F.scaled_dot_product_attention``), ONNX Runtime and OpenVINO's CPU plugin (``openvino`` in the precision it
+   picks for the CPU, bf16 where the CPU computes it; ``openvino-f32`` held to f32) on the zoo network re-emitted
+   with the same weights (``search.zoo.torch_net``, ``torch_transformer``, ``search.zoo.onnx.save``,
+   ``save_transformer``; needs ``pip install -e ".[peers]"``); a peer that is not installed, or channels-last on a
+   transformer, is skipped and named in the table.
 
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
@@ -52,7 +53,9 @@ COLD_MEASURING_SECONDS = {"resnet50": 812.0, "ssd_resnet50_512": 1602.0, "incept
 resnet50 13m32s, ssd_resnet50_512 26m42s; inception_v3 and densenet201 scaled to every task from runs that found a
 few cached (1920 of 2629 tasks in 972 s, 7220 of 7451 in 3587 s, on 2026-11-23; docs/end_to_end.md)."""
 BASELINES = ("nchw", "nhwc", "nchw16c")
-PEERS = ("metaschedule", "pytorch", "pytorch-cl", "onnxruntime")
+PEERS = ("metaschedule", "pytorch", "pytorch-cl", "onnxruntime", "openvino", "openvino-f32")
+ONNX_PEERS = ("onnxruntime", "openvino", "openvino-f32")
+"""The peers that run the network's ONNX file; each is its engine."""
 MARK = "<!-- end-to-end: written by benchmarks/peers.py -->"
 MODELS = ("resnet50", "densenet201", "inception_v3", "ssd_resnet50_512")
 
@@ -99,7 +102,7 @@ def missing_peers(model: str) -> dict[str, str]:
 
     from search.zoo import is_transformer
 
-    packages = {"pytorch": "torch", "onnxruntime": "onnxruntime"}
+    packages = {"pytorch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino", "openvino-f32": "openvino"}
     missing = {name: f"{package} is not installed (pip install -e \".[peers]\")"
                for name, package in packages.items() if find_spec(package) is None}
     if "pytorch" not in missing and is_transformer(model):
@@ -158,8 +161,10 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         contenders.append(Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt", model)))
     if "pytorch" not in missing and "pytorch-cl" not in missing:
         contenders.append(Contender("pytorch-cl", "pytorch-cl", work / "model.pt"))
-    if "onnxruntime" not in missing:
-        contenders.append(Contender("onnxruntime", "onnxruntime", save_onnx(mod, work / "model.onnx", model)))
+    onnx_peers = [peer for peer in ONNX_PEERS if peer not in missing]
+    if onnx_peers:
+        onnx_file = save_onnx(mod, work / "model.onnx", model)
+        contenders += [Contender(peer, peer, onnx_file) for peer in onnx_peers]
     for peer, reason in missing.items():
         facts.setdefault("skipped", {})[peer] = reason
         print(f"{model}: {peer} skipped: {reason}", file=sys.stderr)
@@ -191,9 +196,15 @@ def table(result: dict) -> list[str]:
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for label, r in result["latency"].items():
         error = f"{r['max_error']:.1e}" if "max_error" in r else "-"
-        lines.append(f"| {label} | {r['engine']} {r['engine_version']} | {r['median_ms']:.2f} | {r['spread_ms']:.2f} | "
+        engine = f"{r['engine']} {r['engine_version']}" + (f" ({r['precision']})" if "precision" in r else "")
+        lines.append(f"| {label} | {engine} | {r['median_ms']:.2f} | {r['spread_ms']:.2f} | "
                      f"{r['min_ms']:.2f}..{r['max_ms']:.2f} | {r['median_ms'] / own:.2f} | {error} |")
-    wrong = [label for label, r in result["latency"].items() if r.get("max_error", 0.0) > TOLERANCE]
+    reduced = {label: r["precision"] for label, r in result["latency"].items() if r.get("precision", "f32") != "f32"}
+    wrong = [label for label, r in result["latency"].items()
+             if r.get("max_error", 0.0) > TOLERANCE and label not in reduced]
+    if reduced:
+        lines += ["", "Reduced precision: " + ", ".join(f"{label} computes in {p}" for label, p in reduced.items())
+                  + f"; its output error is that precision's, not held to {TOLERANCE:g}."]
     if wrong:
         lines += ["", f"**Outputs differ** from tessera's beyond {TOLERANCE:g}: {', '.join(wrong)}; their times are "
                   "not comparable."]
@@ -233,14 +244,22 @@ def finished(work: Path) -> list[dict]:
     return sorted(results, key=lambda r: (order.get(r["model"], len(order)), r["model"]))
 
 
+def openvino_capabilities(results: list[dict]) -> str:
+    """``" (OpenVINO's CPU capabilities: ...)"`` as an OpenVINO worker reported them in ``results``; empty if none
+    ran."""
+    reported = [r["cpu_capabilities"] for result in results for r in result["latency"].values()
+                if "cpu_capabilities" in r]
+    return f" (OpenVINO's CPU capabilities: {', '.join(reported[0])})" if reported else ""
+
+
 def write_results(path: Path, results: list[dict]) -> None:
     from experiments.report import replace_section
 
     env = environment_info()
     versions = ", ".join(f"{p} {_version(p)}" for p in ("apache-tvm", "tessera"))
-    lines = ["## End-to-end latency against PyTorch, ONNX Runtime and MetaSchedule", "",
-             f"{env['cpu']}, {env['cores']} usable cores; {versions}; each network's table names the engine "
-             "versions it was timed with.", "",
+    lines = ["## End-to-end latency against PyTorch, ONNX Runtime, OpenVINO and MetaSchedule", "",
+             f"{env['cpu']}, {env['cores']} usable cores{openvino_capabilities(results)}; {versions}; each network's "
+             "table names the engine versions it was timed with.", "",
              "Contender / tessera, medians over the interleaved rounds (> 1: tessera is faster):", "",
              *summary(results), ""]
     for result in results:

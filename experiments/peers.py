@@ -7,7 +7,10 @@ An engine runs one saved network on the CPU:
   ``search.zoo.torch_transformer``), run eagerly under ``torch.inference_mode``, in NCHW or channels-last memory
   format;
 - ``onnxruntime``: an ``.onnx`` file (``search.zoo.onnx.save``, ``save_transformer`` for transformers), run by ONNX
-  Runtime's CPU provider with every graph optimisation on.
+  Runtime's CPU provider with every graph optimisation on;
+- ``openvino`` and ``openvino-f32``: the same ``.onnx`` file compiled by OpenVINO for its CPU plugin with a latency
+  performance hint, in the precision OpenVINO picks for the CPU (bf16 where the CPU computes it, else f32) or held to
+  f32; the worker reports the precision it ran in and the CPU's optimisation capabilities.
 
 ``interleaved_peers`` starts one worker process per contender (``python -m experiments.peers serve ENGINE PATH``:
 the engine's own thread pool, its threads fixed by ``--threads``, the model loaded once) and asks them for one timing
@@ -17,7 +20,7 @@ all alike. Every timing runs the same input (``search.artifact.random_arrays``, 
 result per contender is the median of the rounds with quartiles and extremes, and ``max_error``: before the rounds
 every worker saves its outputs for that input, and each is compared with the first contender's (largest absolute
 difference over the largest absolute reference value, per output; inf if the outputs' shapes differ), so a peer that
-computes another network is caught. torch and onnxruntime are optional (``pip install -e ".[peers]"``).
+computes another network is caught. torch, onnxruntime and openvino are optional (``pip install -e ".[peers]"``).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +44,7 @@ from search.interleave import interleave, latency_summary
 from search.numerics import relative_error
 from search.threads import thread_variables
 
-ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime")
+ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime", "openvino", "openvino-f32")
 ONNX_DTYPES = {"tensor(float)": "float32", "tensor(int64)": "int64", "tensor(int32)": "int32"}
 MIN_SECONDS = 0.2
 """Each timing lasts at least this long (``number`` runs of the network)."""
@@ -93,16 +97,17 @@ def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any
 
         session, feed = onnxruntime_session(path, threads)
         return (lambda: session.run(None, feed)), {"engine_version": ort.__version__, "threads_used": threads}
+    if engine in ("openvino", "openvino-f32"):
+        compiled, feed = openvino_model(path, threads, f32=engine == "openvino-f32")
+        return (lambda: compiled(feed)), openvino_facts(compiled)
     raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
 
 
 def onnxruntime_session(path: Path, threads: int, profile_prefix: str | None = None) -> tuple[Any, dict[str, Any]]:
     """An ONNX Runtime session on ``path`` as the peers benchmark runs it (every graph optimisation, ``threads``
-    intra-op threads, sequential) and its feed: every input drawn as tessera's artifacts draw theirs (seed 0), so
-    every engine sees one input. With ``profile_prefix``, ONNX Runtime's profiler writes there."""
+    intra-op threads, sequential) and its feed (see ``random_feed``). With ``profile_prefix``, ONNX Runtime's
+    profiler writes there."""
     import onnxruntime as ort
-
-    from search.artifact import random_arrays
 
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
@@ -111,9 +116,41 @@ def onnxruntime_session(path: Path, threads: int, profile_prefix: str | None = N
     if profile_prefix is not None:
         options.enable_profiling, options.profile_file_prefix = True, profile_prefix
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    specs = session.get_inputs()
-    arrays = random_arrays([spec.shape for spec in specs], 0, [onnx_dtype(spec.type) for spec in specs])
-    return session, {spec.name: array for spec, array in zip(specs, arrays, strict=True)}
+    return session, random_feed([(spec.name, spec.shape, onnx_dtype(spec.type)) for spec in session.get_inputs()])
+
+
+def random_feed(specs: list[tuple[str, list[int], str]]) -> dict[str, np.ndarray]:
+    """Inputs by name for ``(name, shape, dtype)`` specs, drawn in order as tessera's artifacts draw theirs (seed 0),
+    so that every engine sees one input."""
+    from search.artifact import random_arrays
+
+    names, shapes, dtypes = zip(*specs, strict=True)
+    return dict(zip(names, random_arrays(shapes, 0, dtypes), strict=True))
+
+
+def openvino_model(path: Path, threads: int, *, f32: bool) -> tuple[Any, dict[str, np.ndarray]]:
+    """``path`` compiled by OpenVINO for the CPU as its users run batch-1 latency (``PERFORMANCE_HINT: LATENCY``),
+    with ``threads`` inference threads and, with ``f32``, float32 inference (else the precision the plugin picks),
+    and its feed (see ``random_feed``)."""
+    os.environ["CI"] = "true"  # openvino-telemetry's one environment switch; only its model converter reports
+    import openvino as ov
+
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_NUM_THREADS": threads,
+              **({"INFERENCE_PRECISION_HINT": "f32"} if f32 else {})}
+    compiled = ov.Core().compile_model(str(path), "CPU", config)
+    specs = [(port.get_any_name(), list(port.get_shape()), port.get_element_type().to_dtype().name)
+             for port in compiled.inputs]
+    return compiled, random_feed(specs)
+
+
+def openvino_facts(compiled: Any) -> dict[str, Any]:
+    """What a compiled OpenVINO model ran with: version, threads, inference precision, and the CPU's optimisation
+    capabilities (``BF16``, ``FP16`` where it computes them)."""
+    import openvino as ov
+
+    return {"engine_version": version("openvino"), "threads_used": int(compiled.get_property("INFERENCE_NUM_THREADS")),
+            "precision": compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name(),
+            "cpu_capabilities": list(ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))}
 
 
 def onnx_dtype(type_name: str) -> str:
@@ -141,6 +178,8 @@ def output_arrays(value: Any) -> list[np.ndarray]:
     """An engine's result as a flat list of numpy arrays (TVM and torch tensors, arrays, nested tuples and lists)."""
     if isinstance(value, np.ndarray):
         return [value]
+    if isinstance(value, Mapping):  # OpenVINO's results, by output
+        return output_arrays(list(value.values()))
     if hasattr(value, "numpy"):
         return [np.asarray(value.numpy())]
     return [array for item in value for array in output_arrays(item)]

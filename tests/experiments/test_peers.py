@@ -49,6 +49,18 @@ def test_contenders_are_timed_in_interleaved_rounds(network):
     assert sum(line.startswith("round ") for line in lines) == 3
 
 
+def test_openvino_runs_the_onnx_file_in_f32_and_in_the_precision_it_picks(network):
+    pytest.importorskip("openvino")
+    mod, artifact, work = network
+    onnx_file = save_onnx(mod, work / "ov.onnx")
+    contenders = [Contender("plan", "tvm", artifact), Contender("ov", "openvino", onnx_file),
+                  Contender("ov-f32", "openvino-f32", onnx_file)]
+    result = interleaved_peers(contenders, rounds=1, threads=1)
+    assert result["ov-f32"]["precision"] == "f32" and result["ov-f32"]["max_error"] <= TOLERANCE
+    assert result["ov"]["precision"] in ("f32", "bf16", "f16") and result["ov"]["threads_used"] == 1
+    assert "FP32" in result["ov"]["cpu_capabilities"]
+
+
 def test_pytorch_runs_a_zoo_transformer_with_its_integer_inputs_as_tessera_does(tmp_path):
     pytest.importorskip("torch")
     mod = load_model("bert_small")
