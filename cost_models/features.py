@@ -23,10 +23,10 @@ from search.kinds import KINDS, KernelKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 11  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+FEATURE_VERSION = 12  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
 # 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
 # is_layer_norm, lane_partials; 9: prologue; 10: rows_outer; 11: a dense kernel's layouts (row layouts) and
-# rows_outer (its loop order)
+# rows_outer (its loop order); 12: activation_ops (replacing the flags relu, relu6, gelu, gelu_tanh)
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")
@@ -51,7 +51,7 @@ FEATURE_NAMES = (
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",
     # fused epilogue; a conv2d's prologue: 0 none, else 1 + where it is computed (its knob)
-    "bias", "residual", "relu", "relu6", "gelu", "gelu_tanh", "prologue",
+    "bias", "residual", "activation_ops", "prologue",
 )
 INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 

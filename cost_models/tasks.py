@@ -16,7 +16,8 @@ from tvm import relax
 
 from cost_models.cache import CostRecord, canonical
 from search.errors import SearchError
-from search.kinds import kernel_kind
+from search.followers import get_follower
+from search.kinds import KINDS, LayoutKind, kernel_kind
 from search.layouts import ACTIVATION_AXES, layout
 from search.lower import schedule_legalised
 from search.templates.workloads import KernelSpec, epilogue_key
@@ -98,14 +99,21 @@ class TransformTask:
         return func
 
 
+def _follower_key(kind: str, attrs: tuple[tuple[str, Any], ...]) -> list:
+    """A follower in a chain's key: its kind, attributes and, once raised, its revision."""
+    revision = get_follower(kind).revision
+    return [kind, dict(attrs)] + ([revision] if revision else [])
+
+
 @dataclass(frozen=True)
 class ChainTask:
     """Time what a node runs around its kernel, in one layout, as export compiles and runs it: a layout node's own op
-    (``head`` ``concat`` or ``add`` of activations of logical shapes ``inputs``), a kernel's output (``head``
-    ``output``, its one input) or an in-place concat's copies (``head`` ``copy``: the inputs but the last copied side
-    by side into a buffer of the last one's shape), and the followers export runs right after it (``followers``:
-    (kind, attributes as sorted pairs)), legalised, fused and scheduled by ``search.lower`` and timed through the
-    Relax VM, whose own calls are part of the time (as in the network). Inputs and output are stored in ``layout``.
+    (``head`` a layout kind, ``concat``, ``add``, ``channel_gate``, of activations of logical shapes ``inputs``),
+    a kernel's output (``head`` ``output``, its one input) or an in-place concat's copies (``head`` ``copy``: the
+    inputs but the last copied side by side into a buffer of the last one's shape), and the followers export runs
+    right after it (``followers``: (kind, attributes as sorted pairs)), legalised, fused and scheduled by
+    ``search.lower`` and timed through the Relax VM, whose own calls are part of the time (as in the network).
+    Inputs and output are stored in ``layout``.
     """
 
     head: str
@@ -114,8 +122,8 @@ class ChainTask:
     layout: str
 
     def __post_init__(self) -> None:
-        if self.head not in ("concat", "add", "output", "copy") or not self.inputs:
-            raise SearchError(f"a chain starts with concat, add, a kernel's output or a copy, got {self.head!r}")
+        if self.head not in ("output", "copy") and not isinstance(KINDS.get(self.head), LayoutKind) or not self.inputs:
+            raise SearchError(f"a chain starts with a layout kind's op, a kernel's output or a copy, got {self.head!r}")
         for shape in self.inputs:
             layout(self.layout).check(shape)
 
@@ -126,7 +134,7 @@ class ChainTask:
     @property
     def key(self) -> str:
         return canonical({"kind": "chain", "head": self.head, "inputs": [list(s) for s in self.inputs],
-                          "followers": [[kind, dict(attrs)] for kind, attrs in self.followers],
+                          "followers": [_follower_key(kind, attrs) for kind, attrs in self.followers],
                           "layout": self.layout, "dtype": TRANSFORM_DTYPE})
 
     def module(self) -> tvm.IRModule:

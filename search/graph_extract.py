@@ -1,12 +1,11 @@
 """Walk the bindings of a Relax ``main`` function and turn them into ``search.op.Op`` records.
 
 Registered operator kinds (``search.kinds``) recognise the tunable ops. Kinds that absorb an epilogue (convolutions,
-dense: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) | gelu``) are matched first, the latest operator
-first, so that when both operands of an add are such operators the later one takes the add and the earlier one
-becomes its residual input. Every other binding, in order, is a tunable op of another kind (concat, add), a follower
-(a registered follower kind, ``search.followers``: relu, clip, sigmoid, a per-channel scale or shift, pooling
-in NCHW) or a fixed op (anything else, run as TVM
-compiles it).
+dense: ``op -> add(bias) -> add(residual) -> activation``) are matched first, the latest operator first, so that
+when both operands of an add are such operators the later one takes the add and the earlier one becomes its residual
+input. Every other binding, in order, is a tunable op of another kind (concat, add), a follower (a registered
+follower kind, ``search.followers``: an activation, a per-channel scale or shift, a pooling; the one spanning the
+most bindings) or a fixed op (anything else, run as TVM compiles it).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from tvm import relax
 
 from search.bindings import Bindings, op_name, tensor_shape
 from search.errors import SearchError
-from search.followers import FOLLOWERS
+from search.followers import FOLLOWERS, longest_match
 from search.in_place import mark_in_place
 from search.kinds import KINDS, Match, OperatorKind
 from search.op import Op
@@ -84,14 +83,14 @@ class _Extractor:
                 return
         args = self.bindings.activations(index)
         shape = tensor_shape(self.bindings.var(index), self.bindings.var(index).name)
-        for follower in FOLLOWERS.values():
-            found = follower.match(self.bindings, index, shape)
-            if found is not None:
-                self.bindings.claimed.update(found.claims)
-                self.add_op(follower.name, "follower", [index, *found.claims], args[:1], attrs=dict(found.attrs),
-                            params=dict(found.params))
-                return
-        self.fixed_op(index, args)
+        found = longest_match(self.bindings, index, shape, FOLLOWERS.values())
+        if found is None:
+            self.fixed_op(index, args)
+            return
+        follower, match = found
+        self.bindings.claimed.update(match.claims)
+        self.add_op(follower.name, "follower", [index, *match.claims], args[:1], attrs=dict(match.attrs),
+                    params=dict(match.params))
 
     def fixed_op(self, index: int, args: list) -> None:
         """A fixed-NCHW op: the original expression (a call, tuple or tuple item), its variables renamed to value

@@ -1,6 +1,7 @@
-"""The conformance suite of a follower kind (as ``search.kinds.check_kind`` is for operator kinds): what it emits is
-recognised again by its own ``match`` with the same attributes and constants, and it computes the same in every
-layout a producer may write."""
+"""The conformance suite of a follower kind (as ``search.kinds.check_kind`` is for operator kinds): each form it writes
+(``FollowerKind.written``) is recognised again by its own ``match`` with the same attributes and constants, it
+computes the same in every layout a producer may write and, for an activation, within its ``tolerance`` of its numpy
+reference (its vectorised form, as emitted and as a kernel epilogue runs it, over a wide range of inputs)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from functools import partial
 
 import numpy as np
 
-from search.followers.base import FollowerKind, FollowerMatch
+from search.followers.base import ActivationKind, FollowerKind, FollowerMatch
 from search.layouts import layout
 from search.op import Op
 
@@ -23,28 +24,49 @@ def _op(kind: FollowerKind, found: FollowerMatch, shape: tuple[int, ...]) -> Op:
     return Op("f", kind.name, "follower", ("x",), (shape,), (), dict(found.attrs), dict(found.params))
 
 
-def _module(kind: FollowerKind, op: Op, stored: str, shape: tuple[int, ...]):
-    """``main(x)``: the follower of ``x`` stored in ``stored``."""
+def _module(write: Callable, stored: str, shape: tuple[int, ...]):
+    """``main(x)``: ``write(x)`` of ``x`` stored in ``stored``."""
     from tvm import relax
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType(layout(stored).physical_shape(shape), "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            out = bb.emit_output(kind.emit(op, x, stored))
+            out = bb.emit_output(write(x))
         bb.emit_func_output(out)
     return bb.get()
 
 
+def _emitted(kind: FollowerKind, op: Op, stored: str, shape: tuple[int, ...]):
+    return _module(lambda x: kind.emit(op, x, stored), stored, shape)
+
+
+def _same(found, written) -> bool:
+    """Attribute values equal (numbers: up to float32 rounding of the constants written)."""
+    try:
+        return bool(np.allclose(np.asarray(found, dtype=float), np.asarray(written, dtype=float), rtol=1e-6))
+    except (TypeError, ValueError):
+        return found == written
+
+
 def _recognised(kind: FollowerKind, example: FollowerMatch, shape: tuple[int, ...]) -> None:
+    from tvm import relax
+
     from search.bindings import Bindings
 
-    bindings = Bindings(_module(kind, _op(kind, example, shape), "NCHW", shape)["main"])
-    found = next((kind.match(bindings, index, shape) for index in range(len(bindings))), None)
-    assert found is not None, "its own emitted NCHW expression is not recognised"
-    assert found.attrs == example.attrs, f"attributes {found.attrs} recognised, {example.attrs} emitted"
-    assert found.params.keys() == example.params.keys() and all(
-        np.array_equal(found.params[key], example.params[key]) for key in example.params), "constants differ"
+    op = _op(kind, example, shape)
+    for number in range(len(kind.written(op, relax.Var("x", relax.TensorType(shape, "float32"))))):
+        bindings = Bindings(_module(lambda x, number=number: kind.written(op, x)[number], "NCHW", shape)["main"])
+        found = kind.match(bindings, 0, shape)
+        where = f"form {number + 1}"
+        assert found is not None, f"{where}: not recognised at its first binding"
+        assert found.claims == tuple(range(1, len(bindings))), f"{where}: claims {found.claims}, not the rest"
+        assert found.attrs.keys() == example.attrs.keys() and all(
+            _same(found.attrs[key], value) for key, value in example.attrs.items()), \
+            f"{where}: attributes {found.attrs} recognised, {example.attrs} written"
+        assert found.params.keys() == example.params.keys() and all(
+            np.array_equal(found.params[key], example.params[key]) for key in example.params), \
+            f"{where}: constants differ"
 
 
 def _same_in_every_layout(kind: FollowerKind, example: FollowerMatch, shape: tuple[int, ...], target) -> None:
@@ -56,7 +78,7 @@ def _same_in_every_layout(kind: FollowerKind, example: FollowerMatch, shape: tup
     outputs = {}
     for stored in LAYOUTS:
         try:
-            vm = relax.VirtualMachine(tvm.compile(_module(kind, op, stored, shape), target=target), tvm.cpu())
+            vm = relax.VirtualMachine(tvm.compile(_emitted(kind, op, stored, shape), target=target), tvm.cpu())
             result = vm["main"](tvm.runtime.tensor(layout(stored).from_logical(data), tvm.cpu())).numpy()
         except Exception as exc:  # a kind that cannot run in a layout fails the check, naming the layout
             message = str(exc).strip().splitlines()[-1] if str(exc).strip() else ""
@@ -69,13 +91,32 @@ def _same_in_every_layout(kind: FollowerKind, example: FollowerMatch, shape: tup
         assert error <= TOLERANCE, f"{stored}: relative error {error:.3g} against NCHW"
 
 
+def _close_to_numpy(kind: ActivationKind, example: FollowerMatch, target) -> None:
+    import tvm
+    from tvm import relax
+
+    data = np.concatenate([np.linspace(-30, 30, 6001), np.random.default_rng(0).standard_normal(4000) * 4])
+    data = data.astype("float32").reshape(1, -1, 1, 1)
+    op = _op(kind, example, data.shape)
+    vm = relax.VirtualMachine(tvm.compile(_emitted(kind, op, "NCHW", data.shape), target=target), tvm.cpu())
+    out = vm["main"](tvm.runtime.tensor(data, tvm.cpu())).numpy().astype("float64")
+    reference = kind.numpy(data.astype("float64"), dict(example.attrs))
+    error = np.abs(out - reference) / np.maximum(1.0, np.abs(reference))
+    worst = int(np.argmax(error))
+    assert error.flat[worst] <= kind.tolerance, \
+        f"error {error.flat[worst]:.3g} at x = {data.flat[worst]:.6g} above its tolerance {kind.tolerance:.3g}"
+
+
 def follower_checks(kind: FollowerKind, shape: tuple[int, ...] = SHAPE, target=None) -> Iterator[Check]:
     """The checks of ``kind`` as ``(name, callable)`` pairs on its ``example`` for a value of ``shape``."""
     from search.host import make_target
 
     example = kind.example(shape, np.random.default_rng(0))
     yield "recognised as emitted", partial(_recognised, kind, example, shape)
-    yield "the same in every layout", partial(_same_in_every_layout, kind, example, shape, target or make_target(1))
+    target = target or make_target(1)
+    yield "the same in every layout", partial(_same_in_every_layout, kind, example, shape, target)
+    if isinstance(kind, ActivationKind):
+        yield "within its tolerance of numpy", partial(_close_to_numpy, kind, example, target)
 
 
 def check_follower(kind: FollowerKind, shape: tuple[int, ...] = SHAPE, target=None) -> None:

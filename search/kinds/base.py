@@ -181,7 +181,7 @@ class KernelKind(OperatorKind):
         """The elementwise work ``op`` absorbed (bias, residual, activation, prologue)."""
         a = op.attrs
         return Epilogue(bool(a.get("bias", False)), bool(a.get("residual", False)), a.get("activation"),
-                        bool(a.get("prologue", False)))
+                        bool(a.get("prologue", False)), tuple(a.get("activation_attrs", {}).items()))
 
     def spec(self, op: Op, in_layout: str, out_layout: str, knobs: Knobs = ()) -> KernelSpec:
         """The kernel running ``op`` in the given layouts with ``knobs``."""

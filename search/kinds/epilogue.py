@@ -1,38 +1,43 @@
 """The elementwise work a kernel kind absorbs around its operator: ``act(op(...) + bias + residual)`` after it and a
 pre-activation ``relu(data * scale + shift)`` before it.
 
-``fused_chain`` recognises the first in a Relax function: ``op -> add(bias) -> add(residual) -> relu | clip(0, 6) |
-gelu | gelu_tanh``, each step only when the previous value has exactly one user and the binding is not claimed yet;
+``fused_chain`` recognises the first in a Relax function: ``op -> add(bias) -> add(residual) -> activation`` (any
+registered activation kind, ``search.followers``, in any of its forms), each step only when the previous value is
+read by that step alone (the activation's bindings, together) and the binding is not claimed yet;
 ``fused_prologue`` the second (``x -> multiply(scale) -> add(shift) -> relu -> op``, the same conditions).
 ``apply_epilogue`` and ``apply_prologue`` are their numpy references.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.special import erf
 from tvm import relax
 
-from search.bindings import Bindings, scalar, tensor_shape
+from search.bindings import Bindings, tensor_shape
+from search.followers import FOLLOWERS, ActivationKind, activation_kind, longest_match
 from search.kinds.base import Match
 from search.templates.workloads import Epilogue
 
 
 @dataclass(frozen=True)
 class Chain:
-    """The bindings of an operator and its epilogue, the bias (C,), the residual variable and the activation."""
+    """The bindings of an operator and its epilogue, the bias (C,), the residual variable, the activation and its
+    attributes."""
 
     parts: tuple[int, ...]
     bias: np.ndarray | None
     residual: Any
     activation: str | None
+    activation_attrs: dict[str, float] = field(default_factory=dict)
 
     def match(self, data, params: dict[str, np.ndarray]) -> Match:
         """A ``Match`` reading ``data`` (and the residual), with the epilogue as attributes and the bias as a param."""
         attrs = {"bias": self.bias is not None, "residual": self.residual is not None, "activation": self.activation}
+        if self.activation_attrs:
+            attrs["activation_attrs"] = dict(self.activation_attrs)
         params = {**params, **({"bias": self.bias} if self.bias is not None else {})}
         inputs = (data,) + ((self.residual,) if self.residual is not None else ())
         return Match(self.parts, inputs, attrs, params)
@@ -43,13 +48,12 @@ def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
 
     C is the channel axis of a 4-D output and the last axis of any other. A bias is a constant of shape (C,) or
     (1, ..., 1, C) (other outputs), (1, C, 1, 1) or (C, 1, 1) (4-D outputs); a residual is a non-constant tensor of
-    the output's shape; the activation is ``relu``, ``clip(x, 0, 6)`` (``relu6``), ``nn.gelu`` (``gelu``, the erf
-    form) or ``nn.gelu_tanh`` (``gelu_tanh``).
+    the output's shape; the activation is any registered activation kind (``search.followers.ActivationKind``).
     """
     var = bindings.var(index)
     out_shape = tensor_shape(var, var.name)
     channels = out_shape[1] if len(out_shape) == 4 else out_shape[-1]
-    parts, bias, added, activation = [index], None, None, None
+    parts, bias, added = [index], None, None
     end, nxt = var, bindings.sole_user(var)
     if bindings.free(nxt) and bindings.op_name(nxt) == "relax.add":
         other = bindings.other_operand(nxt, end)
@@ -68,17 +72,24 @@ def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
             added = other
             parts.append(nxt)
             end, nxt = bindings.var(nxt), bindings.sole_user(bindings.var(nxt))
-    if bindings.free(nxt):
-        value = bindings.value(nxt)
-        if bindings.op_name(nxt) == "relax.nn.relu":
-            activation = "relu"
-        elif bindings.op_name(nxt) in ("relax.nn.gelu", "relax.nn.gelu_tanh"):
-            activation = bindings.op_name(nxt).removeprefix("relax.nn.")
-        elif bindings.op_name(nxt) == "relax.clip" and (scalar(value.args[1]), scalar(value.args[2])) == (0, 6):
-            activation = "relu6"
-        if activation:
-            parts.append(nxt)
-    return Chain(tuple(parts), bias, added, activation)
+    found = _activation(bindings, end, out_shape)
+    if found is None:
+        return Chain(tuple(parts), bias, added, None)
+    activation, attrs, claimed = found
+    return Chain((*parts, *claimed), bias, added, activation, attrs)
+
+
+def _activation(bindings: Bindings, value, shape: tuple[int, ...]) -> tuple[str, dict, list[int]] | None:
+    """(kind, attributes, bindings) of the registered activation applied to ``value``, if it reads nothing else and
+    nothing else reads ``value`` or its intermediates."""
+    users = bindings.users.get(value, [])
+    if not users or bindings.outputs[value] or not bindings.free(users[0]):
+        return None
+    found = longest_match(bindings, users[0], shape, [k for k in FOLLOWERS.values() if isinstance(k, ActivationKind)])
+    if found is None or not set(users) <= {users[0], *found[1].claims}:
+        return None
+    kind, match = found
+    return kind.name, dict(match.attrs), [users[0], *match.claims]
 
 
 @dataclass(frozen=True)
@@ -143,12 +154,6 @@ def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray | None,
     shape = [1] * acc.ndim
     shape[1] = -1
     out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual else 0)
-    if epilogue.activation == "gelu":
-        return 0.5 * out * (1.0 + erf(out / np.sqrt(2.0)))
-    if epilogue.activation == "gelu_tanh":
-        return 0.5 * out * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (out + 0.044715 * out**3)))
     if epilogue.activation is not None:
-        out = np.maximum(out, 0)
-    if epilogue.activation == "relu6":
-        out = np.minimum(out, 6)
+        out = activation_kind(epilogue.activation).numpy(out, dict(epilogue.activation_attrs))
     return out

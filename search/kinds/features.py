@@ -7,12 +7,13 @@ split them by orders of magnitude. docs/cost_model.md describes each feature.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 from search.isa import HOST
 from search.layouts import layout
-from search.templates.workloads import KernelSpec
+from search.templates.workloads import Epilogue, KernelSpec
 
 VECTOR_LANES = HOST.lanes  # as the templates (search.templates.common)
 ACCUMULATORS = HOST.accumulators
@@ -32,6 +33,32 @@ def layout_features(side: str, name: str, channels: int, width: int) -> dict[str
     run = block if block else channels if parsed.axes[-1] == ("C", None) else width
     return {f"{side}_nchw": float(name == "NCHW"), f"{side}_nhwc": float(name == "NHWC"),
             f"{side}_block": float(block), f"log_{side}_run": log_size(run)}
+
+
+def activation_operations(epilogue: Epilogue) -> int:
+    """The arithmetic operations per element of ``epilogue``'s activation (0 without one), counted on its kind's
+    ``tir`` form: what it costs, for activation kinds the cost model has not seen."""
+    return 0 if epilogue.activation is None else _operations(epilogue.activation, epilogue.activation_attrs)
+
+
+@functools.cache
+def _operations(activation: str, attrs: tuple[tuple[str, float], ...]) -> int:
+    import tvm
+
+    from search.followers import activation_kind
+
+    leaves = (tvm.tirx.expr.Var, tvm.tirx.expr.FloatImm, tvm.tirx.expr.IntImm)
+    seen: set = set()
+
+    def count(expr) -> int:  # distinct nodes: a value used twice is computed once
+        if isinstance(expr, leaves) or expr in seen:
+            return 0
+        seen.add(expr)
+        operands = [getattr(expr, f) for f in ("a", "b", "condition", "true_value", "false_value") if hasattr(expr, f)]
+        operands += [expr.value] if isinstance(expr, tvm.tirx.expr.Cast) else []
+        return 1 + sum(map(count, [*operands, *getattr(expr, "args", ())]))
+
+    return count(activation_kind(activation).tir(tvm.tirx.expr.Var("x", "float32"), dict(attrs)))
 
 
 def _lane_use(block: int) -> float:
@@ -89,6 +116,5 @@ def tiled_kernel_features(spec: KernelSpec, e: Extents, ib: int, ob: int, *, dep
                log_l1_tile=log_size((input_patch + kh * kw * per_tap * ob + reg_n * ob) * BYTES),
                log_l2_tile=log_size(((ci // e.groups) * kh * kw * ob + kh * e.width * ci) * BYTES),
                bias=float(bool(epilogue.bias)), residual=float(bool(epilogue.residual)),
-               relu=float(epilogue.activation == "relu"), relu6=float(epilogue.activation == "relu6"),
-               gelu=float(epilogue.activation == "gelu"), gelu_tanh=float(epilogue.activation == "gelu_tanh"))
+               activation_ops=activation_operations(epilogue))
     return {name: float(value) for name, value in row.items()}

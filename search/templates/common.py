@@ -10,7 +10,6 @@ Every conv template computes on *blocked* activations ``(n, C // b, h, w, b)``. 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from fractions import Fraction
@@ -19,6 +18,7 @@ import tvm
 from tvm import te
 
 from search.errors import SearchError
+from search.followers import activation_kind
 from search.isa import HOST, VectorUnit
 from search.layouts import layout
 from search.templates.workloads import Epilogue, Knobs
@@ -61,33 +61,6 @@ def relayout_params(sch: tvm.s_tir.Schedule, accesses: Sequence[tuple[str, str, 
             sch.transform_layout(block, (kind, index), to_physical(name, view))
 
 
-# TVM's topi.fast_erf and topi.fast_tanh: odd numerator (coefficients of x^13, x^11, ..., x), even denominator (of
-# ..., x^2, 1), on x clamped to [-bound, bound]
-_ERF = ((-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-         -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02),
-        (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-         -1.42647390514189e-02), 4.0)
-_TANH = ((-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
-          1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03),
-         (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03), 9.0)
-
-
-def _rational(x: tvm.tirx.PrimExpr, dtype: str, form: tuple) -> tvm.tirx.PrimExpr:
-    """A float32-accurate rational approximation (``_ERF``, ``_TANH``) as TVM's fast math computes it. It vectorises,
-    where ``tir.erf`` and ``tir.tanh`` compile to one scalar library call per element on x86."""
-    numerator, denominator, bound = form
-    x = te.max(te.min(x, tvm.tirx.const(bound, dtype)), tvm.tirx.const(-bound, dtype))
-    square = x * x
-
-    def horner(coefficients: Sequence[float]) -> tvm.tirx.PrimExpr:
-        value = tvm.tirx.const(coefficients[0], dtype)
-        for coefficient in coefficients[1:]:
-            value = value * square + tvm.tirx.const(coefficient, dtype)
-        return value
-
-    return x * horner(numerator) / horner(denominator)
-
-
 def epilogue_compute(
     acc: te.Tensor,
     epilogue: Epilogue,
@@ -96,7 +69,8 @@ def epilogue_compute(
     shape: Sequence[int] | None = None,
     source: Callable[..., tuple] | None = None,
 ) -> tuple[te.Tensor, list[te.Tensor]]:
-    """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out"; returns (out, inputs).
+    """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out"; returns (out, inputs). ``act`` is the
+    registered activation kind's ``tir`` form (``search.followers``), which vectorises.
 
     "out" is shaped like ``acc`` unless ``shape`` is given (a cropped write-back of a padded ``acc``), with
     ``source(*idx)`` the ``acc`` element of its index ``idx`` (default: the same index); the residual has out's shape.
@@ -113,25 +87,16 @@ def epilogue_compute(
         residual = te.placeholder(shape, dtype, name="residual")
         extra.append(residual)
 
+    activation = None if epilogue.activation is None else activation_kind(epilogue.activation)
+    attrs = dict(epilogue.activation_attrs)
+
     def body(*idx):
         value = acc[idx] if source is None else acc[source(*idx)]
         if bias is not None:
             value = value + bias[channel(*idx)]
         if residual is not None:
             value = value + residual[idx]
-        if epilogue.activation == "gelu":  # as Relax legalises nn.gelu, with an erf that vectorises
-            erf = _rational(value * tvm.tirx.const(0.5**0.5, dtype), dtype, _ERF)
-            return value * (tvm.tirx.const(0.5, dtype) + erf * tvm.tirx.const(0.5, dtype))
-        if epilogue.activation == "gelu_tanh":  # as Relax legalises nn.gelu_tanh, with a tanh that vectorises
-            inner = tvm.tirx.const(math.sqrt(2.0 / math.pi), dtype) * value * (
-                1 + tvm.tirx.const(0.044715, dtype) * value * value)
-            tanh = _rational(inner, dtype, _TANH)
-            return tvm.tirx.const(0.5, dtype) * value * (tvm.tirx.const(1.0, dtype) + tanh)
-        if epilogue.activation is not None:
-            value = te.max(value, tvm.tirx.const(0, dtype))
-        if epilogue.activation == "relu6":
-            value = te.min(value, tvm.tirx.const(6, dtype))
-        return value
+        return value if activation is None else activation.tir(value, attrs)
 
     return te.compute(shape, body, name="out"), extra
 

@@ -7,8 +7,6 @@ from typing import Any, ClassVar
 
 from search.errors import SearchError
 
-ACTIVATIONS = (None, "relu", "relu6", "gelu", "gelu_tanh")
-
 
 @dataclass(frozen=True)
 class Conv2DWorkload:
@@ -147,20 +145,26 @@ class Epilogue:
 
     bias: bool = True
     residual: bool = False
-    activation: str | None = None  # None, "relu", "relu6", "gelu" (the erf form) or "gelu_tanh"
+    activation: str | None = None  # a registered activation kind (``search.followers``), e.g. "relu", "silu"
     prologue: bool = False
+    activation_attrs: tuple[tuple[str, float], ...] = ()  # its attributes (sorted pairs), e.g. (("alpha", 0.1),)
 
     def __post_init__(self) -> None:
-        if self.activation not in ACTIVATIONS:
-            raise SearchError(f"unknown activation {self.activation!r}; expected one of {ACTIVATIONS}")
+        from search.followers import activation_kind
+
+        object.__setattr__(self, "activation_attrs", tuple(sorted((str(k), float(v))
+                                                                  for k, v in self.activation_attrs)))
+        if self.activation is not None:
+            activation_kind(self.activation)
 
 
 def epilogue_key(epilogue: Epilogue) -> dict:
-    """The epilogue's fields for a cache key; ``prologue`` only when set, so that the keys of kernels without one
-    are those they had before prologues existed."""
+    """The epilogue's fields for a cache key; ``prologue`` and ``activation_attrs`` only when set, so that the keys
+    of kernels without them are those they had before these existed."""
     fields = asdict(epilogue)
-    if not epilogue.prologue:
-        del fields["prologue"]
+    for optional in ("prologue", "activation_attrs"):
+        if not fields[optional]:
+            del fields[optional]
     return fields
 
 

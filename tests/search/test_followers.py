@@ -3,13 +3,16 @@ by a test is extracted, priced and exported with no other module touched."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from tvm import relax
+from tvm import relax, te
 
 from cost_models.cache import CostRecord
 from cost_models.pricing import build_problem
 from search.export import export
-from search.followers import FOLLOWERS, FollowerKind, FollowerMatch, check_follower, get_follower
+from search.followers import FOLLOWERS, ActivationKind, FollowerKind, FollowerMatch, check_follower, get_follower
+from search.followers.fast_math import const
+from search.followers.forms import Form, Step
 from search.followers.pooling import MaxPool2D
 from search.graph import extract_graph
 from search.host import make_target
@@ -62,6 +65,33 @@ def test_a_follower_registered_by_a_test_is_extracted_priced_and_exported(toy_fo
     assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
 
 
+class SquaredReLU(ActivationKind):
+    name = "toy_squared_relu"
+    forms = (Form(Step("relax.nn.relu"), Step("relax.power", 2.0)),)
+
+    def tir(self, x, attrs):
+        positive = te.max(x, const(0.0, x))
+        return positive * positive
+
+    def numpy(self, x, attrs):
+        return np.maximum(x, 0) ** 2
+
+
+def test_a_toy_activation_registered_by_a_test_fuses_into_the_kernel_before_it(monkeypatch):
+    monkeypatch.setitem(FOLLOWERS, SquaredReLU.name, SquaredReLU())
+    check_follower(FOLLOWERS[SquaredReLU.name], target=TARGET)
+
+    def body(net, x):
+        squared = net.bb.emit(relax.op.power(net.conv(x, 16), relax.const(2.0, "float32")))
+        return net.conv(squared, 16)
+
+    graph = extract_graph(build((1, 8, 8, 8), body))
+    assert [(op.kind, op.attrs["activation"]) for op in graph.ops] == [("conv2d", SquaredReLU.name),
+                                                                       ("conv2d", "relu")]
+    compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
 def test_without_it_the_operator_is_a_fixed_op():
     assert extract_graph(negate_net()).op("negative_0").role == "fixed"
 
@@ -108,13 +138,27 @@ def silu_net(form: str):
 
 
 @pytest.mark.parametrize("form", ["x*sigmoid(x)", "sigmoid(x)*x"])
-def test_silu_in_either_operand_order_is_one_follower_and_exports_checked(form):
+def test_silu_in_either_operand_order_fuses_into_the_convolution(form):
     graph = extract_graph(silu_net(form))
-    followers = [op for op in graph.ops if op.role == "follower"]
-    assert [op.kind for op in followers] == ["silu"] and not [op for op in graph.ops if op.role == "fixed"]
-    assert followers[0].inputs == ("conv2d_0",) and graph.op("conv2d_1").inputs[0] == followers[0].name
+    assert [op.kind for op in graph.ops] == ["conv2d", "conv2d"] and graph.op("conv2d_0").attrs["activation"] == "silu"
     compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
     assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
+def test_an_activation_no_kernel_absorbs_is_one_vectorised_pass():
+    """SiLU after a concat (which fuses nothing): one follower, emitted as one elementwise PrimFunc."""
+
+    def body(net, x):
+        both = net.bb.emit(relax.op.concat([net.conv(x, 8), net.conv(x, 8)], axis=1))
+        product = net.bb.emit(relax.op.multiply(both, net.bb.emit(relax.op.sigmoid(both))))
+        return net.conv(product, 16)
+
+    graph = extract_graph(build((1, 8, 8, 8), body))
+    assert [(op.kind, op.role) for op in graph.ops if op.role != "tunable"] == [("silu", "follower")]
+    compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+    computing = [call for call in compiled.manifest["calls"] if any(c["op"] == "silu_0" for c in call["computes"])]
+    assert len(computing) == 1
 
 
 def test_a_sigmoid_read_elsewhere_too_stays_a_sigmoid():

@@ -64,18 +64,18 @@ def test_registry_lookup():
 # ---------------------------------------------------------------------------------------------------- a toy kind
 @pytest.fixture
 def toy_kind():
-    """The tanh kind of ``tests.search.toy_kind``, registered for one test."""
-    from tests.search.toy_kind import TanhKind
+    """The sin kind of ``tests.search.toy_kind``, registered for one test."""
+    from tests.search.toy_kind import SinKind
 
-    register(TanhKind)
-    yield KINDS["tanh"]
-    KINDS.pop("tanh")
+    register(SinKind)
+    yield KINDS["sin"]
+    KINDS.pop("sin")
 
 
-def tanh_net():
+def sin_net():
     def body(net, x):
         a = net.conv(x, 16)
-        t = net.bb.emit(relax.op.tanh(a))
+        t = net.bb.emit(relax.op.sin(a))
         return net.conv(t, 8, k=1)
 
     return build((1, 4, 8, 8), body)
@@ -83,37 +83,37 @@ def tanh_net():
 
 def test_a_kind_registered_by_a_test_extracts_measures_solves_and_exports(toy_kind, tmp_path):
     check_kind(toy_kind, target=TARGET)
-    graph = extract_graph(tanh_net())
-    assert [(op.kind, op.role) for op in graph.tunable] == [("conv2d", "tunable"), ("tanh", "tunable"),
+    graph = extract_graph(sin_net())
+    assert [(op.kind, op.role) for op in graph.tunable] == [("conv2d", "tunable"), ("sin", "tunable"),
                                                             ("conv2d", "tunable")]
-    assert [(e.src, e.dst) for e in graph.edges] == [("conv2d_0", "tanh_0"), ("tanh_0", "conv2d_1")]
+    assert [(e.src, e.dst) for e in graph.edges] == [("conv2d_0", "sin_0"), ("sin_0", "conv2d_1")]
     space = tuning_space(graph, layouts=("NCHW", "NCHW8c", "NCHW16c"), space_size=3)
-    assert {c.name for c in space["tanh_0"]} >= {"NCHW>NCHW:vector=1", "NCHW8c>NCHW8c:vector=1"}
+    assert {c.name for c in space["sin_0"]} >= {"NCHW>NCHW:vector=1", "NCHW8c>NCHW8c:vector=1"}
     with MeasuredCosts(CostCache(tmp_path / "costs.sqlite"), target=TARGET, threads=1, repeat=3,
                        min_repeat_ms=5) as provider:
         problem = build_problem(graph, space, provider.measure)
-    measured = problem.meta["candidates"]["tanh_0"]
+    measured = problem.meta["candidates"]["sin_0"]
     assert all(entry["kernel_ms"] > 0 for entry in measured.values())  # measured like any kernel, in a worker
     solution = solve(problem, "dp")
-    plan = plan_from_assignment(solution.assignment, "tanh-net", auxiliary=problem.meta["auxiliary"])
+    plan = plan_from_assignment(solution.assignment, "sin-net", auxiliary=problem.meta["auxiliary"])
     for candidate in (plan, baseline_plan(graph, "nchw16c")):
         compiled = export(graph, candidate, target=TARGET, threads=1)
         assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
 
 
 def test_without_the_kind_the_same_operator_is_a_fixed_op():
-    graph = extract_graph(tanh_net())
-    assert graph.op("tanh_0").role == "fixed"
-    assert [(w.node, w.consumer) for w in graph.boundary_writes][0] == ("conv2d_0", "tanh_0")
+    graph = extract_graph(sin_net())
+    assert graph.op("sin_0").role == "fixed"
+    assert [(w.node, w.consumer) for w in graph.boundary_writes][0] == ("conv2d_0", "sin_0")
 
 
 def test_kernel_specs_find_their_kind_through_the_workload(toy_kind):
-    from tests.search.toy_kind import TanhWorkload
+    from tests.search.toy_kind import SinWorkload
 
-    spec = KernelSpec(TanhWorkload((1, 4, 2, 2)), "NCHW4c", "NCHW4c")
+    spec = KernelSpec(SinWorkload((1, 4, 2, 2)), "NCHW4c", "NCHW4c")
     kind = kernel_kind(spec.workload.kind)
     assert kind is toy_kind and isinstance(kind.build(spec, TARGET), tvm.tirx.PrimFunc)
-    with pytest.raises(SearchError, match="no operator kind 'tanh'"):
-        KINDS.pop("tanh")
+    with pytest.raises(SearchError, match="no operator kind 'sin'"):
+        KINDS.pop("sin")
         kernel_kind(spec.workload.kind)
     register(type(toy_kind))

@@ -412,8 +412,8 @@ def test_gelu_as_exporters_write_it_becomes_one_call_and_nothing_else_does(onnx,
     _matches_the_frontend(model, mod, input_shape=["x=4,8", "z=4,8"])
 
 
-def test_silu_as_exporters_write_it_is_one_follower_of_the_convolution(onnx, tmp_path):
-    """``Mul(x, Sigmoid(x))`` after a convolution (YOLO-style): one ``silu`` follower, the plan exported and checked."""
+def test_silu_as_exporters_write_it_fuses_into_the_convolution(onnx, tmp_path):
+    """``Mul(x, Sigmoid(x))`` after a convolution (YOLO-style): the convolution's activation, exported and checked."""
     from onnx import helper
 
     from search.export import export
@@ -428,6 +428,6 @@ def test_silu_as_exporters_write_it_is_one_follower_of_the_convolution(onnx, tmp
     mod = load_model(str(tmp_path / "silu.onnx"))
     _matches_the_frontend(model, mod)
     graph = extract_graph(mod)
-    assert [(op.kind, op.role) for op in graph.ops] == [("conv2d", "tunable"), ("silu", "follower")]
+    assert [(op.kind, op.attrs["activation"]) for op in graph.ops] == [("conv2d", "silu")]
     compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
     assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4

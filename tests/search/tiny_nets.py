@@ -140,7 +140,7 @@ def ssd_like_net() -> tvm.IRModule:
 
 
 def unknown_ops_net() -> tvm.IRModule:
-    """Operators no kind knows between tunable convolutions: tanh, a grouped conv, a split into a tuple and its
+    """Operators no kind knows between tunable convolutions: sin, a grouped conv, a split into a tuple and its
     items, and ``call_tir`` of a PrimFunc of the module itself (a doubling)."""
     from tvm import te
 
@@ -153,7 +153,7 @@ def unknown_ops_net() -> tvm.IRModule:
         with bb.dataflow():
             net = NetBuilder(bb)
             a = net.conv(data, 8)
-            t = bb.emit(relax.op.tanh(a))
+            t = bb.emit(relax.op.sin(a))
             g = net.conv(t, 8, groups=2, act=None)
             parts = bb.emit(relax.op.split(g, 2, axis=1))
             left, right = bb.emit(relax.TupleGetItem(parts, 0)), bb.emit(relax.TupleGetItem(parts, 1))

@@ -1,7 +1,7 @@
-"""A toy operator kind written as a user would add one: ``tanh`` of a 4-D activation as a template kernel in any
+"""A toy operator kind written as a user would add one: ``sin`` of a 4-D activation as a template kernel in any
 activation layout (input and output alike), with one knob. One class and ``@register``, nothing else in tessera.
 
-Importing this module registers the kind (a worker process that unpickles a ``TanhWorkload`` registers it too);
+Importing this module registers the kind (a worker process that unpickles a ``SinWorkload`` registers it too);
 tests that need it registered only while they run use the ``toy_kind`` fixture of ``test_kinds``.
 """
 
@@ -22,29 +22,29 @@ from search.templates.workloads import Epilogue, KernelSpec
 
 
 @dataclass(frozen=True)
-class TanhWorkload:
+class SinWorkload:
     shape: tuple[int, int, int, int]
     dtype: str = "float32"
 
-    kind = "tanh"
+    kind = "sin"
 
 
 @register
-class TanhKind(KernelKind):
-    name = "tanh"
+class SinKind(KernelKind):
+    name = "sin"
     absorbs = False  # one binding: no epilogue
-    workload_type = TanhWorkload
-    examples = (TanhWorkload((1, 8, 3, 5)),)
+    workload_type = SinWorkload
+    examples = (SinWorkload((1, 8, 3, 5)),)
     epilogues = (Epilogue(bias=False),)
 
     def match(self, bindings: Bindings, index: int) -> Match | None:
         shape = static_shape(bindings.var(index))
-        if bindings.op_name(index) != "relax.tanh" or shape is None or len(shape) != 4:
+        if bindings.op_name(index) != "relax.sin" or shape is None or len(shape) != 4:
             return None
         return Match((index,), tuple(bindings.activations(index)))
 
-    def workload(self, op) -> TanhWorkload:
-        return TanhWorkload(op.shape)
+    def workload(self, op) -> SinWorkload:
+        return SinWorkload(op.shape)
 
     def supported_layouts(self, workload):
         return [(name, name) for name in candidate_layouts(workload.shape[1])]
@@ -62,7 +62,7 @@ class TanhKind(KernelKind):
         knobs = resolve_knobs(spec.knobs, {"vector": [1, 0]})
         shape = layout(spec.in_layout).physical_shape(spec.workload.shape)
         data = te.placeholder(shape, "float32", name="data")
-        out = te.compute(shape, lambda *i: te.tanh(data(*i)), name="out")
+        out = te.compute(shape, lambda *i: te.sin(data(*i)), name="out")
         sch = tvm.s_tir.Schedule(te.create_prim_func([data, out]))
         loops = sch.get_loops(sch.get_sblock("out"))
         sch.parallel(loops[0])
@@ -77,4 +77,4 @@ class TanhKind(KernelKind):
         return {}
 
     def reference(self, spec, inputs, params):
-        return np.tanh(inputs[0])
+        return np.sin(inputs[0])
