@@ -106,7 +106,7 @@ from tvm import relax
 
 from search.errors import SearchError
 from search.relax_exprs import static_shape
-from search.zoo import densenet, inception, mobilenet, resnet, ssd, transformer, vgg
+from search.zoo import convnext, densenet, inception, mobilenet, resnet, ssd, transformer, vgg, yolov8
 from search.zoo.shapes import MAX_INPUT_ELEMENTS, InputShape, ShapesLike, check_input_size, input_shapes
 
 
@@ -163,6 +163,10 @@ MODELS: dict[str, ModelSpec] = {
     "ssd_resnet50_512": ModelSpec(
         ssd.ssd_resnet50_512, 512, 32, "SSD-512, ResNet-50 v1 backbone (GluonCV, VOC); class+box heads, no NMS"
     ),
+    "convnext_tiny": ModelSpec(convnext.convnext_tiny, 224, 32, "ConvNeXt-T (torchvision), 7x7 depthwise, LayerNorm, "
+                               "GELU"),
+    "yolov8n": ModelSpec(yolov8.yolov8n, 640, 32, "YOLOv8n (Ultralytics, 80 classes), decoded boxes, no NMS"),
+    "yolov8s": ModelSpec(yolov8.yolov8s, 640, 32, "YOLOv8s (Ultralytics, 80 classes), decoded boxes, no NMS"),
     "bert_base": ModelSpec(transformer.bert_base, 128, 1, "BERT-base (12 layers, 768 hidden, 12 heads), no pooler",
                            inputs="tokens", max_size=transformer.bert_base.max_positions),
     "bert_large": ModelSpec(transformer.bert_large, 128, 1, "BERT-large (24 layers, 1024 hidden, 16 heads)",
