@@ -92,18 +92,22 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     return paths, facts
 
 
-def missing_peers(model: str) -> dict[str, str]:
-    """The peer engines that cannot run ``model`` here, with the reason (not installed; channels-last PyTorch on a
-    transformer)."""
+def missing_peers(model: str, mod) -> dict[str, str]:
+    """The peer engines that cannot run ``model`` (built as ``mod``) here, with the reason (not installed; channels-last
+    PyTorch on a transformer; a network with operators ``search.zoo.torch_net`` does not write)."""
     from importlib.util import find_spec
 
     from search.zoo import is_transformer
+    from search.zoo.torch_net import unsupported_ops
 
     packages = {"pytorch": "torch", "onnxruntime": "onnxruntime"}
     missing = {name: f"{package} is not installed (pip install -e \".[peers]\")"
                for name, package in packages.items() if find_spec(package) is None}
     if "pytorch" not in missing and is_transformer(model):
         missing["pytorch-cl"] = "channels-last memory is for convolutions; a transformer runs as its library runs it"
+    elif "pytorch" not in missing and (ops := unsupported_ops(mod)):
+        reason = f"search.zoo.torch_net has no PyTorch equivalent for {', '.join(ops)}"
+        missing.update({"pytorch": reason, "pytorch-cl": reason})
     return missing
 
 
@@ -153,7 +157,7 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         else:
             facts["metaschedule"] = manifest["metaschedule"]
             contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
-    missing = missing_peers(model)
+    missing = missing_peers(model, mod)
     if "pytorch" not in missing:
         contenders.append(Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt", model)))
     if "pytorch" not in missing and "pytorch-cl" not in missing:
