@@ -20,6 +20,9 @@ densenet121         224     120      1
 densenet201         224     200      1
 mobilenet_v2        224      52      1
 ssd_resnet50_512    512      73      0   (GluonCV ssd_512_resnet50_v1_voc; outputs a tuple, see ``ssd.py``)
+convnext_tiny       224      22     37   (torchvision; LayerNorm, GELU, layer scale, see ``convnext.py``)
+yolov8n             640      64      0   (Ultralytics, 80 classes; one (N, 84, A) output, see ``yolov8.py``)
+yolov8s             640      64      0   (the same at width 0.5)
 bert_base           128       0     72   (+ 24 matmuls of activations; Hugging Face's BertModel without pooler)
 bert_large          128       0    144   (+ 48)
 bert_small           16       0     12   (+ 4; 2 layers, 64 hidden, for tests)
@@ -82,6 +85,15 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
 7. ``R.permute_dims(x, axes=[0, 2, 3, 1])``: SSD's prediction maps before flattening.
 
 8. The output: one tensor, or ``R.Tuple`` of two tensors for ``ssd_resnet50_512``.
+
+9. ConvNeXt and YOLOv8 add: ``R.nn.silu`` after a conv's bias add (``_silu``) and ``R.nn.gelu`` after a dense layer's
+   (``_gelu``); ``R.nn.layer_norm`` over the last axis with constant gamma and beta, on NHWC tensors between
+   ``R.permute_dims`` to and from NCHW, or on 2-D (N*H*W, C) rows that ``R.reshape`` makes of them (ConvNeXt's
+   Linears are the dense layers of item 6 on those rows); a per-channel ``R.multiply`` by a (1, C, 1, 1) constant
+   (the layer scale); ``R.add`` of two activations after an activation (residuals); ``R.strided_slice`` on one axis;
+   ``R.image.resize2d`` nearest (asymmetric, floor) in NCHW; ``R.nn.softmax`` (axis 1 of YOLOv8's DFL), ``R.sigmoid``,
+   ``R.subtract`` / ``R.add`` / ``R.multiply`` with constants of any broadcastable shape (box decoding), and
+   ``R.concat`` on axis 2 of (N, C, A) tensors.
 
 ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` on the input shapes the user binds and are then rewritten
 into the same vocabulary where it has a form (see ``onnx/``): BatchNorm and constant scales fold into convolutions,
