@@ -337,7 +337,7 @@ class Net:
     def upsample(self, x: Tensor, factor: int, *, name: str) -> Tensor:
         """Nearest-neighbour upsampling by ``factor`` (``R.image.resize2d`` as the ONNX frontend reads PyTorch's
         ``Upsample(mode="nearest")``: asymmetric coordinates, rounding down)."""
-        n, c, h, w = x.shape
+        h, w = x.shape[2:]
         call = relax.op.image.resize2d(x.var, (h * factor, w * factor), method="nearest_neighbor",
                                        coordinate_transformation_mode="asymmetric", rounding_method="floor")
         return self.apply(call, name, lambda s: upsample_np(s, factor), x)
