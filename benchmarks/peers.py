@@ -12,8 +12,8 @@ Per network (batch 1, ``--threads`` for everyone):
 4. PyTorch eager (NCHW and channels-last; transformers as Hugging Face and timm run them, with
    ``F.scaled_dot_product_attention``) and ONNX Runtime on the zoo network re-emitted with the same weights
    (``search.zoo.torch_net``, ``torch_transformer``, ``search.zoo.onnx.save``, ``save_transformer``; needs
-   ``pip install -e ".[peers]"``); a peer that is not installed, or channels-last on a transformer, is skipped and
-   named in the table.
+   ``pip install -e ".[peers]"``); a peer that is not installed, channels-last on a transformer, or PyTorch on a
+   network with operators ``torch_net`` does not write (ConvNeXt's and YOLOv8's), is skipped and named in the table.
 
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
