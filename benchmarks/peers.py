@@ -13,8 +13,9 @@ Per network (batch 1, ``--threads`` for everyone):
    ``F.scaled_dot_product_attention``), ONNX Runtime and OpenVINO's CPU plugin (``openvino`` in the precision it
    picks for the CPU, bf16 where the CPU computes it; ``openvino-f32`` held to f32) on the zoo network re-emitted
    with the same weights (``search.zoo.torch_net``, ``torch_transformer``, ``search.zoo.onnx.save``,
-   ``save_transformer``; needs ``pip install -e ".[peers]"``); a peer that is not installed, or channels-last on a
-   transformer, is skipped and named in the table.
+   ``save_transformer``; needs ``pip install -e ".[peers]"``); a peer that is not installed, channels-last on a
+   transformer, or PyTorch on a network with operators ``torch_net`` does not write, is skipped and named in the
+   table.
 
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
@@ -95,18 +96,22 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     return paths, facts
 
 
-def missing_peers(model: str) -> dict[str, str]:
-    """The peer engines that cannot run ``model`` here, with the reason (not installed; channels-last PyTorch on a
-    transformer)."""
+def missing_peers(model: str, mod) -> dict[str, str]:
+    """The peer engines that cannot run ``model`` (built as ``mod``) here, with the reason (not installed; channels-last
+    PyTorch on a transformer; a network with operators ``search.zoo.torch_net`` does not write)."""
     from importlib.util import find_spec
 
     from search.zoo import is_transformer
+    from search.zoo.torch_net import unsupported_ops
 
     packages = {"pytorch": "torch", "onnxruntime": "onnxruntime", "openvino": "openvino", "openvino-f32": "openvino"}
     missing = {name: f"{package} is not installed (pip install -e \".[peers]\")"
                for name, package in packages.items() if find_spec(package) is None}
     if "pytorch" not in missing and is_transformer(model):
         missing["pytorch-cl"] = "channels-last memory is for convolutions; a transformer runs as its library runs it"
+    elif "pytorch" not in missing and (ops := unsupported_ops(mod)):
+        reason = f"search.zoo.torch_net has no PyTorch equivalent for {', '.join(ops)}"
+        missing.update({"pytorch": reason, "pytorch-cl": reason})
     return missing
 
 
@@ -156,7 +161,7 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         else:
             facts["metaschedule"] = manifest["metaschedule"]
             contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
-    missing = missing_peers(model)
+    missing = missing_peers(model, mod)
     if "pytorch" not in missing:
         contenders.append(Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt", model)))
     if "pytorch" not in missing and "pytorch-cl" not in missing:

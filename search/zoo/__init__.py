@@ -20,6 +20,9 @@ densenet121         224     120      1
 densenet201         224     200      1
 mobilenet_v2        224      52      1
 ssd_resnet50_512    512      73      0   (GluonCV ssd_512_resnet50_v1_voc; outputs a tuple, see ``ssd.py``)
+convnext_tiny       224      22     37   (torchvision; LayerNorm, GELU, layer scale, see ``convnext.py``)
+yolov8n             640      64      0   (Ultralytics, 80 classes; one (N, 84, A) output, see ``yolov8.py``)
+yolov8s             640      64      0   (the same at width 0.5)
 bert_base           128       0     72   (+ 24 matmuls of activations; Hugging Face's BertModel without pooler)
 bert_large          128       0    144   (+ 48)
 bert_small           16       0     12   (+ 4; 2 layers, 64 hidden, for tests)
@@ -83,6 +86,15 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
 
 8. The output: one tensor, or ``R.Tuple`` of two tensors for ``ssd_resnet50_512``.
 
+9. ConvNeXt and YOLOv8 add: ``R.nn.silu`` after a conv's bias add (``_silu``) and ``R.nn.gelu`` after a dense layer's
+   (``_gelu``); ``R.nn.layer_norm`` over the last axis with constant gamma and beta, on NHWC tensors between
+   ``R.permute_dims`` to and from NCHW, or on 2-D (N*H*W, C) rows that ``R.reshape`` makes of them (ConvNeXt's
+   Linears are the dense layers of item 6 on those rows); a per-channel ``R.multiply`` by a (1, C, 1, 1) constant
+   (the layer scale); ``R.add`` of two activations after an activation (residuals); ``R.strided_slice`` on one axis;
+   ``R.image.resize2d`` nearest (asymmetric, floor) in NCHW; ``R.nn.softmax`` (axis 1 of YOLOv8's DFL), ``R.sigmoid``,
+   ``R.subtract`` / ``R.add`` / ``R.multiply`` with constants of any broadcastable shape (box decoding), and
+   ``R.concat`` on axis 2 of (N, C, A) tensors.
+
 ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` on the input shapes the user binds and are then rewritten
 into the same vocabulary where it has a form (see ``onnx/``): BatchNorm and constant scales fold into convolutions,
 every conv and dense gets its bias add, a single input is renamed ``data`` (several keep their names), other variables
@@ -106,7 +118,7 @@ from tvm import relax
 
 from search.errors import SearchError
 from search.relax_exprs import static_shape
-from search.zoo import densenet, inception, mobilenet, resnet, ssd, transformer, vgg
+from search.zoo import convnext, densenet, inception, mobilenet, resnet, ssd, transformer, vgg, yolov8
 from search.zoo.shapes import MAX_INPUT_ELEMENTS, InputShape, ShapesLike, check_input_size, input_shapes
 
 
@@ -163,6 +175,10 @@ MODELS: dict[str, ModelSpec] = {
     "ssd_resnet50_512": ModelSpec(
         ssd.ssd_resnet50_512, 512, 32, "SSD-512, ResNet-50 v1 backbone (GluonCV, VOC); class+box heads, no NMS"
     ),
+    "convnext_tiny": ModelSpec(convnext.convnext_tiny, 224, 32, "ConvNeXt-T (torchvision), 7x7 depthwise, LayerNorm, "
+                               "GELU"),
+    "yolov8n": ModelSpec(yolov8.yolov8n, 640, 32, "YOLOv8n (Ultralytics, 80 classes), decoded boxes, no NMS"),
+    "yolov8s": ModelSpec(yolov8.yolov8s, 640, 32, "YOLOv8s (Ultralytics, 80 classes), decoded boxes, no NMS"),
     "bert_base": ModelSpec(transformer.bert_base, 128, 1, "BERT-base (12 layers, 768 hidden, 12 heads), no pooler",
                            inputs="tokens", max_size=transformer.bert_base.max_positions),
     "bert_large": ModelSpec(transformer.bert_large, 128, 1, "BERT-large (24 layers, 1024 hidden, 16 heads)",

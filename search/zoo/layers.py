@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
+from scipy.special import erf
 from threadpoolctl import threadpool_limits
 from tvm import relax
 
@@ -92,12 +93,46 @@ def pool2d_np(x: np.ndarray, kind: str, kernel: tuple[int, int], stride: tuple[i
     return np.add.reduce(windows) / (kh * kw)
 
 
+def layer_norm_np(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """Normalise over the last axis, then scale and shift."""
+    mean = x.mean(axis=-1, keepdims=True)
+    var = x.var(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * gamma + beta
+
+
+def softmax_np(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def gelu_np(x: np.ndarray) -> np.ndarray:
+    """GELU in its erf form."""
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def sigmoid_np(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def silu_np(x: np.ndarray) -> np.ndarray:
+    return x * sigmoid_np(x)
+
+
+def upsample_np(x: np.ndarray, factor: int) -> np.ndarray:
+    """Nearest-neighbour upsampling of an NCHW array by an integer ``factor``."""
+    return x.repeat(factor, axis=2).repeat(factor, axis=3)
+
+
+_ACTIVATIONS = {"silu": (relax.op.nn.silu, silu_np), "gelu": (relax.op.nn.gelu, gelu_np)}
+"""Activations besides ReLU and ReLU6: the Relax operator and its numpy reference."""
+
+
 # ---------------------------------------------------------------------------------------------------- the builder
 class Net:
     """Emits layers into a ``relax.BlockBuilder`` (inside its dataflow block) and runs their numpy shadows.
 
     Every method takes a ``name``; the Relax variable of the layer's main op gets exactly that name, the bias add,
-    residual add and activation get ``_bias``, ``_add`` and ``_relu``/``_relu6`` appended.
+    residual add and activation get ``_bias``, ``_add`` and ``_relu``/``_relu6``/``_silu``/``_gelu`` appended.
     """
 
     def __init__(self, bb: relax.BlockBuilder, seed: int, bn_eps: float = 1e-5) -> None:
@@ -137,6 +172,9 @@ class Net:
         if act == "relu6":
             var = self._emit(relax.op.clip(t.var, 0.0, 6.0), f"{name}_relu6")
             return Tensor(var, _map(lambda s: np.clip(s, 0, 6), t))
+        if act in _ACTIVATIONS:
+            op, reference = _ACTIVATIONS[act]
+            return Tensor(self._emit(op(t.var), f"{name}_{act}"), _map(reference, t))
         raise ValueError(f"unknown activation {act!r}")
 
     # -- layers
@@ -217,15 +255,15 @@ class Net:
         call = relax.op.nn.adaptive_avg_pool2d(x.var, output_size=(1, 1))
         return Tensor(self._emit(call, name), _map(lambda s: s.mean(axis=(2, 3), keepdims=True), x))
 
-    def concat(self, xs: Sequence[Tensor], *, name: str) -> Tensor:
-        """Concatenate along axis 1 (channels of NCHW tensors, or features of 2-D ones)."""
+    def concat(self, xs: Sequence[Tensor], *, name: str, axis: int = 1) -> Tensor:
+        """Concatenate along ``axis`` (by default 1: channels of NCHW tensors, or features of 2-D ones)."""
         if len(xs) == 1:
             return xs[0]
         shadows = tuple(
-            None if any(x.shadows[k] is None for x in xs) else np.concatenate([x.shadows[k] for x in xs], axis=1)
+            None if any(x.shadows[k] is None for x in xs) else np.concatenate([x.shadows[k] for x in xs], axis=axis)
             for k in range(len(xs[0].shadows))
         )
-        return Tensor(self._emit(relax.op.concat([x.var for x in xs], axis=1), name), shadows)
+        return Tensor(self._emit(relax.op.concat([x.var for x in xs], axis=axis), name), shadows)
 
     def reshape(self, x: Tensor, shape: Sequence[int], *, name: str) -> Tensor:
         """Reshape to a static ``shape``; dimension 0 (the batch) is taken from ``x`` whatever ``shape[0]`` says."""
@@ -262,6 +300,47 @@ class Net:
             None if s is None or s.shape[1] != n_in else s @ w.astype(s.dtype, copy=False) + b for s in x.shadows
         )
         return self._activate(Tensor(out, shadows), act, name)
+
+    def apply(self, call: relax.Expr, name: str, reference: Callable[..., np.ndarray | None], *args: Tensor) -> Tensor:
+        """Bind ``call`` as ``name``; its shadows are ``reference`` of ``args``' shadows (None where one is None)."""
+        shadows = tuple(None if any(v is None for v in values) else reference(*values)
+                        for values in zip(*(a.shadows for a in args), strict=True))
+        return Tensor(self._emit(call, name), shadows)
+
+    def add(self, a: Tensor, b: Tensor, *, name: str) -> Tensor:
+        """The sum of two tensors of one shape (a residual add after an activation)."""
+        return self.apply(relax.op.add(a.var, b.var), name, np.add, a, b)
+
+    def layer_norm(self, x: Tensor, *, name: str, eps: float = 1e-6) -> Tensor:
+        """``R.nn.layer_norm`` over the last axis; gamma in [0.8, 1.2], beta ~ N(0, 0.05)."""
+        rng = self._rng()
+        width = x.shape[-1]
+        gamma = rng.uniform(0.8, 1.2, width).astype(np.float32)
+        beta = rng.normal(0.0, 0.05, width).astype(np.float32)
+        call = relax.op.nn.layer_norm(x.var, relax.const(gamma), relax.const(beta), axes=[-1], epsilon=eps)
+        return self.apply(call, name, lambda s: layer_norm_np(s, gamma, beta, eps), x)
+
+    def channel_scale(self, x: Tensor, low: float, high: float, *, name: str) -> Tensor:
+        """A multiply of an NCHW tensor by a (1, C, 1, 1) constant drawn uniformly from [low, high] (a layer scale)."""
+        scale = self._rng().uniform(low, high, x.channels).astype(np.float32).reshape(1, -1, 1, 1)
+        return self.apply(relax.op.multiply(x.var, relax.const(scale)), name, lambda s: s * scale, x)
+
+    def slice(self, x: Tensor, axis: int, begin: int, end: int, *, name: str) -> Tensor:
+        """``x[..., begin:end, ...]`` on ``axis`` (``R.strided_slice``)."""
+        index = (slice(None),) * axis + (slice(begin, end),)
+        call = relax.op.strided_slice(x.var, axes=[axis], begin=[begin], end=[end])
+        return self.apply(call, name, lambda s: s[index], x)
+
+    def softmax(self, x: Tensor, axis: int, *, name: str) -> Tensor:
+        return self.apply(relax.op.nn.softmax(x.var, axis=axis), name, lambda s: softmax_np(s, axis), x)
+
+    def upsample(self, x: Tensor, factor: int, *, name: str) -> Tensor:
+        """Nearest-neighbour upsampling by ``factor`` (``R.image.resize2d`` as the ONNX frontend reads PyTorch's
+        ``Upsample(mode="nearest")``: asymmetric coordinates, rounding down)."""
+        h, w = x.shape[2:]
+        call = relax.op.image.resize2d(x.var, (h * factor, w * factor), method="nearest_neighbor",
+                                       coordinate_transformation_mode="asymmetric", rounding_method="floor")
+        return self.apply(call, name, lambda s: upsample_np(s, factor), x)
 
 
 def he_normal(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int, gain: float = 2.0) -> np.ndarray:
@@ -369,6 +448,14 @@ VOCABULARY = frozenset(
         "relax.reshape",
         "relax.matmul",
         "relax.permute_dims",
+        "relax.nn.silu",
+        "relax.nn.gelu",
+        "relax.sigmoid",
+        "relax.nn.layer_norm",
+        "relax.nn.softmax",
+        "relax.strided_slice",
+        "relax.image.resize2d",
+        "relax.subtract",
     }
 )
 
@@ -383,8 +470,9 @@ def vocabulary_violations(mod: tvm.IRModule) -> list[str]:
     """What in ``mod["main"]`` falls outside the zoo's op vocabulary (see ``search.zoo``); empty when all is well.
 
     Checks every binding: a call to an op of ``VOCABULARY`` with the documented attributes (NCHW / OIHW layouts,
-    constant conv and dense weights, global adaptive pooling, concat on axis 1, clip only as ReLU6), or the output
-    tuple; every tensor float32 with a static shape.
+    constant conv and dense weights, global adaptive pooling, concat on axis 1 or the last of a 3-D tensor, clip only
+    as ReLU6, layer norm over the last axis, nearest NCHW resize), or the output tuple; every tensor float32 with a
+    static shape.
     """
     problems = []
     func = mod["main"]
@@ -419,8 +507,12 @@ def vocabulary_violations(mod: tvm.IRModule) -> list[str]:
                     problems.append(f"{where}: pooling layout {attrs.layout}")
                 if op.endswith("adaptive_avg_pool2d") and [int(v) for v in attrs.output_size] != [1, 1]:
                     problems.append(f"{where}: adaptive_avg_pool2d output size {list(attrs.output_size)}, expected 1x1")
-            elif op == "relax.concat" and int(attrs.axis) != 1:
-                problems.append(f"{where}: concat on axis {attrs.axis}, expected 1")
+            elif op == "relax.concat" and int(attrs.axis) != 1 and (int(attrs.axis), len(var.ty.shape)) != (2, 3):
+                problems.append(f"{where}: concat on axis {attrs.axis}, expected 1 (or 2 of a 3-D tensor)")
+            elif op == "relax.nn.layer_norm" and [int(a) for a in attrs.axes] not in ([-1], [len(var.ty.shape) - 1]):
+                problems.append(f"{where}: layer_norm over axes {list(attrs.axes)}, expected the last")
+            elif op == "relax.image.resize2d" and (attrs.layout, attrs.method) != ("NCHW", "nearest_neighbor"):
+                problems.append(f"{where}: resize2d {attrs.method} in {attrs.layout}, expected nearest in NCHW")
             elif op == "relax.clip" and (_prim(value.args[1]), _prim(value.args[2])) != (0.0, 6.0):
                 problems.append(f"{where}: clip bounds other than (0, 6)")
             elif op == "relax.matmul":

@@ -14,6 +14,15 @@ import tvm
 from search.errors import SearchError
 from search.zoo.walk import Call, walk
 
+OPS = frozenset({"conv2d", "dense", "add", "multiply", "relu", "clip", "max_pool2d", "avg_pool2d", "global_avg_pool",
+                 "concat", "reshape", "permute"})
+"""The calls of ``search.zoo.walk`` that ``torch_module`` writes in PyTorch."""
+
+
+def unsupported_ops(mod: tvm.IRModule) -> list[str]:
+    """The calls of ``mod`` (a zoo network) that ``torch_module`` has no PyTorch equivalent for, sorted."""
+    return sorted({call.op for call in walk(mod).calls} - OPS)
+
 
 def _symmetric(padding: tuple[int, ...], where: str) -> tuple[int, int]:
     top, left, bottom, right = padding

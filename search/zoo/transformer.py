@@ -31,10 +31,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
-from scipy.special import erf
 from tvm import relax
 
-from search.zoo.layers import Tensor, aligned_const, conv2d_np, he_normal, single_threaded_blas
+from search.zoo.layers import (
+    Tensor,
+    aligned_const,
+    conv2d_np,
+    gelu_np,
+    he_normal,
+    layer_norm_np,
+    single_threaded_blas,
+    softmax_np,
+)
 
 
 @dataclass(frozen=True)
@@ -51,21 +59,6 @@ class TransformerConfig:
     @property
     def head_size(self) -> int:
         return self.hidden // self.heads
-
-
-def _layer_norm_np(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
-    mean = x.mean(axis=-1, keepdims=True)
-    var = x.var(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def _softmax_np(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def _gelu_np(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
 
 
 class Encoder:
@@ -105,10 +98,10 @@ class Encoder:
         beta = rng.normal(0.0, 0.05, width).astype(np.float32)
         eps = self.config.eps
         call = relax.op.nn.layer_norm(x.var, relax.const(gamma), relax.const(beta), axes=[-1], epsilon=eps)
-        return self.emit(call, name, lambda s: _layer_norm_np(s, gamma, beta, eps), x)
+        return self.emit(call, name, lambda s: layer_norm_np(s, gamma, beta, eps), x)
 
     def gelu(self, x: Tensor, *, name: str) -> Tensor:
-        return self.emit(relax.op.nn.gelu(x.var), name, _gelu_np, x)
+        return self.emit(relax.op.nn.gelu(x.var), name, gelu_np, x)
 
     def add(self, a: Tensor, b: Tensor, *, name: str) -> Tensor:
         return self.emit(relax.op.add(a.var, b.var), name, np.add, a, b)
@@ -137,7 +130,7 @@ class Encoder:
         scale = np.float32(1.0 / np.sqrt(size))
         scores = self.emit(relax.op.multiply(scores.var, relax.const(scale)), f"{name}_scaled",
                            lambda s: s * float(scale), scores)
-        probs = self.emit(relax.op.nn.softmax(scores.var, axis=-1), f"{name}_probs", _softmax_np, scores)
+        probs = self.emit(relax.op.nn.softmax(scores.var, axis=-1), f"{name}_probs", softmax_np, scores)
         context = self.emit(relax.op.matmul(probs.var, v.var), f"{name}_context", np.matmul, probs, v)
         context = self.permute(context, (0, 2, 1, 3), name=f"{name}_context_t")
         context = self.reshape(context, (batch * seq, cfg.hidden), name=f"{name}_merge")

@@ -35,6 +35,14 @@ OPS = {
     "relax.concat": "concat",
     "relax.reshape": "reshape",
     "relax.permute_dims": "permute",
+    "relax.subtract": "subtract",
+    "relax.sigmoid": "sigmoid",
+    "relax.nn.silu": "silu",
+    "relax.nn.gelu": "gelu",
+    "relax.nn.softmax": "softmax",
+    "relax.nn.layer_norm": "layer_norm",
+    "relax.strided_slice": "slice",
+    "relax.image.resize2d": "upsample",
 }
 
 
@@ -44,7 +52,9 @@ class Call:
 
     Attributes by op: conv2d ``strides``, ``padding`` (top, left, bottom, right), ``groups``; max_pool2d and
     avg_pool2d ``pool_size``, ``strides``, ``padding``; clip ``min``, ``max``; concat ``axis``; reshape ``shape``;
-    permute ``axes``. conv2d and dense take (x, weight[, bias]); dense's weight is (in, out) as in ``x @ weight``.
+    permute ``axes``; softmax ``axis``; layer_norm ``epsilon`` (over the last axis); slice ``axes``, ``begin``,
+    ``end``; upsample (nearest, asymmetric coordinates rounded down) ``scales`` (height, width). conv2d and dense take
+    (x, weight[, bias]); dense's weight is (in, out) as in ``x @ weight``; layer_norm takes (x, gamma, beta).
     """
 
     name: str
@@ -93,6 +103,24 @@ def _attrs(op: str, call: relax.Call) -> dict[str, Any]:
         return {"shape": _ints(call.args[1].values)}
     if op == "permute":
         return {"axes": _ints(a.axes)}
+    if op == "softmax":
+        return {"axis": int(a.axis)}
+    if op == "layer_norm":
+        if _ints(a.axes) not in ((-1,), (len(call.args[0].ty.shape) - 1,)) or not (a.center and a.scale):
+            raise SearchError(f"layer_norm over axes {_ints(a.axes)} is outside the zoo vocabulary")
+        return {"epsilon": float(a.epsilon)}
+    if op == "slice":
+        if call.args[4:] and call.args[4] is not None:
+            raise SearchError("strided_slice with strides is outside the zoo vocabulary")
+        return {name: tuple(int(_number(v)) for v in arg.fields) for name, arg in zip(("axes", "begin", "end"),
+                                                                                     call.args[1:4])}
+    if op == "upsample":
+        if (a.method, a.coordinate_transformation_mode, a.rounding_method) != ("nearest_neighbor", "asymmetric",
+                                                                                "floor") or a.layout != "NCHW":
+            raise SearchError(f"resize2d {a.method} ({a.coordinate_transformation_mode}, {a.rounding_method}) in "
+                              f"{a.layout} is outside the zoo vocabulary")
+        size, shape = _ints(call.args[1].values), _ints(call.args[0].ty.shape)
+        return {"scales": (size[0] / shape[2], size[1] / shape[3])}
     return {}
 
 
@@ -126,7 +154,7 @@ def walk(mod: tvm.IRModule) -> Network:
         if op == "concat":
             fields = value.args[0].fields
         else:
-            fields = value.args[:1] if op in ("clip", "reshape") else value.args
+            fields = value.args[:1] if op in ("clip", "reshape", "slice", "upsample") else value.args
         inputs = tuple(_value(a, name) for a in fields)
         if op == "matmul" and not isinstance(inputs[1], np.ndarray):
             raise SearchError(f"binding {name!r}: matmul by a non-constant is outside the zoo vocabulary")

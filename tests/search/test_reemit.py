@@ -13,7 +13,7 @@ from search.zoo import load_model
 from search.zoo.onnx import load_onnx
 from search.zoo.onnx.save import to_onnx
 from search.zoo.walk import walk
-from tests.search.tiny_nets import add_node_net
+from tests.search.tiny_nets import unknown_ops_net
 
 # mobilenet_v2: depthwise convs, clip, residual adds, dense; densenet121: BatchNorm without conv (multiply), average
 # pools, channel concats; ssd: permute, reshape, 2-D concats and a tuple output.
@@ -73,4 +73,60 @@ def test_pytorch_matches_tvm(network):
 
 def test_operators_outside_the_vocabulary_are_refused():
     with pytest.raises(SearchError, match="outside the zoo vocabulary"):
-        walk(add_node_net())  # softmax
+        walk(unknown_ops_net())  # tanh
+
+
+NEW_OPERATORS = ["convnext_tiny", "yolov8n"]  # GELU, LayerNormalization; SiLU, Slice, Resize, Softmax, Sigmoid, Sub
+
+
+def _onnx_and_reference(name: str) -> tuple:
+    """A zoo network at 32 px, its ONNX file, an input and the numpy reference's output on it."""
+    from search.zoo import reference_outputs
+
+    mod = load_model(name, image_size=32, seed=2)
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype("float32")
+    return mod, to_onnx(mod), x, reference_outputs(name, x, seed=2)
+
+
+@pytest.mark.parametrize("name", NEW_OPERATORS)
+def test_onnx_of_the_new_operators_matches_numpy_and_imports_to_the_same_graph(name, tmp_path):
+    """The operators written as PyTorch writes them: the file computes the zoo network (onnx's reference evaluator)
+    and reads back into the same nodes."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    mod, model, x, expected = _onnx_and_reference(name)
+    written = {node.op_type for node in model.graph.node}
+    assert written >= ({"Erf", "LayerNormalization", "Gemm"} if name == "convnext_tiny" else
+                       {"Sigmoid", "Mul", "Slice", "Resize", "Softmax", "Sub"})
+    _close(ReferenceEvaluator(model).run(None, {"data": x}), [expected])
+    path = tmp_path / "net.onnx"
+    onnx.save(model, str(path))
+    imported = load_onnx(path)
+    _close(run_vm(tvm.compile(imported, target="llvm"), [x]), [expected])
+
+    def nodes(graph) -> list[str]:  # in any order; attributes as float32, as ONNX stores the layer norms' epsilon
+        return sorted(repr((op.kind, {k: np.float32(v) if isinstance(v, float) else v for k, v in op.attrs.items()}))
+                      for op in graph.ops if op.role != "fixed")
+
+    assert nodes(extract_graph(imported)) == nodes(extract_graph(mod))
+
+
+@pytest.mark.parametrize("name", NEW_OPERATORS)
+def test_onnx_runtime_runs_the_new_operators_as_numpy_does(name, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+
+    _, model, x, expected = _onnx_and_reference(name)
+    onnx.save(model, str(tmp_path / "net.onnx"))
+    session = ort.InferenceSession(str(tmp_path / "net.onnx"), providers=["CPUExecutionProvider"])
+    _close(session.run(None, {"data": x}), [expected])
+
+
+def test_the_pytorch_peer_names_the_operators_it_cannot_write():
+    from search.zoo.torch_net import unsupported_ops
+
+    assert unsupported_ops(load_model("mobilenet_v2", image_size=32)) == []
+    assert unsupported_ops(load_model("convnext_tiny", image_size=32)) == ["gelu", "layer_norm"]
+    assert unsupported_ops(load_model("yolov8n", image_size=32)) == [
+        "sigmoid", "silu", "slice", "softmax", "subtract", "upsample"]

@@ -25,6 +25,9 @@ EXPECTED = {
     "densenet201": (32, 200, 1),
     "mobilenet_v2": (32, 52, 1),
     "ssd_resnet50_512": (64, 73, 0),
+    "convnext_tiny": (32, 22, 37),
+    "yolov8n": (64, 64, 0),
+    "yolov8s": (64, 64, 0),
 }
 
 
@@ -55,6 +58,8 @@ def test_registry_matches_expectations():
             if spec.image_size != 224 and name not in TRANSFORMERS} == {
         "inception_v3": 299,
         "ssd_resnet50_512": 512,
+        "yolov8n": 640,
+        "yolov8s": 640,
     }
     assert all(spec.description for spec in MODELS.values())
 
@@ -73,18 +78,24 @@ def test_every_model_builds_with_exact_counts(name):
 
 @pytest.mark.parametrize(
     "name, gmacs",  # torchvision's published multiply-accumulates at the default size
-    [("resnet50", 4.09), ("mobilenet_v2", 0.30), ("densenet121", 2.83), ("inception_v3", 5.71)],
+    [("resnet50", 4.09), ("mobilenet_v2", 0.30), ("densenet121", 2.83), ("inception_v3", 5.71),
+     ("convnext_tiny", 4.46)],
 )
 def test_gflops_at_default_size(name, gmacs):
     stats = model_stats(load_model(name))
     assert stats.gflops == pytest.approx(2 * gmacs, rel=0.03)
 
 
+@pytest.mark.parametrize("name, gflops", [("yolov8n", 8.7), ("yolov8s", 28.6)])  # Ultralytics' figures at 640
+def test_yolov8_gflops_at_640(name, gflops):
+    assert model_stats(load_model(name)).gflops == pytest.approx(gflops, rel=0.01)
+
+
 def test_resnet50_gflops_is_8_2():
     assert model_stats(load_model("resnet50")).gflops == pytest.approx(8.2, rel=0.01)
 
 
-@pytest.mark.parametrize("name", ["resnet50", "densenet201"])
+@pytest.mark.parametrize("name", ["resnet50", "densenet201", "convnext_tiny"])
 def test_activations_stay_order_one(name):
     data = np.random.default_rng(7).standard_normal((2, 3, 64, 64))
     out = reference_outputs(name, data, seed=3)
@@ -101,6 +112,55 @@ def test_ssd_outputs_class_and_box_predictions():
     cls, box = reference_outputs("ssd_resnet50_512", data)
     assert cls.shape == (1, anchors, 21) and box.shape == (1, anchors, 4)
     assert np.isfinite(cls).all() and 0.1 < np.abs(cls).mean() < 10
+
+
+def test_yolov8_decodes_boxes_and_class_probabilities():
+    from search.zoo.yolov8 import anchors
+
+    data = np.random.default_rng(0).standard_normal((2, 3, 64, 64))
+    out = reference_outputs("yolov8n", data)
+    assert out.shape == (2, 84, 8 * 8 + 4 * 4 + 2 * 2) and np.isfinite(out).all()  # strides 8, 16, 32 at 64x64
+    box, cls = out[:, :4], out[:, 4:]
+    assert (box[:, 2:] > 0).all() and 0 < cls.min() and cls.max() < 1  # widths and heights; probabilities
+    assert 0 < box[:, :2].mean() < 64  # centres (x, y) in pixels
+    centres, strides = anchors([(2, 3), (1, 2)])
+    assert centres[0].T.tolist() == [[0.5, 0.5], [1.5, 0.5], [2.5, 0.5], [0.5, 1.5], [1.5, 1.5], [2.5, 1.5],
+                                     [0.5, 0.5], [1.5, 0.5]]  # x then y, row-major, per map
+    assert strides.reshape(-1).tolist() == [8] * 6 + [16] * 2
+
+
+def test_yolov8_takes_sides_that_are_multiples_of_32():
+    with pytest.raises(SearchError, match="multiples of 32, got 48x48"):
+        load_model("yolov8n", image_size=48)
+
+
+@pytest.mark.parametrize("name, size", [("convnext_tiny", 32), ("yolov8n", 32), ("yolov8s", 32)])
+def test_new_nets_extract_and_a_blocked_export_matches_numpy(name, size):
+    from search.export import export, random_inputs, run_vm
+    from search.graph import extract_graph
+    from search.plan import baseline_plan
+
+    graph = extract_graph(load_model(name, image_size=size, seed=3))
+    expected = reference_outputs(name, random_inputs(graph, 0)[0], seed=3)
+    compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, reference=[expected])
+    assert compiled.manifest["numerical_check"]["relative_error"] < 1e-4
+    data = np.random.default_rng(4).standard_normal((1, 3, size, size))
+    assert _relative_error(run_vm(compiled.executable, [data.astype(np.float32)])[0],
+                           reference_outputs(name, data, seed=3)) < 1e-5
+
+
+def test_convnext_linears_are_dense_nodes_with_gelu_fused_and_layer_norms_row_nodes():
+    from search.graph import extract_graph
+
+    graph = extract_graph(load_model("convnext_tiny", image_size=32))
+    dense = [op for op in graph.tunable if op.kind == "dense"]
+    assert len(dense) == 37 and all(op.attrs["bias"] for op in dense)
+    assert [op.attrs["activation"] for op in dense].count("gelu") == 18
+    assert dense[0].input_shapes[0] == (64, 96)  # a block's rows: 8x8 pixels, 96 channels
+    kinds = {op.kind for op in graph.tunable}
+    assert {"layer_norm", "depthwise_conv2d", "conv2d", "add"} <= kinds
+    assert sum(op.kind == "channel_scale" for op in graph.ops) == 18  # the layer scales follow the residual branch
+    assert {op.kind for op in graph.ops if op.role == "fixed"} == {"permute_dims", "reshape"}
 
 
 def test_resnet18_compiles_and_matches_numpy_reference():

@@ -1,11 +1,15 @@
 """A zoo network as an ONNX model with the same weights, for timing ONNX Runtime on exactly the same network.
 
 ``to_onnx(mod)`` turns ``search.zoo.walk.walk(mod)`` into an ONNX graph (opset ``OPSET``): Conv with the folded
-BatchNorm as its bias, Gemm for dense layers, pools, Concat, Reshape, Transpose; constants are initializers.
+BatchNorm as its bias, Gemm for dense layers, pools, Concat, Reshape, Transpose; constants are initializers. The
+activations, normalisations and slicing of ConvNeXt and YOLOv8 are written as PyTorch exports them
+(``_emit_elementwise_or_shape``).
 ``load_onnx`` reads the result back into the same vocabulary.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -33,8 +37,9 @@ def to_onnx(mod: tvm.IRModule) -> onnx.ModelProto:
         initializers.append(numpy_helper.from_array(np.ascontiguousarray(value, dtype=dtype), name))
         return name
 
-    def node(op: str, inputs: list[str], output: str, **attrs) -> None:
+    def node(op: str, inputs: list[str], output: str, **attrs) -> str:
         nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
 
     def emit(call: Call) -> None:
         x = [arg(v) for v in call.inputs]
@@ -65,7 +70,7 @@ def to_onnx(mod: tvm.IRModule) -> onnx.ModelProto:
             case "permute":
                 node("Transpose", x, out, perm=list(a["axes"]))
             case _:
-                raise SearchError(f"{call.name}: no ONNX equivalent for {call.op}")
+                _emit_elementwise_or_shape(call, x, node, arg)
 
     for call in network.calls:
         emit(call)
@@ -77,3 +82,37 @@ def to_onnx(mod: tvm.IRModule) -> onnx.ModelProto:
                               ir_version=IR_VERSION)
     onnx.checker.check_model(model)
     return model
+
+
+def erf_gelu(node: Callable[..., str], const: Callable[[np.ndarray, str], str], x: str, name: str) -> str:
+    """``x * 0.5 * (1 + erf(x / sqrt(2)))`` as PyTorch exports ``nn.GELU()`` (``Div``, ``Erf``, ``Add``, ``Mul``,
+    ``Mul``); ``node(op, inputs, output)`` and ``const(value, name)`` add a node and an initializer and return their
+    names."""
+    erf = node("Erf", [node("Div", [x, const(np.float32(np.sqrt(2.0)), f"{name}.sqrt2")], f"{name}.scaled")],
+               f"{name}.erf")
+    one = node("Add", [erf, const(np.float32(1.0), f"{name}.one")], f"{name}.one_plus")
+    return node("Mul", [node("Mul", [x, one], f"{name}.product"), const(np.float32(0.5), f"{name}.half")], name)
+
+
+def _emit_elementwise_or_shape(call: Call, x: list[str], node: Callable[..., str], arg: Callable[..., str]) -> None:
+    """The ONNX nodes of a call outside the CNN vocabulary: SiLU as ``Mul(x, Sigmoid(x))``, GELU as its erf chain,
+    ``LayerNormalization``, ``Softmax``, ``Sigmoid``, ``Sub``, ``Slice``, nearest ``Resize``."""
+    a, out = call.attrs, call.name
+    match call.op:
+        case "silu":
+            node("Mul", [x[0], node("Sigmoid", x, f"{out}.sigmoid")], out)
+        case "gelu":
+            erf_gelu(node, lambda value, name: arg(value), x[0], out)
+        case "sigmoid" | "subtract":
+            node({"sigmoid": "Sigmoid", "subtract": "Sub"}[call.op], x, out)
+        case "softmax":
+            node("Softmax", x, out, axis=a["axis"])
+        case "layer_norm":
+            node("LayerNormalization", x, out, axis=-1, epsilon=a["epsilon"])
+        case "slice":
+            node("Slice", [x[0], *(arg(np.asarray(a[key]), np.int64) for key in ("begin", "end", "axes"))], out)
+        case "upsample":
+            node("Resize", [x[0], "", arg(np.asarray([1.0, 1.0, *a["scales"]]))], out, mode="nearest",
+                 coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+        case _:
+            raise SearchError(f"{call.name}: no ONNX equivalent for {call.op}")

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 from search.errors import SearchError
 from search.zoo import MODELS, is_transformer
 from search.zoo.binding_constants import BindingConstants
-from search.zoo.onnx.save import IR_VERSION, OPSET
+from search.zoo.onnx.save import IR_VERSION, OPSET, erf_gelu
 from search.zoo.transformer import Bert, ViT
 
 LAYER_NORMS = ("fused", "decomposed")
@@ -74,11 +74,7 @@ class _Graph:
         ``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))``, as ``gelu_new`` exports."""
         if form == "tanh":
             return self.gelu_tanh(x, name)
-        erf = self.node("Erf", [self.node("Div", [x, self.const(np.float32(np.sqrt(2.0)), f"{name}.sqrt2")],
-                                          f"{name}.scaled")], f"{name}.erf")
-        one = self.node("Add", [erf, self.const(np.float32(1.0), f"{name}.one")], f"{name}.one_plus")
-        return self.node("Mul", [self.node("Mul", [x, one], f"{name}.product"),
-                                 self.const(np.float32(0.5), f"{name}.half")], name)
+        return erf_gelu(self.node, self.const, x, name)
 
     def gelu_tanh(self, x: str, name: str) -> str:
         half = self.node("Mul", [x, self.const(np.float32(0.5), f"{name}.half")], f"{name}.half_x")
