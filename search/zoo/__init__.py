@@ -19,6 +19,8 @@ inception_v3        299      94      1   (no auxiliary head)
 densenet121         224     120      1
 densenet201         224     200      1
 mobilenet_v2        224      52      1
+efficientnet_b0     224      81      1   (16 MBConv blocks with squeeze-and-excitation, SiLU)
+mobilenet_v3_large  224      62      2   (HardSwish, squeeze-and-excitation gated by HardSigmoid)
 ssd_resnet50_512    512      73      0   (GluonCV ssd_512_resnet50_v1_voc; outputs a tuple, see ``ssd.py``)
 bert_base           128       0     72   (+ 24 matmuls of activations; Hugging Face's BertModel without pooler)
 bert_large          128       0    144   (+ 48)
@@ -106,7 +108,7 @@ from tvm import relax
 
 from search.errors import SearchError
 from search.relax_exprs import static_shape
-from search.zoo import densenet, inception, mobilenet, resnet, ssd, transformer, vgg
+from search.zoo import densenet, efficientnet, inception, mobilenet, mobilenet_v3, resnet, ssd, transformer, vgg
 from search.zoo.shapes import MAX_INPUT_ELEMENTS, InputShape, ShapesLike, check_input_size, input_shapes
 
 
@@ -160,6 +162,10 @@ MODELS: dict[str, ModelSpec] = {
     "densenet121": ModelSpec(densenet.densenet121, 224, 32, "DenseNet-121 (torchvision), growth 32"),
     "densenet201": ModelSpec(densenet.densenet201, 224, 32, "DenseNet-201 (torchvision), growth 32"),
     "mobilenet_v2": ModelSpec(mobilenet.mobilenet_v2, 224, 32, "MobileNetV2 (torchvision), depthwise, ReLU6"),
+    "efficientnet_b0": ModelSpec(efficientnet.efficientnet_b0, 224, 32,
+                                 "EfficientNet-B0 (torchvision), MBConv with squeeze-and-excitation, SiLU"),
+    "mobilenet_v3_large": ModelSpec(mobilenet_v3.mobilenet_v3_large, 224, 32,
+                                    "MobileNetV3-Large (torchvision), HardSwish, squeeze-and-excitation"),
     "ssd_resnet50_512": ModelSpec(
         ssd.ssd_resnet50_512, 512, 32, "SSD-512, ResNet-50 v1 backbone (GluonCV, VOC); class+box heads, no NMS"
     ),

@@ -24,6 +24,7 @@ from threadpoolctl import threadpool_limits
 from tvm import relax
 
 from search.relax_exprs import static_shape
+from search.zoo.activations import ACTIVATIONS
 
 CALIBRATION_BATCH = 2
 _SHRINK_SAMPLES = 16  # per-channel variances from fewer samples than this lean towards the layer's mean variance
@@ -97,7 +98,8 @@ class Net:
     """Emits layers into a ``relax.BlockBuilder`` (inside its dataflow block) and runs their numpy shadows.
 
     Every method takes a ``name``; the Relax variable of the layer's main op gets exactly that name, the bias add,
-    residual add and activation get ``_bias``, ``_add`` and ``_relu``/``_relu6`` appended.
+    residual add and activation get ``_bias``, ``_add`` and ``_{activation}`` (``_relu``, ``_silu``, ...;
+    ``search.zoo.activations``) appended.
     """
 
     def __init__(self, bb: relax.BlockBuilder, seed: int, bn_eps: float = 1e-5) -> None:
@@ -130,14 +132,13 @@ class Net:
         return scale, beta - mean * scale
 
     def _activate(self, t: Tensor, act: str | None, name: str) -> Tensor:
+        """``act`` (a key of ``ACTIVATIONS``, or None for none) of ``t``, named ``{name}_{act}``."""
         if act is None:
             return t
-        if act == "relu":
-            return Tensor(self._emit(relax.op.nn.relu(t.var), f"{name}_relu"), _map(lambda s: np.maximum(s, 0), t))
-        if act == "relu6":
-            var = self._emit(relax.op.clip(t.var, 0.0, 6.0), f"{name}_relu6")
-            return Tensor(var, _map(lambda s: np.clip(s, 0, 6), t))
-        raise ValueError(f"unknown activation {act!r}")
+        if act not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {act!r}")
+        form = ACTIVATIONS[act]
+        return Tensor(form.emit(self._emit, t.var, f"{name}_{act}"), _map(form.numpy, t))
 
     # -- layers
     def conv(
@@ -195,6 +196,11 @@ class Net:
         out = self._emit(relax.op.add(out, relax.const(shift.astype(np.float32).reshape(1, c, 1, 1))), f"{name}_bias")
         shadows = _map(lambda s: _affine(s, scale, shift), x)
         return self._activate(Tensor(out, shadows), act, name)
+
+    def multiply(self, x: Tensor, gate: Tensor, *, name: str) -> Tensor:
+        """``R.multiply(x, gate)`` of two activations: a (N, C, 1, 1) gate scaling x's channels (squeeze-excitation)."""
+        shadows = tuple(None if s is None or g is None else s * g for s, g in zip(x.shadows, gate.shadows))
+        return Tensor(self._emit(relax.op.multiply(x.var, gate.var), name), shadows)
 
     def max_pool(self, x: Tensor, kernel: IntPair, stride: IntPair, padding: IntPair = 0, *, name: str) -> Tensor:
         return self._pool(x, "max", kernel, stride, padding, name)
@@ -362,6 +368,9 @@ VOCABULARY = frozenset(
         "relax.multiply",
         "relax.nn.relu",
         "relax.clip",
+        "relax.nn.silu",
+        "relax.sigmoid",
+        "relax.divide",
         "relax.nn.max_pool2d",
         "relax.nn.avg_pool2d",
         "relax.nn.adaptive_avg_pool2d",
@@ -383,8 +392,9 @@ def vocabulary_violations(mod: tvm.IRModule) -> list[str]:
     """What in ``mod["main"]`` falls outside the zoo's op vocabulary (see ``search.zoo``); empty when all is well.
 
     Checks every binding: a call to an op of ``VOCABULARY`` with the documented attributes (NCHW / OIHW layouts,
-    constant conv and dense weights, global adaptive pooling, concat on axis 1, clip only as ReLU6), or the output
-    tuple; every tensor float32 with a static shape.
+    constant conv and dense weights, global adaptive pooling, concat on axis 1, clip only as ReLU6 or HardSigmoid's
+    (0, 1), divide only by a scalar constant as in HardSwish), or the output tuple; every tensor float32 with a static
+    shape.
     """
     problems = []
     func = mod["main"]
@@ -421,8 +431,11 @@ def vocabulary_violations(mod: tvm.IRModule) -> list[str]:
                     problems.append(f"{where}: adaptive_avg_pool2d output size {list(attrs.output_size)}, expected 1x1")
             elif op == "relax.concat" and int(attrs.axis) != 1:
                 problems.append(f"{where}: concat on axis {attrs.axis}, expected 1")
-            elif op == "relax.clip" and (_prim(value.args[1]), _prim(value.args[2])) != (0.0, 6.0):
-                problems.append(f"{where}: clip bounds other than (0, 6)")
+            elif op == "relax.clip" and (_prim(value.args[1]), _prim(value.args[2])) not in ((0.0, 6.0), (0.0, 1.0)):
+                problems.append(f"{where}: clip bounds other than (0, 6) or (0, 1)")
+            elif op == "relax.divide" and not (isinstance(value.args[1], tvm.ir.expr.Constant)
+                                               and len(value.args[1].value.shape) == 0):
+                problems.append(f"{where}: divide by other than a scalar constant")
             elif op == "relax.matmul":
                 weight = value.args[1]
                 if not isinstance(weight, tvm.ir.expr.Constant) or len(getattr(weight.value, "shape", ())) != 2:

@@ -1,7 +1,8 @@
 """A zoo network as an ONNX model with the same weights, for timing ONNX Runtime on exactly the same network.
 
 ``to_onnx(mod)`` turns ``search.zoo.walk.walk(mod)`` into an ONNX graph (opset ``OPSET``): Conv with the folded
-BatchNorm as its bias, Gemm for dense layers, pools, Concat, Reshape, Transpose; constants are initializers.
+BatchNorm as its bias, Gemm for dense layers, pools, Concat, Reshape, Transpose, the activations (SiLU as
+``Mul(x, Sigmoid(x))``, as PyTorch's exporter writes it; HardSwish, HardSigmoid); constants are initializers.
 ``load_onnx`` reads the result back into the same vocabulary.
 """
 
@@ -64,6 +65,13 @@ def to_onnx(mod: tvm.IRModule) -> onnx.ModelProto:
                 node("Reshape", [x[0], arg(np.asarray(a["shape"]), np.int64)], out)
             case "permute":
                 node("Transpose", x, out, perm=list(a["axes"]))
+            case "silu":  # as PyTorch's exporter writes it
+                node("Sigmoid", x, f"{out}_sigmoid")
+                node("Mul", [x[0], f"{out}_sigmoid"], out)
+            case "sigmoid" | "divide" | "hardswish":
+                node({"sigmoid": "Sigmoid", "divide": "Div", "hardswish": "HardSwish"}[call.op], x, out)
+            case "hardsigmoid":
+                node("HardSigmoid", x, out, alpha=a["alpha"], beta=a["beta"])
             case _:
                 raise SearchError(f"{call.name}: no ONNX equivalent for {call.op}")
 
