@@ -49,8 +49,8 @@ All ops sit in one dataflow block of ``main``; weights are float32 constants (``
 ``tvm.ir.expr.Constant``); every tensor has a static shape; the layout is NCHW throughout. The Relax variable of each
 layer's main op is named after the reference model's module (``layer1_0_conv2``, ``Mixed_5b_branch5x5_2``,
 ``denseblock2_denselayer3_conv1``, ``expand_conv0``, ...); the ops that follow it append ``_bias``, ``_add``,
-``_relu`` or ``_relu6``. The last op is bound directly to the output variable ``gv`` (no alias binding); for SSD
-``gv`` is the output tuple.
+``_relu`` or ``_relu6`` (``_silu``, ``_hardswish``, ... for the activations of item 9). The last op is bound directly
+to the output variable ``gv`` (no alias binding); for SSD ``gv`` is the output tuple.
 
 1. Convolution unit, in this order:
 
@@ -61,7 +61,8 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
      neither BN nor bias gets zeros).
    - optionally ``R.add(prev, residual)``: a non-constant tensor of the same shape as the second argument (ResNet,
      MobileNetV2).
-   - optionally ``R.nn.relu(prev)`` or ``R.clip(prev, 0.0, 6.0)`` (ReLU6, MobileNetV2; bounds are float64 PrimValues).
+   - optionally ``R.nn.relu(prev)`` or ``R.clip(prev, 0.0, 6.0)`` (ReLU6, MobileNetV2; bounds are float64 PrimValues),
+     or an activation of item 9.
 
 2. BatchNorm that follows no convolution (DenseNet's pre-activation ``norm1``, the transitions' ``norm`` and
    ``norm5``): ``R.multiply(x, s)``, ``R.add(prev, t)`` with s, t constants (1, C, 1, 1), then ``R.nn.relu``. x is a
@@ -84,6 +85,13 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
 7. ``R.permute_dims(x, axes=[0, 2, 3, 1])``: SSD's prediction maps before flattening.
 
 8. The output: one tensor, or ``R.Tuple`` of two tensors for ``ssd_resnet50_512``.
+
+9. EfficientNet's and MobileNetV3's activations, in the forms TVM's ONNX frontend imports (``activations.py``):
+   SiLU ``R.nn.silu(x)``; ``R.sigmoid(x)``; HardSwish ``R.multiply(x, R.divide(R.clip(R.add(x, 3), 0, 6), 6))``;
+   HardSigmoid ``R.clip(R.add(R.multiply(1/6, x), 0.5), 0, 1)`` (PyTorch's ``relu6(x + 3) / 6``); constants are
+   float32 scalars of shape (), these clips' bounds int64 PrimValues. Squeeze-and-excitation: global pooling, a 1x1
+   conv (item 1, a random bias, no BatchNorm) + ReLU or SiLU, a 1x1 conv + sigmoid or HardSigmoid, then
+   ``R.multiply(x, gate)`` with gate (N, C, 1, 1). MobileNetV3's first dense layer is followed by HardSwish.
 
 ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` on the input shapes the user binds and are then rewritten
 into the same vocabulary where it has a form (see ``onnx/``): BatchNorm and constant scales fold into convolutions,

@@ -46,4 +46,5 @@ def _mobilenet_v3_large(net: Net, x: Tensor) -> Tensor:
     return net.dense(x, 1000, name="classifier_3")
 
 
+# Calibrated at 224, as EfficientNet-B0 is (see there).
 mobilenet_v3_large = Network(_mobilenet_v3_large, calibration_size=224, bn_eps=1e-3)
