@@ -158,15 +158,21 @@ def _scalar(value: Value, expected: float | None = None) -> float | None:
     return number if expected is None or number == expected else None
 
 
+def _names(call: Call) -> tuple[str | None, ...]:
+    """``call``'s inputs, constants as None."""
+    return tuple(v if isinstance(v, str) else None for v in call.inputs)
+
+
 def _hardswish(tail: list[Call], uses: Counter) -> Call | None:
     """``multiply(x, divide(clip(add(x, 3), 0, 6), 6))`` ending ``tail`` as one ``hardswish`` call."""
     if len(tail) < 4 or [c.op for c in tail[-4:]] != ["add", "clip", "divide", "multiply"]:
         return None
     add, clip, divide, multiply = tail[-4:]
-    x = add.inputs[0]
-    if (_scalar(add.inputs[1], 3.0) is None or clip.inputs != (add.name,) or (clip.attrs["min"], clip.attrs["max"])
-            != (0.0, 6.0) or divide.inputs[0] != clip.name or _scalar(divide.inputs[1], 6.0) is None
-            or multiply.inputs != (x, divide.name) or any(uses[c.name] != 1 for c in (add, clip, divide))):
+    x = _names(add)[0]
+    if (x is None or _scalar(add.inputs[1], 3.0) is None or _names(clip) != (add.name,)
+            or (clip.attrs["min"], clip.attrs["max"]) != (0.0, 6.0) or _names(divide)[0] != clip.name
+            or _scalar(divide.inputs[1], 6.0) is None or _names(multiply) != (x, divide.name)
+            or any(uses[c.name] != 1 for c in (add, clip, divide))):
         return None
     return Call(multiply.name, "hardswish", (x,), {})
 
@@ -176,12 +182,11 @@ def _hardsigmoid(tail: list[Call], uses: Counter) -> Call | None:
     if len(tail) < 3 or [c.op for c in tail[-3:]] != ["multiply", "add", "clip"]:
         return None
     multiply, add, clip = tail[-3:]
-    alpha, beta = _scalar(multiply.inputs[0]), _scalar(add.inputs[1])
-    if (alpha is None or beta is None or not isinstance(multiply.inputs[1], str) or add.inputs[0] != multiply.name
-            or clip.inputs != (add.name,) or (clip.attrs["min"], clip.attrs["max"]) != (0.0, 1.0)
-            or uses[multiply.name] != 1 or uses[add.name] != 1):
+    alpha, beta, x = _scalar(multiply.inputs[0]), _scalar(add.inputs[1]), _names(multiply)[1]
+    if (alpha is None or beta is None or x is None or _names(add)[0] != multiply.name or _names(clip) != (add.name,)
+            or (clip.attrs["min"], clip.attrs["max"]) != (0.0, 1.0) or uses[multiply.name] != 1 or uses[add.name] != 1):
         return None
-    return Call(clip.name, "hardsigmoid", (multiply.inputs[1],), {"alpha": alpha, "beta": beta})
+    return Call(clip.name, "hardsigmoid", (x,), {"alpha": alpha, "beta": beta})
 
 
 def _fuse_activations(calls: list[Call], uses: Counter) -> list[Call]:
