@@ -19,6 +19,8 @@ inception_v3        299      94      1   (no auxiliary head)
 densenet121         224     120      1
 densenet201         224     200      1
 mobilenet_v2        224      52      1
+efficientnet_b0     224      81      1   (16 MBConv blocks with squeeze-and-excitation, SiLU)
+mobilenet_v3_large  224      62      2   (HardSwish, squeeze-and-excitation gated by HardSigmoid)
 ssd_resnet50_512    512      73      0   (GluonCV ssd_512_resnet50_v1_voc; outputs a tuple, see ``ssd.py``)
 convnext_tiny       224      22     37   (torchvision; LayerNorm, GELU, layer scale, see ``convnext.py``)
 yolov8n             640      64      0   (Ultralytics, 80 classes; one (N, 84, A) output, see ``yolov8.py``)
@@ -50,8 +52,8 @@ All ops sit in one dataflow block of ``main``; weights are float32 constants (``
 ``tvm.ir.expr.Constant``); every tensor has a static shape; the layout is NCHW throughout. The Relax variable of each
 layer's main op is named after the reference model's module (``layer1_0_conv2``, ``Mixed_5b_branch5x5_2``,
 ``denseblock2_denselayer3_conv1``, ``expand_conv0``, ...); the ops that follow it append ``_bias``, ``_add``,
-``_relu`` or ``_relu6``. The last op is bound directly to the output variable ``gv`` (no alias binding); for SSD
-``gv`` is the output tuple.
+``_relu`` or ``_relu6`` (``_silu``, ``_hardswish``, ... for the activations of item 9). The last op is bound directly
+to the output variable ``gv`` (no alias binding); for SSD ``gv`` is the output tuple.
 
 1. Convolution unit, in this order:
 
@@ -62,7 +64,8 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
      neither BN nor bias gets zeros).
    - optionally ``R.add(prev, residual)``: a non-constant tensor of the same shape as the second argument (ResNet,
      MobileNetV2).
-   - optionally ``R.nn.relu(prev)`` or ``R.clip(prev, 0.0, 6.0)`` (ReLU6, MobileNetV2; bounds are float64 PrimValues).
+   - optionally ``R.nn.relu(prev)`` or ``R.clip(prev, 0.0, 6.0)`` (ReLU6, MobileNetV2; bounds are float64 PrimValues),
+     or an activation of item 9.
 
 2. BatchNorm that follows no convolution (DenseNet's pre-activation ``norm1``, the transitions' ``norm`` and
    ``norm5``): ``R.multiply(x, s)``, ``R.add(prev, t)`` with s, t constants (1, C, 1, 1), then ``R.nn.relu``. x is a
@@ -86,14 +89,21 @@ layer's main op is named after the reference model's module (``layer1_0_conv2``,
 
 8. The output: one tensor, or ``R.Tuple`` of two tensors for ``ssd_resnet50_512``.
 
-9. ConvNeXt and YOLOv8 add: ``R.nn.silu`` after a conv's bias add (``_silu``) and ``R.nn.gelu`` after a dense layer's
-   (``_gelu``); ``R.nn.layer_norm`` over the last axis with constant gamma and beta, on NHWC tensors between
-   ``R.permute_dims`` to and from NCHW, or on 2-D (N*H*W, C) rows that ``R.reshape`` makes of them (ConvNeXt's
-   Linears are the dense layers of item 6 on those rows); a per-channel ``R.multiply`` by a (1, C, 1, 1) constant
-   (the layer scale); ``R.add`` of two activations after an activation (residuals); ``R.strided_slice`` on one axis;
-   ``R.image.resize2d`` nearest (asymmetric, floor) in NCHW; ``R.nn.softmax`` (axis 1 of YOLOv8's DFL), ``R.sigmoid``,
-   ``R.subtract`` / ``R.add`` / ``R.multiply`` with constants of any broadcastable shape (box decoding), and
-   ``R.concat`` on axis 2 of (N, C, A) tensors.
+9. EfficientNet's and MobileNetV3's activations, in the forms TVM's ONNX frontend imports (``activations.py``):
+   SiLU ``R.nn.silu(x)``; ``R.sigmoid(x)``; HardSwish ``R.multiply(x, R.divide(R.clip(R.add(x, 3), 0, 6), 6))``;
+   HardSigmoid ``R.clip(R.add(R.multiply(1/6, x), 0.5), 0, 1)`` (PyTorch's ``relu6(x + 3) / 6``); constants are
+   float32 scalars of shape (), these clips' bounds int64 PrimValues. Squeeze-and-excitation: global pooling, a 1x1
+   conv (item 1, a random bias, no BatchNorm) + ReLU or SiLU, a 1x1 conv + sigmoid or HardSigmoid, then
+   ``R.multiply(x, gate)`` with gate (N, C, 1, 1). MobileNetV3's first dense layer is followed by HardSwish.
+
+10. ConvNeXt and YOLOv8 add: ``R.nn.silu`` after a conv's bias add (``_silu``) and ``R.nn.gelu`` after a dense layer's
+    (``_gelu``); ``R.nn.layer_norm`` over the last axis with constant gamma and beta, on NHWC tensors between
+    ``R.permute_dims`` to and from NCHW, or on 2-D (N*H*W, C) rows that ``R.reshape`` makes of them (ConvNeXt's
+    Linears are the dense layers of item 6 on those rows); a per-channel ``R.multiply`` by a (1, C, 1, 1) constant
+    (the layer scale); ``R.add`` of two activations after an activation (residuals); ``R.strided_slice`` on one axis;
+    ``R.image.resize2d`` nearest (asymmetric, floor) in NCHW; ``R.nn.softmax`` (axis 1 of YOLOv8's DFL), ``R.sigmoid``,
+    ``R.subtract`` / ``R.add`` / ``R.multiply`` with constants of any broadcastable shape (box decoding), and
+    ``R.concat`` on axis 2 of (N, C, A) tensors.
 
 ONNX files go through ``tvm.relax.frontend.onnx.from_onnx`` on the input shapes the user binds and are then rewritten
 into the same vocabulary where it has a form (see ``onnx/``): BatchNorm and constant scales fold into convolutions,
@@ -118,7 +128,19 @@ from tvm import relax
 
 from search.errors import SearchError
 from search.relax_exprs import static_shape
-from search.zoo import convnext, densenet, inception, mobilenet, resnet, ssd, transformer, vgg, yolov8
+from search.zoo import (
+    convnext,
+    densenet,
+    efficientnet,
+    inception,
+    mobilenet,
+    mobilenet_v3,
+    resnet,
+    ssd,
+    transformer,
+    vgg,
+    yolov8,
+)
 from search.zoo.shapes import MAX_INPUT_ELEMENTS, InputShape, ShapesLike, check_input_size, input_shapes
 
 
@@ -172,6 +194,10 @@ MODELS: dict[str, ModelSpec] = {
     "densenet121": ModelSpec(densenet.densenet121, 224, 32, "DenseNet-121 (torchvision), growth 32"),
     "densenet201": ModelSpec(densenet.densenet201, 224, 32, "DenseNet-201 (torchvision), growth 32"),
     "mobilenet_v2": ModelSpec(mobilenet.mobilenet_v2, 224, 32, "MobileNetV2 (torchvision), depthwise, ReLU6"),
+    "efficientnet_b0": ModelSpec(efficientnet.efficientnet_b0, 224, 32,
+                                 "EfficientNet-B0 (torchvision), MBConv with squeeze-and-excitation, SiLU"),
+    "mobilenet_v3_large": ModelSpec(mobilenet_v3.mobilenet_v3_large, 224, 32,
+                                    "MobileNetV3-Large (torchvision), HardSwish, squeeze-and-excitation"),
     "ssd_resnet50_512": ModelSpec(
         ssd.ssd_resnet50_512, 512, 32, "SSD-512, ResNet-50 v1 backbone (GluonCV, VOC); class+box heads, no NMS"
     ),

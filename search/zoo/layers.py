@@ -20,11 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import tvm
-from scipy.special import erf
 from threadpoolctl import threadpool_limits
 from tvm import relax
 
 from search.relax_exprs import static_shape
+from search.zoo.activations import ACTIVATIONS
 
 CALIBRATION_BATCH = 2
 _SHRINK_SAMPLES = 16  # per-channel variances from fewer samples than this lean towards the layer's mean variance
@@ -105,26 +105,11 @@ def softmax_np(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def gelu_np(x: np.ndarray) -> np.ndarray:
-    """GELU in its erf form."""
-    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
-
-
-def sigmoid_np(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def silu_np(x: np.ndarray) -> np.ndarray:
-    return x * sigmoid_np(x)
-
-
 def upsample_np(x: np.ndarray, factor: int) -> np.ndarray:
     """Nearest-neighbour upsampling of an NCHW array by an integer ``factor``."""
     return x.repeat(factor, axis=2).repeat(factor, axis=3)
 
 
-_ACTIVATIONS = {"silu": (relax.op.nn.silu, silu_np), "gelu": (relax.op.nn.gelu, gelu_np)}
-"""Activations besides ReLU and ReLU6: the Relax operator and its numpy reference."""
 
 
 # ---------------------------------------------------------------------------------------------------- the builder
@@ -132,7 +117,8 @@ class Net:
     """Emits layers into a ``relax.BlockBuilder`` (inside its dataflow block) and runs their numpy shadows.
 
     Every method takes a ``name``; the Relax variable of the layer's main op gets exactly that name, the bias add,
-    residual add and activation get ``_bias``, ``_add`` and ``_relu``/``_relu6``/``_silu``/``_gelu`` appended.
+    residual add and activation get ``_bias``, ``_add`` and ``_{activation}`` (``_relu``, ``_silu``, ...;
+    ``search.zoo.activations``) appended.
     """
 
     def __init__(self, bb: relax.BlockBuilder, seed: int, bn_eps: float = 1e-5) -> None:
@@ -165,17 +151,13 @@ class Net:
         return scale, beta - mean * scale
 
     def _activate(self, t: Tensor, act: str | None, name: str) -> Tensor:
+        """``act`` (a key of ``ACTIVATIONS``, or None for none) of ``t``, named ``{name}_{act}``."""
         if act is None:
             return t
-        if act == "relu":
-            return Tensor(self._emit(relax.op.nn.relu(t.var), f"{name}_relu"), _map(lambda s: np.maximum(s, 0), t))
-        if act == "relu6":
-            var = self._emit(relax.op.clip(t.var, 0.0, 6.0), f"{name}_relu6")
-            return Tensor(var, _map(lambda s: np.clip(s, 0, 6), t))
-        if act in _ACTIVATIONS:
-            op, reference = _ACTIVATIONS[act]
-            return Tensor(self._emit(op(t.var), f"{name}_{act}"), _map(reference, t))
-        raise ValueError(f"unknown activation {act!r}")
+        if act not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {act!r}")
+        form = ACTIVATIONS[act]
+        return Tensor(form.emit(self._emit, t.var, f"{name}_{act}"), _map(form.numpy, t))
 
     # -- layers
     def conv(
@@ -233,6 +215,11 @@ class Net:
         out = self._emit(relax.op.add(out, relax.const(shift.astype(np.float32).reshape(1, c, 1, 1))), f"{name}_bias")
         shadows = _map(lambda s: _affine(s, scale, shift), x)
         return self._activate(Tensor(out, shadows), act, name)
+
+    def multiply(self, x: Tensor, gate: Tensor, *, name: str) -> Tensor:
+        """``R.multiply(x, gate)`` of two activations: a (N, C, 1, 1) gate scaling x's channels (squeeze-excitation)."""
+        shadows = tuple(None if s is None or g is None else s * g for s, g in zip(x.shadows, gate.shadows))
+        return Tensor(self._emit(relax.op.multiply(x.var, gate.var), name), shadows)
 
     def max_pool(self, x: Tensor, kernel: IntPair, stride: IntPair, padding: IntPair = 0, *, name: str) -> Tensor:
         return self._pool(x, "max", kernel, stride, padding, name)
@@ -441,6 +428,9 @@ VOCABULARY = frozenset(
         "relax.multiply",
         "relax.nn.relu",
         "relax.clip",
+        "relax.nn.silu",
+        "relax.sigmoid",
+        "relax.divide",
         "relax.nn.max_pool2d",
         "relax.nn.avg_pool2d",
         "relax.nn.adaptive_avg_pool2d",
@@ -448,9 +438,7 @@ VOCABULARY = frozenset(
         "relax.reshape",
         "relax.matmul",
         "relax.permute_dims",
-        "relax.nn.silu",
         "relax.nn.gelu",
-        "relax.sigmoid",
         "relax.nn.layer_norm",
         "relax.nn.softmax",
         "relax.strided_slice",
@@ -471,8 +459,8 @@ def vocabulary_violations(mod: tvm.IRModule) -> list[str]:
 
     Checks every binding: a call to an op of ``VOCABULARY`` with the documented attributes (NCHW / OIHW layouts,
     constant conv and dense weights, global adaptive pooling, concat on axis 1 or the last of a 3-D tensor, clip only
-    as ReLU6, layer norm over the last axis, nearest NCHW resize), or the output tuple; every tensor float32 with a
-    static shape.
+    as ReLU6 or HardSigmoid's (0, 1), divide only by a scalar constant as in HardSwish, layer norm over the last axis,
+    nearest NCHW resize), or the output tuple; every tensor float32 with a static shape.
     """
     problems = []
     func = mod["main"]
@@ -513,8 +501,11 @@ def vocabulary_violations(mod: tvm.IRModule) -> list[str]:
                 problems.append(f"{where}: layer_norm over axes {list(attrs.axes)}, expected the last")
             elif op == "relax.image.resize2d" and (attrs.layout, attrs.method) != ("NCHW", "nearest_neighbor"):
                 problems.append(f"{where}: resize2d {attrs.method} in {attrs.layout}, expected nearest in NCHW")
-            elif op == "relax.clip" and (_prim(value.args[1]), _prim(value.args[2])) != (0.0, 6.0):
-                problems.append(f"{where}: clip bounds other than (0, 6)")
+            elif op == "relax.clip" and (_prim(value.args[1]), _prim(value.args[2])) not in ((0.0, 6.0), (0.0, 1.0)):
+                problems.append(f"{where}: clip bounds other than (0, 6) or (0, 1)")
+            elif op == "relax.divide" and not (isinstance(value.args[1], tvm.ir.expr.Constant)
+                                               and len(value.args[1].value.shape) == 0):
+                problems.append(f"{where}: divide by other than a scalar constant")
             elif op == "relax.matmul":
                 weight = value.args[1]
                 if not isinstance(weight, tvm.ir.expr.Constant) or len(getattr(weight.value, "shape", ())) != 2:

@@ -4,6 +4,7 @@ and depthwise 3x3 convolutions (``groups`` = channels). Conv names follow ``feat
 
 from __future__ import annotations
 
+from search.zoo.inverted_residual import inverted_residual
 from search.zoo.layers import Net, Network, Tensor
 
 # expansion t, output channels c, repeats n, first stride s
@@ -18,22 +19,13 @@ INVERTED_RESIDUAL_SETTING = (
 )
 
 
-def _inverted_residual(net: Net, x: Tensor, out_channels: int, stride: int, expand: int, name: str) -> Tensor:
-    hidden = x.channels * expand
-    residual = x if stride == 1 and x.channels == out_channels else None
-    h = x
-    if expand != 1:
-        h = net.conv(h, hidden, 1, act="relu6", name=f"{name}_expand")
-    h = net.conv(h, hidden, 3, stride=stride, padding=1, groups=hidden, act="relu6", name=f"{name}_dw")
-    return net.conv(h, out_channels, 1, act=None, residual=residual, name=f"{name}_project")
-
-
 def _mobilenet_v2(net: Net, x: Tensor) -> Tensor:
     x = net.conv(x, 32, 3, stride=2, padding=1, act="relu6", name="features_0")
     index = 1
     for t, c, n, s in INVERTED_RESIDUAL_SETTING:
         for i in range(n):
-            x = _inverted_residual(net, x, c, s if i == 0 else 1, t, name=f"features_{index}")
+            x = inverted_residual(net, x, c, hidden=x.channels * t, stride=s if i == 0 else 1, act="relu6",
+                                  name=f"features_{index}")
             index += 1
     x = net.conv(x, 1280, 1, act="relu6", name=f"features_{index}")
     x = net.global_avg_pool(x, name="avgpool")

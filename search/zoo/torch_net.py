@@ -14,8 +14,8 @@ import tvm
 from search.errors import SearchError
 from search.zoo.walk import Call, walk
 
-OPS = frozenset({"conv2d", "dense", "add", "multiply", "relu", "clip", "max_pool2d", "avg_pool2d", "global_avg_pool",
-                 "concat", "reshape", "permute"})
+OPS = frozenset({"conv2d", "dense", "add", "multiply", "divide", "relu", "clip", "silu", "sigmoid", "hardswish",
+                 "hardsigmoid", "max_pool2d", "avg_pool2d", "global_avg_pool", "concat", "reshape", "permute"})
 """The calls of ``search.zoo.walk`` that ``torch_module`` writes in PyTorch."""
 
 
@@ -70,6 +70,14 @@ def torch_module(mod: tvm.IRModule):
                 return graph.call_function(F.relu, (x[0],))
             case "clip":
                 return graph.call_function(torch.clamp, (x[0], a["min"], a["max"]))
+            case "divide":
+                return graph.call_function(torch.div, (x[0], x[1]))
+            case "silu" | "sigmoid" | "hardswish":
+                elementwise = {"silu": F.silu, "sigmoid": torch.sigmoid, "hardswish": F.hardswish}
+                return graph.call_function(elementwise[call.op], (x[0],))
+            case "hardsigmoid":
+                scaled = graph.call_function(torch.add, (graph.call_function(torch.mul, (x[0], a["alpha"])), a["beta"]))
+                return graph.call_function(torch.clamp, (scaled, 0.0, 1.0))
             case "max_pool2d":
                 return graph.call_function(F.max_pool2d, (x[0], a["pool_size"], a["strides"],
                                                           _symmetric(a["padding"], call.name)))

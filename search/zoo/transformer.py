@@ -33,11 +33,11 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from search.zoo.activations import gelu_np
 from search.zoo.layers import (
     Tensor,
     aligned_const,
     conv2d_np,
-    gelu_np,
     he_normal,
     layer_norm_np,
     single_threaded_blas,

@@ -3,7 +3,9 @@
 ``walk(mod)`` reads ``main``'s dataflow block (the zoo's op vocabulary, see ``search/zoo/__init__.py``) into a
 ``Network``: its input, its calls in order and its outputs. Constants become numpy arrays. A convolution or matmul
 whose only user adds a constant takes that constant as its bias (``conv2d`` / ``dense`` with three inputs), which is
-how PyTorch and ONNX models carry a folded BatchNorm; every other op keeps its Relax meaning.
+how PyTorch and ONNX models carry a folded BatchNorm. HardSwish and HardSigmoid, several ops each as the zoo writes
+them (``search.zoo.activations``), become one call each (``hardswish``; ``hardsigmoid`` with ``alpha`` and ``beta``);
+every other op keeps its Relax meaning.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ OPS = {
     "relax.multiply": "multiply",
     "relax.nn.relu": "relu",
     "relax.clip": "clip",
+    "relax.nn.silu": "silu",
+    "relax.sigmoid": "sigmoid",
+    "relax.divide": "divide",
     "relax.nn.max_pool2d": "max_pool2d",
     "relax.nn.avg_pool2d": "avg_pool2d",
     "relax.nn.adaptive_avg_pool2d": "global_avg_pool",
@@ -36,8 +41,6 @@ OPS = {
     "relax.reshape": "reshape",
     "relax.permute_dims": "permute",
     "relax.subtract": "subtract",
-    "relax.sigmoid": "sigmoid",
-    "relax.nn.silu": "silu",
     "relax.nn.gelu": "gelu",
     "relax.nn.softmax": "softmax",
     "relax.nn.layer_norm": "layer_norm",
@@ -53,8 +56,9 @@ class Call:
     Attributes by op: conv2d ``strides``, ``padding`` (top, left, bottom, right), ``groups``; max_pool2d and
     avg_pool2d ``pool_size``, ``strides``, ``padding``; clip ``min``, ``max``; concat ``axis``; reshape ``shape``;
     permute ``axes``; softmax ``axis``; layer_norm ``epsilon`` (over the last axis); slice ``axes``, ``begin``,
-    ``end``; upsample (nearest, asymmetric coordinates rounded down) ``scales`` (height, width). conv2d and dense take
-    (x, weight[, bias]); dense's weight is (in, out) as in ``x @ weight``; layer_norm takes (x, gamma, beta).
+    ``end``; upsample (nearest, asymmetric coordinates rounded down) ``scales`` (height, width); hardsigmoid
+    ``alpha``, ``beta`` (``clip(alpha * x + beta, 0, 1)``). conv2d and dense take (x, weight[, bias]); dense's weight
+    is (in, out) as in ``x @ weight``; layer_norm takes (x, gamma, beta).
     """
 
     name: str
@@ -167,5 +171,57 @@ def walk(mod: tvm.IRModule) -> Network:
         calls.append(Call(name, op, inputs, _attrs(op, value)))
     if not outputs:
         outputs = (bindings[-1].var.name,)
-    calls = [Call(c.name, "dense", c.inputs, c.attrs) if c.op == "matmul" else c for c in calls]
+    calls = [Call(c.name, "dense", c.inputs, c.attrs) if c.op == "matmul" else c
+             for c in _fuse_activations(calls, uses)]
     return Network(data.name, _ints(data.ty.shape), tuple(calls), outputs, tuple(_ints(shapes[o]) for o in outputs))
+
+
+def _scalar(value: Value, expected: float | None = None) -> float | None:
+    """A one-element constant's value (if it equals ``expected``, when given); None for anything else."""
+    if not isinstance(value, np.ndarray) or value.size != 1:
+        return None
+    number = float(value.reshape(()))
+    return number if expected is None or number == expected else None
+
+
+def _names(call: Call) -> tuple[str | None, ...]:
+    """``call``'s inputs, constants as None."""
+    return tuple(v if isinstance(v, str) else None for v in call.inputs)
+
+
+def _hardswish(tail: list[Call], uses: Counter) -> Call | None:
+    """``multiply(x, divide(clip(add(x, 3), 0, 6), 6))`` ending ``tail`` as one ``hardswish`` call."""
+    if len(tail) < 4 or [c.op for c in tail[-4:]] != ["add", "clip", "divide", "multiply"]:
+        return None
+    add, clip, divide, multiply = tail[-4:]
+    x = _names(add)[0]
+    if (x is None or _scalar(add.inputs[1], 3.0) is None or _names(clip) != (add.name,)
+            or (clip.attrs["min"], clip.attrs["max"]) != (0.0, 6.0) or _names(divide)[0] != clip.name
+            or _scalar(divide.inputs[1], 6.0) is None or _names(multiply) != (x, divide.name)
+            or any(uses[c.name] != 1 for c in (add, clip, divide))):
+        return None
+    return Call(multiply.name, "hardswish", (x,), {})
+
+
+def _hardsigmoid(tail: list[Call], uses: Counter) -> Call | None:
+    """``clip(add(multiply(alpha, x), beta), 0, 1)`` ending ``tail`` as one ``hardsigmoid`` call."""
+    if len(tail) < 3 or [c.op for c in tail[-3:]] != ["multiply", "add", "clip"]:
+        return None
+    multiply, add, clip = tail[-3:]
+    alpha, beta, x = _scalar(multiply.inputs[0]), _scalar(add.inputs[1]), _names(multiply)[1]
+    if (alpha is None or beta is None or x is None or _names(add)[0] != multiply.name or _names(clip) != (add.name,)
+            or (clip.attrs["min"], clip.attrs["max"]) != (0.0, 1.0) or uses[multiply.name] != 1 or uses[add.name] != 1):
+        return None
+    return Call(clip.name, "hardsigmoid", (x,), {"alpha": alpha, "beta": beta})
+
+
+def _fuse_activations(calls: list[Call], uses: Counter) -> list[Call]:
+    """``calls`` with each HardSwish and HardSigmoid as one call."""
+    fused: list[Call] = []
+    for call in calls:
+        fused.append(call)
+        if (hardswish := _hardswish(fused, uses)) is not None:
+            fused[-4:] = [hardswish]
+        elif (hardsigmoid := _hardsigmoid(fused, uses)) is not None:
+            fused[-3:] = [hardsigmoid]
+    return fused

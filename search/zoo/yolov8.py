@@ -32,7 +32,8 @@ import numpy as np
 from tvm import relax
 
 from search.errors import SearchError
-from search.zoo.layers import Net, Network, Tensor, conv2d_np, sigmoid_np
+from search.zoo.activations import sigmoid_np
+from search.zoo.layers import Net, Network, Tensor, conv2d_np
 
 CLASSES = 80
 REG_MAX = 16

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
 import tvm
@@ -9,7 +11,7 @@ import tvm
 from search.errors import SearchError
 from search.export import run_vm
 from search.graph import extract_graph
-from search.zoo import load_model
+from search.zoo import load_model, reference_outputs
 from search.zoo.onnx import load_onnx
 from search.zoo.onnx.save import to_onnx
 from search.zoo.walk import walk
@@ -18,6 +20,11 @@ from tests.search.tiny_nets import unknown_ops_net
 # mobilenet_v2: depthwise convs, clip, residual adds, dense; densenet121: BatchNorm without conv (multiply), average
 # pools, channel concats; ssd: permute, reshape, 2-D concats and a tuple output.
 NETWORKS = [("mobilenet_v2", 32), ("densenet121", 32), ("ssd_resnet50_512", 64)]
+# the activations' ONNX operators: SiLU as Mul(x, Sigmoid(x)), the squeeze-and-excitation gates' Mul
+ACTIVATION_OPERATORS = {
+    "efficientnet_b0": {"Conv": 81, "Sigmoid": 49 + 16, "Mul": 49 + 16},
+    "mobilenet_v3_large": {"Conv": 62, "HardSwish": 21, "HardSigmoid": 8, "Mul": 8, "Relu": 19},
+}
 
 
 @pytest.fixture(scope="module", params=NETWORKS, ids=[name for name, _ in NETWORKS])
@@ -73,7 +80,7 @@ def test_pytorch_matches_tvm(network):
 
 def test_operators_outside_the_vocabulary_are_refused():
     with pytest.raises(SearchError, match="outside the zoo vocabulary"):
-        walk(unknown_ops_net())  # tanh
+        walk(unknown_ops_net())  # sin
 
 
 NEW_OPERATORS = ["convnext_tiny", "yolov8n"]  # GELU, LayerNormalization; SiLU, Slice, Resize, Softmax, Sigmoid, Sub
@@ -81,8 +88,6 @@ NEW_OPERATORS = ["convnext_tiny", "yolov8n"]  # GELU, LayerNormalization; SiLU, 
 
 def _onnx_and_reference(name: str) -> tuple:
     """A zoo network at 32 px, its ONNX file, an input and the numpy reference's output on it."""
-    from search.zoo import reference_outputs
-
     mod = load_model(name, image_size=32, seed=2)
     x = np.random.default_rng(1).standard_normal((1, 3, 32, 32)).astype("float32")
     return mod, to_onnx(mod), x, reference_outputs(name, x, seed=2)
@@ -130,3 +135,51 @@ def test_the_pytorch_peer_names_the_operators_it_cannot_write():
     assert unsupported_ops(load_model("convnext_tiny", image_size=32)) == ["gelu", "layer_norm"]
     assert unsupported_ops(load_model("yolov8n", image_size=32)) == [
         "sigmoid", "silu", "slice", "softmax", "subtract", "upsample"]
+
+
+@pytest.fixture(scope="module", params=sorted(ACTIVATION_OPERATORS))
+def activated(request, tmp_path_factory):
+    """A squeeze-and-excitation network at 32x32, its ONNX file, an input and the numpy reference output."""
+    import onnx
+
+    name = request.param
+    path = tmp_path_factory.mktemp(name) / "net.onnx"
+    mod = load_model(name, image_size=32, seed=2)
+    onnx.save(to_onnx(mod), str(path))
+    x = np.random.default_rng(1).standard_normal((1, 3, 32, 32))
+    return name, mod, path, x, reference_outputs(name, x, seed=2)
+
+
+def test_activations_are_written_as_onnx_operators_and_load_back(activated):
+    import onnx
+
+    name, _, path, x, expected = activated
+    operators = Counter(node.op_type for node in onnx.load(str(path)).graph.node)
+    assert {op: operators[op] for op in ACTIVATION_OPERATORS[name]} == ACTIVATION_OPERATORS[name]
+    assert not {"Div", "Clip"} & set(operators)
+    _close(run_vm(tvm.compile(load_onnx(path), target="llvm"), [x.astype("float32")]), [expected])
+
+
+def test_onnx_reference_evaluator_computes_the_numpy_reference(activated):
+    from onnx.reference import ReferenceEvaluator
+
+    _, _, path, x, expected = activated
+    evaluator = ReferenceEvaluator(str(path))  # the ONNX operators' definitions, independent of TVM
+    _close(evaluator.run(None, {evaluator.input_names[0]: x.astype("float32")}), [expected])
+
+
+def test_onnx_runtime_computes_the_numpy_reference(activated):
+    ort = pytest.importorskip("onnxruntime")
+    _, _, path, x, expected = activated
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    _close(session.run(None, {session.get_inputs()[0].name: x.astype("float32")}), [expected])
+
+
+def test_pytorch_computes_the_numpy_reference(activated):
+    torch = pytest.importorskip("torch")
+    from search.zoo.torch_net import torch_module
+
+    _, mod, _, x, expected = activated
+    with torch.inference_mode():
+        out = torch_module(mod)(torch.from_numpy(x.astype("float32")))
+    _close([out.numpy()], [expected])

@@ -8,8 +8,12 @@ import tvm
 from tvm import relax
 
 from search.errors import SearchError
+from search.export import export, run_vm
+from search.graph import extract_graph
 from search.host import make_target
+from search.plan import baseline_plan
 from search.zoo import MODELS, load_model, model_stats, reference_outputs
+from search.zoo.inverted_residual import SqueezeExcite, squeeze_excite
 from search.zoo.layers import Net, Network, Tensor, vocabulary_violations
 
 TRANSFORMERS = {"bert_base", "bert_large", "bert_small", "vit_b16", "vit_small"}  # test_transformer_zoo.py
@@ -24,6 +28,8 @@ EXPECTED = {
     "densenet121": (32, 120, 1),
     "densenet201": (32, 200, 1),
     "mobilenet_v2": (32, 52, 1),
+    "efficientnet_b0": (32, 81, 1),
+    "mobilenet_v3_large": (32, 62, 2),
     "ssd_resnet50_512": (64, 73, 0),
     "convnext_tiny": (32, 22, 37),
     "yolov8n": (64, 64, 0),
@@ -79,7 +85,7 @@ def test_every_model_builds_with_exact_counts(name):
 @pytest.mark.parametrize(
     "name, gmacs",  # torchvision's published multiply-accumulates at the default size
     [("resnet50", 4.09), ("mobilenet_v2", 0.30), ("densenet121", 2.83), ("inception_v3", 5.71),
-     ("convnext_tiny", 4.46)],
+     ("efficientnet_b0", 0.386), ("mobilenet_v3_large", 0.217), ("convnext_tiny", 4.46)],
 )
 def test_gflops_at_default_size(name, gmacs):
     stats = model_stats(load_model(name))
@@ -95,7 +101,8 @@ def test_resnet50_gflops_is_8_2():
     assert model_stats(load_model("resnet50")).gflops == pytest.approx(8.2, rel=0.01)
 
 
-@pytest.mark.parametrize("name", ["resnet50", "densenet201", "convnext_tiny"])
+@pytest.mark.parametrize("name", ["resnet50", "densenet201", "efficientnet_b0", "mobilenet_v3_large",
+                                  "convnext_tiny"])
 def test_activations_stay_order_one(name):
     data = np.random.default_rng(7).standard_normal((2, 3, 64, 64))
     out = reference_outputs(name, data, seed=3)
@@ -200,6 +207,37 @@ def test_every_layer_kind_matches_numpy_after_compilation():
         assert _relative_error(a, e) < 1e-5
 
 
+def _activations(net: Net, x: Tensor) -> tuple[Tensor, Tensor]:
+    """Every activation after a conv, a dense or a BatchNorm, and squeeze-and-excitation gated by sigmoid and by
+    HardSigmoid."""
+    gate = net.bn_act(x, act="hardsigmoid", name="gate")
+    a = net.conv(x, 8, 3, padding=1, act="silu", name="a")
+    a = net.conv(a, 8, 3, padding=1, groups=8, act="hardswish", name="b")
+    a = squeeze_excite(net, a, SqueezeExcite(4, act="relu", gate="hardsigmoid"), name="se1")
+    a = squeeze_excite(net, a, SqueezeExcite(4, act="silu", gate="sigmoid"), name="se2")
+    a = net.flatten(net.global_avg_pool(a, name="gap"), name="flat")
+    return net.dense(a, 6, act="hardswish", name="fc"), gate
+
+
+def test_every_activation_matches_numpy_after_compilation():
+    network = Network(_activations, calibration_size=16)
+    data = 3 * np.random.default_rng(2).standard_normal((2, 3, 16, 16))  # 3x the calibration: past the clip bounds
+    mod, (expected,) = network.build(batch=2, image_size=16, seed=4, references=[data])
+    assert vocabulary_violations(mod) == []
+    assert 0 < np.mean(expected[1] == 0) < 0.5 and 0 < np.mean(expected[1] == 1) < 0.5
+    for actual, wanted in zip(_run(mod, data), expected):
+        assert _relative_error(actual, wanted) < 1e-5
+
+
+@pytest.mark.parametrize("name", ["efficientnet_b0", "mobilenet_v3_large"])
+def test_squeeze_excitation_nets_export_in_a_uniform_layout_and_match_numpy(name):
+    graph = extract_graph(load_model(name, image_size=32, seed=4))
+    compiled = export(graph, baseline_plan(graph, "nchw16c"), target=make_target(1), threads=1, seed=4)
+    data = np.random.default_rng(1).standard_normal((1, 3, 32, 32))
+    (out,) = run_vm(compiled.executable, [data.astype(np.float32)])
+    assert _relative_error(out, reference_outputs(name, data, seed=4)) < 1e-5
+
+
 def test_seed_gives_same_weights_at_every_size():
     a = _constants(load_model("resnet18", image_size=32, seed=1))
     b = _constants(load_model("resnet18", batch=3, image_size=64, seed=1))
@@ -250,3 +288,12 @@ def test_cli_models_table(capsys):
     assert lines[3].split()[:5] == ["bert_small", "1x16", "1x16", "0", "12"]  # input_ids and token_type_ids
     assert main(["models", "alexnet"]) == 2
     assert "unknown model 'alexnet'" in capsys.readouterr().err
+
+
+def test_cli_models_lists_the_squeeze_excitation_nets(capsys):
+    from experiments.cli import main
+
+    assert main(["models", "efficientnet_b0", "mobilenet_v3_large"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:6] == ["efficientnet_b0", "224", "81", "1", "0", "0.772"]
+    assert lines[2].split()[:6] == ["mobilenet_v3_large", "224", "62", "2", "0", "0.433"]

@@ -1,9 +1,9 @@
 """A zoo network as an ONNX model with the same weights, for timing ONNX Runtime on exactly the same network.
 
 ``to_onnx(mod)`` turns ``search.zoo.walk.walk(mod)`` into an ONNX graph (opset ``OPSET``): Conv with the folded
-BatchNorm as its bias, Gemm for dense layers, pools, Concat, Reshape, Transpose; constants are initializers. The
-activations, normalisations and slicing of ConvNeXt and YOLOv8 are written as PyTorch exports them
-(``_emit_elementwise_or_shape``).
+BatchNorm as its bias, Gemm for dense layers, pools, Concat, Reshape, Transpose, HardSwish, HardSigmoid; constants
+are initializers. The other activations, normalisations and slicing are written as PyTorch exports them (SiLU as
+``Mul(x, Sigmoid(x))``, GELU as its erf chain: ``_emit_elementwise_or_shape``).
 ``load_onnx`` reads the result back into the same vocabulary.
 """
 
@@ -69,6 +69,10 @@ def to_onnx(mod: tvm.IRModule) -> onnx.ModelProto:
                 node("Reshape", [x[0], arg(np.asarray(a["shape"]), np.int64)], out)
             case "permute":
                 node("Transpose", x, out, perm=list(a["axes"]))
+            case "divide" | "hardswish":
+                node({"divide": "Div", "hardswish": "HardSwish"}[call.op], x, out)
+            case "hardsigmoid":
+                node("HardSigmoid", x, out, alpha=a["alpha"], beta=a["beta"])
             case _:
                 _emit_elementwise_or_shape(call, x, node, arg)
 
