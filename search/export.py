@@ -157,6 +157,7 @@ def export(
         "tvm_version": tvm.__version__,
         "tessera_version": importlib.metadata.version("tessera"),
         "kernels": len(emitted.kernels),
+        "kernel_symbols": sorted(emitted.kernels),
         "layout_transforms": emitted.transforms,
         "numerical_check": {"passed": True, "relative_error": error, "tolerance": TOLERANCE, "seed": seed},
         "library": LIBRARY,

@@ -67,6 +67,41 @@ class Profile:
                        self.scale * factor)
 
 
+@dataclass(frozen=True)
+class TimeSplit:
+    """Where a run's time goes (ms per run): the template kernels, the layout transforms, every other pass
+    (elementwise followers, concats and adds, fixed ops) and the VM's own calls."""
+
+    kernels_ms: float
+    transforms_ms: float
+    passes_ms: float
+    vm_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.kernels_ms + self.transforms_ms + self.passes_ms + self.vm_ms
+
+    @property
+    def outside_share(self) -> float:
+        """The share of the run spent outside the template kernels."""
+        return 1.0 - self.kernels_ms / self.total_ms if self.total_ms > 0 else 0.0
+
+
+def time_split(profile: Profile, manifest: dict) -> TimeSplit:
+    """``profile``'s time split by what each call is: a template kernel (one of the manifest's ``kernel_symbols``),
+    a layout transform (it computes transforms only), or another pass."""
+    kernels = set(manifest.get("kernel_symbols", ()))
+    sums = {"kernel": 0.0, "transform": 0.0, "pass": 0.0}
+    for call in profile.calls:
+        if call.symbol in kernels:
+            sums["kernel"] += call.ms
+        elif call.computes and all(origin.is_transform for origin in call.computes):
+            sums["transform"] += call.ms
+        else:
+            sums["pass"] += call.ms
+    return TimeSplit(sums["kernel"], sums["transform"], sums["pass"], profile.overhead_ms)
+
+
 def _listed(manifest: dict) -> list[tuple[str, tuple[Origin, ...]]]:
     if "calls" not in manifest:
         raise SearchError("the artifact lists no calls (exported by an older tessera): export it again to profile it")
