@@ -31,7 +31,7 @@ def test_every_registered_kind_conforms(kind, check_name, check):
     check()
 
 
-@pytest.mark.parametrize(("name", "pairs"), [("conv2d", 2), ("depthwise_conv2d", None), ("dense", 2),
+@pytest.mark.parametrize(("name", "pairs"), [("conv2d", 2), ("depthwise_conv2d", 3), ("dense", 2),
                                              ("batch_matmul", None)])
 def test_every_knob_setting_on_one_workload(name, pairs):
     kind = KINDS[name]

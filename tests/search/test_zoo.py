@@ -141,7 +141,7 @@ def test_yolov8_takes_sides_that_are_multiples_of_32():
         load_model("yolov8n", image_size=48)
 
 
-@pytest.mark.parametrize("name, size", [("convnext_tiny", 32), ("yolov8n", 32), ("yolov8s", 32)])
+@pytest.mark.parametrize("name, size", [("convnext_tiny", 32), ("yolov8n", 32)])  # yolov8s: yolov8n, wider
 def test_new_nets_extract_and_a_blocked_export_matches_numpy(name, size):
     from search.export import export, random_inputs, run_vm
     from search.graph import extract_graph
@@ -229,7 +229,7 @@ def test_every_activation_matches_numpy_after_compilation():
         assert _relative_error(actual, wanted) < 1e-5
 
 
-@pytest.mark.parametrize("name", ["efficientnet_b0", "mobilenet_v3_large"])
+@pytest.mark.parametrize("name", ["mobilenet_v3_large"])  # efficientnet_b0's blocks: SiLU as in yolov8n, the same SE
 def test_squeeze_excitation_nets_export_in_a_uniform_layout_and_match_numpy(name):
     graph = extract_graph(load_model(name, image_size=32, seed=4))
     compiled = export(graph, baseline_plan(graph, "nchw16c"), target=make_target(1), threads=1, seed=4)
