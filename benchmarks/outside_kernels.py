@@ -1,10 +1,12 @@
 """How much of an exported network's time is spent outside tessera's template kernels.
 
-Per network, a plan (``--plan``: a uniform baseline layout, default ``nchw16c``, which needs no measurement, or
-``tuned``: the artifact ``tessera tune`` left in ``--work/MODEL/artifact``) is exported and profiled inside the network
-(``search.profile.profile_artifact``: every call timed, scaled to the uninstrumented run), and its time split into the
-template kernels (convolutions, linear layers and everything fused into them), layout transforms, every other pass
-(elementwise followers, concats and adds, fixed operators) and the Relax VM's own calls (``search.profile.time_split``).
+Per network (a zoo name or an ``.onnx`` file), a plan (``--plan``: a uniform baseline layout, default ``nchw16c``,
+which needs no measurement, or ``tuned``: the artifact ``tessera tune`` left in ``--work/MODEL/artifact``, or
+``benchmarks/peers.py`` in ``--work/MODEL/tessera`` with ``--artifact tessera``) is exported and profiled inside the
+network (``search.profile.profile_artifact``: every call timed, scaled to the uninstrumented run), and its time
+split into the template kernels (convolutions, linear layers and everything fused into them), layout transforms,
+every other pass (elementwise followers, concats, adds and gates, fixed operators) and the Relax VM's own calls
+(``search.profile.time_split``).
 Printed as a markdown table with the host's CPU, vector unit and threads.
 
     .venv/bin/python benchmarks/outside_kernels.py --models efficientnet_b0 yolov8n --image-size yolov8n=320
@@ -26,9 +28,9 @@ MODELS = ("efficientnet_b0", "mobilenet_v3_large", "convnext_tiny", "yolov8n", "
           "densenet201", "bert_base")
 
 
-def profile_model(model: str, size: int | None, plan_name: str, work: Path, threads: int, runs: int):
-    """The time split of ``model``'s plan ``plan_name`` (a baseline, exported here, or ``tuned``: the artifact
-    ``tessera tune`` left in ``work/model/artifact``), profiled inside the network."""
+def profile_model(model: str, size: int | None, plan_name: str, tuned: Path, threads: int, runs: int):
+    """The time split of ``model``'s plan ``plan_name`` (a baseline, exported here, or ``tuned``: the artifact in
+    ``tuned``), profiled inside the network."""
     from search.artifact import load_artifact
     from search.export import export, save_artifact
     from search.graph import extract_graph
@@ -38,7 +40,7 @@ def profile_model(model: str, size: int | None, plan_name: str, work: Path, thre
     from search.zoo import load_model
 
     if plan_name == "tuned":
-        artifact = load_artifact(work / model / "artifact")
+        artifact = load_artifact(tuned)
         return time_split(profile_artifact(artifact, runs=runs), artifact.manifest)
     graph = extract_graph(load_model(model, image_size=size))
     compiled = export(graph, baseline_plan(graph, plan_name), target=make_target(threads), threads=threads)
@@ -53,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image-size", nargs="*", default=[], metavar="MODEL=SIZE",
                         help="an input size other than the model's default")
     parser.add_argument("--plan", default="nchw16c", help="a baseline layout (nchw, nhwc, nchw16c) or 'tuned'")
-    parser.add_argument("--work", type=Path, default=Path("work"),
-                        help="where 'tuned' artifacts are (WORK/MODEL/artifact)")
+    parser.add_argument("--work", type=Path, default=Path("work"), help="where 'tuned' artifacts are: WORK/MODEL/...")
+    parser.add_argument("--artifact", default="artifact", help="... WORK/MODEL/ARTIFACT (peers.py: tessera)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args(argv)
@@ -75,8 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\n| network | run ms | kernels ms | transforms ms | other passes ms | VM ms | outside the kernels |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for model in args.models:
-        split = profile_model(model, sizes.get(model), args.plan, args.work, args.threads, args.runs)
-        label = model if model not in sizes else f"{model} ({sizes[model]} px)"
+        label = Path(model).stem if model.endswith(".onnx") else model
+        split = profile_model(model, sizes.get(model), args.plan, args.work / label / args.artifact, args.threads,
+                              args.runs)
+        label += f" ({sizes[model]} px)" if model in sizes else ""
         print(f"| {label} | {split.total_ms:.2f} | {split.kernels_ms:.2f} | {split.transforms_ms:.2f} | "
               f"{split.passes_ms:.2f} | {split.vm_ms:.2f} | {100 * split.outside_share:.1f}% |", flush=True)
     print(f"\nload average after: {os.getloadavg()[0]:.2f}")

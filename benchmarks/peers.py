@@ -263,7 +263,8 @@ def write_results(path: Path, results: list[dict]) -> None:
     env = environment_info()
     versions = ", ".join(f"{p} {_version(p)}" for p in ("apache-tvm", "tessera"))
     lines = ["## End-to-end latency against PyTorch, ONNX Runtime, OpenVINO and MetaSchedule", "",
-             f"{env['cpu']}, {env['cores']} usable cores{openvino_capabilities(results)}; {versions}; each network's "
+             f"{env['cpu']} (LLVM `{env['mcpu']}`, {env['vector_unit']}), {env['cores']} usable cores"
+             f"{openvino_capabilities(results)}; {versions}; each network's "
              "table names the engine versions it was timed with.", "",
              "Contender / tessera, medians over the interleaved rounds (> 1: tessera is faster):", "",
              *summary(results), ""]

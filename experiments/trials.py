@@ -167,7 +167,8 @@ def _measuring(report: Callable[[str], None]) -> Callable[[Any], None]:
 
 
 def environment_info() -> dict[str, Any]:
-    """Where a trial ran: versions, CPU model, usable cores and thread settings."""
+    """Where a trial ran: versions, CPU model (and LLVM's name for it), vector unit, usable cores and thread
+    settings."""
     versions = {}
     for package in ("tessera", "numpy", "ortools", "ray"):
         try:
@@ -179,6 +180,8 @@ def environment_info() -> dict[str, Any]:
         "version.python": platform.python_version(),
         "host": platform.node(),
         "cpu": host().cpu,
+        "mcpu": host().mcpu,
+        "vector_unit": host().unit.name,
         "cores": len(os.sched_getaffinity(0)),
         "threads.omp": os.environ.get("OMP_NUM_THREADS", "unset"),
     }
