@@ -13,10 +13,10 @@ import math
 import numpy as np
 import tvm
 from scipy.special import erf
-from tvm import te
+from tvm import relax, te
 
 from search.followers import fast_math
-from search.followers.base import ActivationKind, register_follower
+from search.followers.base import ActivationKind, FollowerMatch, register_follower
 from search.followers.fast_math import clamp, const
 from search.followers.forms import Form, Step, X
 
@@ -85,19 +85,17 @@ class Clip(ActivationKind):
 
 @register_follower
 class LeakyReLU(ActivationKind):
+    """``nn.leakyrelu``, whose slope is an attribute of the call rather than an operand (so no ``Form``)."""
+
     name, forms = "leaky_relu", ()
     attributes = {"alpha": 0.1}
 
     def match(self, bindings, index, shape):
-        from search.followers.base import FollowerMatch
-
         if bindings.op_name(index) != "relax.nn.leakyrelu":
             return None
         return FollowerMatch({"alpha": float(bindings.value(index).attrs.alpha)})
 
     def written(self, op, x):
-        from tvm import relax
-
         return [relax.op.nn.leakyrelu(x, op.attrs["alpha"])]
 
     def tir(self, x, attrs):
