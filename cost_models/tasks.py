@@ -122,7 +122,8 @@ class ChainTask:
     layout: str
 
     def __post_init__(self) -> None:
-        if self.head not in ("output", "copy") and not isinstance(KINDS.get(self.head), LayoutKind) or not self.inputs:
+        layout_head = isinstance(KINDS.get(self.head), LayoutKind)
+        if (self.head not in ("output", "copy") and not layout_head) or not self.inputs:
             raise SearchError(f"a chain starts with a layout kind's op, a kernel's output or a copy, got {self.head!r}")
         for shape in self.inputs:
             layout(self.layout).check(shape)

@@ -110,7 +110,7 @@ class ActivationKind(FollowerKind):
 
 
 FOLLOWERS: dict[str, FollowerKind] = {}
-"""Name -> follower kind, in registration order (the order in which they try to match a binding)."""
+"""Name -> follower kind, in registration order (which breaks ties of ``longest_match``)."""
 
 F = TypeVar("F", bound=type[FollowerKind])
 
