@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 
 from cost_models.cache import canonical
-from search.kinds import KINDS, KernelKind, kernel_kind
+from search.kinds import KINDS, KernelKind, LayoutKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 12  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+FEATURE_VERSION = 13  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
 # 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
 # is_layer_norm, lane_partials; 9: prologue; 10: rows_outer; 11: a dense kernel's layouts (row layouts) and
-# rows_outer (its loop order); 12: activation_ops (replacing the flags relu, relu6, gelu, gelu_tanh)
+# rows_outer (its loop order); 12: activation_ops (replacing the flags relu, relu6, gelu, gelu_tanh); 13: gate
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")
@@ -50,8 +50,9 @@ FEATURE_NAMES = (
     "lane_partials",  # softmax, layer norm: one partial sum per vector lane (1) or one per row (0)
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",
-    # fused epilogue; a conv2d's prologue: 0 none, else 1 + where it is computed (its knob)
-    "bias", "residual", "activation_ops", "prologue",
+    # fused epilogue; a conv2d's prologue (a pre-activation or a gate): 0 none, else 1 + where it is computed (its
+    # knob), and whether it is a gate
+    "bias", "residual", "activation_ops", "prologue", "gate",
 )
 INDEX = {name: i for i, name in enumerate(FEATURE_NAMES)}
 
@@ -88,7 +89,8 @@ def _chain(key: Mapping[str, Any], row: dict[str, float]) -> None:
     layout on both sides (no ``is_`` flag of its own)."""
     shapes = [tuple(shape) for shape in key["inputs"]]
     n, _, h, w = shapes[0]
-    c = sum(shape[1] for shape in shapes) if key["head"] == "concat" else shapes[0][1]
+    kind = KINDS.get(key["head"])
+    c = kind.output_shape(shapes, key.get("attrs", {}))[1] if isinstance(kind, LayoutKind) else shapes[0][1]
     moved = BYTES * (sum(math.prod(shape) for shape in shapes) + n * c * h * w)
     row.update(batch=n, in_channels=c, height=h, width=w, out_channels=c, out_height=h, out_width=w,
                log_bytes=log_size(moved), parallel_balance=1.0)

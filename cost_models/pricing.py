@@ -79,7 +79,8 @@ def chain_task(graph: OpGraph, node: str, candidate: Candidate, followers: Seque
         if not followers or len(op.shape) != 4 or op.layout_free:
             return None
         return ChainTask("output", (op.shape,), described, candidate.out_layout)
-    return ChainTask(op.kind, op.input_shapes, described, candidate.out_layout)
+    attrs = tuple(sorted((name, op.attrs[name]) for name in get_kind(op.kind).attributes))
+    return ChainTask(op.kind, op.input_shapes, described, candidate.out_layout, attrs)
 
 
 class _Costing:

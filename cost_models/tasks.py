@@ -108,18 +108,21 @@ def _follower_key(kind: str, attrs: tuple[tuple[str, Any], ...]) -> list:
 @dataclass(frozen=True)
 class ChainTask:
     """Time what a node runs around its kernel, in one layout, as export compiles and runs it: a layout node's own op
-    (``head`` a layout kind, ``concat``, ``add``, ``channel_gate``, of activations of logical shapes ``inputs``),
-    a kernel's output (``head`` ``output``, its one input) or an in-place concat's copies (``head`` ``copy``: the
-    inputs but the last copied side by side into a buffer of the last one's shape), and the followers export runs
+    (``head`` a layout kind, ``concat``, ``add``, ``channel_slice``, ``channel_gate``, of activations of logical
+    shapes ``inputs``), a kernel's output (``head`` ``output``, its one input) or an in-place concat's copies (``head``
+    ``copy``: the inputs but the last copied side by side into a buffer of the last one's shape), and the followers
+    export runs
     right after it (``followers``: (kind, attributes as sorted pairs)), legalised, fused and scheduled by
     ``search.lower`` and timed through the Relax VM, whose own calls are part of the time (as in the network).
-    Inputs and output are stored in ``layout``.
+    Inputs and output are stored in ``layout``; ``attrs`` are the layout kind's ``attributes`` (sorted pairs), in
+    the key only when it has any.
     """
 
     head: str
     inputs: tuple[tuple[int, ...], ...]
     followers: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]
     layout: str
+    attrs: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         layout_head = isinstance(KINDS.get(self.head), LayoutKind)
@@ -134,9 +137,10 @@ class ChainTask:
 
     @property
     def key(self) -> str:
-        return canonical({"kind": "chain", "head": self.head, "inputs": [list(s) for s in self.inputs],
-                          "followers": [_follower_key(kind, attrs) for kind, attrs in self.followers],
-                          "layout": self.layout, "dtype": TRANSFORM_DTYPE})
+        key = {"kind": "chain", "head": self.head, "inputs": [list(s) for s in self.inputs],
+               "followers": [_follower_key(kind, attrs) for kind, attrs in self.followers],
+               "layout": self.layout, "dtype": TRANSFORM_DTYPE}
+        return canonical({**key, "attrs": dict(self.attrs)} if self.attrs else key)
 
     def module(self) -> tvm.IRModule:
         """``main(inputs...)``: the head, then the followers, every tensor in ``layout``."""
@@ -152,11 +156,15 @@ class ChainTask:
         bb = relax.BlockBuilder()
         with bb.function("main", params):
             with bb.dataflow():
+                channels = self.inputs[-1][1]
                 if self.head == "copy":
                     x = self._copies(bb, params)
+                elif self.head == "output":
+                    x = params[0]
                 else:
-                    x = params[0] if self.head == "output" else bb.emit(get_kind(self.head).emit(params, stored))
-                channels = sum(s[1] for s in self.inputs) if self.head == "concat" else self.inputs[-1][1]
+                    kind, attrs = get_kind(self.head), dict(self.attrs)
+                    x = bb.emit(kind.emit(params, stored, attrs))
+                    channels = kind.output_shape(self.inputs, attrs)[1]
                 for index, (kind, attrs) in enumerate(self.followers):
                     values = {"value": rng.uniform(0.5, 1.5, channels).astype(TRANSFORM_DTYPE)}
                     op = Op(f"f{index}", kind, "follower", (), (), (), dict(attrs), values)

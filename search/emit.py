@@ -222,7 +222,7 @@ class _Emitter:
                             stored)
             return
         inputs = [self.read(value, stored) for value in op.inputs]
-        self.define(op, self.bb.emit(kind.emit(inputs, layout(stored)), name_hint=op.name), stored)
+        self.define(op, self.bb.emit(kind.emit(inputs, layout(stored), op.attrs), name_hint=op.name), stored)
 
     def follower(self, op: Op) -> None:
         stored = self.values[op.inputs[0]][1]

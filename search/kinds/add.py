@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tvm import relax
@@ -28,8 +29,8 @@ class AddKind(LayoutKind):
             return None
         return Match((index,), tuple(inputs))
 
-    def emit(self, inputs: Sequence[relax.Expr], stored: Layout) -> relax.Expr:
+    def emit(self, inputs: Sequence[relax.Expr], stored: Layout, attrs: Mapping[str, Any]) -> relax.Expr:
         return relax.op.add(*inputs)
 
-    def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    def reference(self, inputs: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
         return np.sum(inputs, axis=0)

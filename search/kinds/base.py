@@ -6,8 +6,8 @@ uniform-baseline layouts. Two families:
 
 - a ``KernelKind`` runs as a scheduled template kernel of its own: it also gives the workload, the knob space (default
   first), the scheduled PrimFunc, the constant arguments packed for it, the cost-model features and a numpy reference;
-- a ``LayoutKind`` (concat, add) has no kernel: it computes in whatever layout the plan gives it, with TVM's own
-  lowering.
+- a ``LayoutKind`` (concat, add, channel slice and gate) has no kernel: it computes in whatever layout the plan gives
+  it, with TVM's own lowering.
 
 Kinds are stateless; ``search.kinds.register`` adds one to the registry by name, and ``search.kinds.check_kind`` is the
 conformance suite every kind passes.
@@ -16,7 +16,7 @@ conformance suite every kind passes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -117,10 +117,13 @@ class LayoutKind(OperatorKind):
     """A kind without a kernel of its own: one layout for its inputs and its output, lowered by TVM.
 
     ``in_place``: whether the op's output can be the inputs laid side by side along the channels (concat), so that
-    producers that are kernels can write straight into their slices of it.
+    producers that are kernels can write straight into their slices of it. ``attributes``: the names of the op's
+    attributes (``Match.attrs``) that say what it computes, given to ``emit`` and ``reference`` and part of the
+    cost-cache keys of the chains that run it.
     """
 
     in_place: ClassVar[bool] = False
+    attributes: ClassVar[tuple[str, ...]] = ()
 
     def variants(self, op: Op, stored: str) -> list[Knobs]:
         """The node's settings in layout ``stored`` besides the layout: ``()``, the op computes its output; then,
@@ -140,12 +143,21 @@ class LayoutKind(OperatorKind):
         shared = nearest_layout(name, op.shape[1], *(shape[1] for shape in op.input_shapes))
         return shared, shared
 
-    @abstractmethod
-    def emit(self, inputs: Sequence[relax.Expr], stored: Layout) -> relax.Expr:
-        """The Relax expression computing the op on ``inputs``, all stored (and the result stored) in ``stored``."""
+    def output_shape(self, shapes: Sequence[tuple[int, ...]], attrs: Mapping[str, Any]) -> tuple[int, ...]:
+        """The logical shape of the op's value on inputs of logical ``shapes`` (default: the first input's)."""
+        return tuple(shapes[0])
+
+    def example_attrs(self, shapes: Sequence[tuple[int, ...]]) -> dict[str, Any]:
+        """The ``attributes`` of a typical op on inputs of ``shapes``, for the conformance suite (default: none)."""
+        return {}
 
     @abstractmethod
-    def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    def emit(self, inputs: Sequence[relax.Expr], stored: Layout, attrs: Mapping[str, Any]) -> relax.Expr:
+        """The Relax expression computing the op (of attributes ``attrs``) on ``inputs``, all stored (and the result
+        stored) in ``stored``."""
+
+    @abstractmethod
+    def reference(self, inputs: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
         """The numpy result on logical inputs."""
 
 
@@ -163,8 +175,9 @@ class KernelKind(OperatorKind):
     epilogues : tuple of Epilogue
         The epilogues the conformance suite checks the kernel with.
     prologue : bool
-        Whether its template builds kernels with a prologue (``Epilogue.prologue``); its ``pack`` then appends the
-        prologue's ``scale`` and ``shift`` to the constants.
+        Whether its template builds kernels with a prologue: a pre-activation (``Epilogue.prologue``; its ``pack``
+        then appends the prologue's ``scale`` and ``shift`` to the constants) or a gate (``Epilogue.gate``; its
+        ``activations`` then list the gate after the data).
     """
 
     absorbs: ClassVar[bool] = True
@@ -178,10 +191,11 @@ class KernelKind(OperatorKind):
         """The template workload of ``op`` (a frozen dataclass whose ``kind`` is this kind's name)."""
 
     def epilogue(self, op: Op) -> Epilogue:
-        """The elementwise work ``op`` absorbed (bias, residual, activation, prologue)."""
+        """The elementwise work ``op`` absorbed (bias, residual, activation, prologue or gate)."""
         a = op.attrs
         return Epilogue(bool(a.get("bias", False)), bool(a.get("residual", False)), a.get("activation"),
-                        bool(a.get("prologue", False)), tuple(a.get("activation_attrs", {}).items()))
+                        bool(a.get("prologue", False)), tuple(a.get("activation_attrs", {}).items()),
+                        bool(a.get("gate", False)), bool(a.get("residual_after_activation", False)))
 
     def spec(self, op: Op, in_layout: str, out_layout: str, knobs: Knobs = ()) -> KernelSpec:
         """The kernel running ``op`` in the given layouts with ``knobs``."""
@@ -265,7 +279,7 @@ class KernelKind(OperatorKind):
     # ------------------------------------------------------------------------------------------------ checks
     def check_spec(self, spec: KernelSpec) -> None:
         """``SearchError`` unless the template builds ``spec``'s layouts (and its prologue)."""
-        if spec.epilogue.prologue and not self.prologue:
+        if (spec.epilogue.prologue or spec.epilogue.gate) and not self.prologue:
             raise SearchError(f"{self.name} kernels have no prologue")
         if (spec.in_layout, spec.out_layout) not in self.supported_layouts(spec.workload):
             raise SearchError(f"no {self.name} kernel for layouts {spec.in_layout} -> {spec.out_layout} on "

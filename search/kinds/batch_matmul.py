@@ -15,6 +15,7 @@ from tvm import relax
 
 from search.bindings import Bindings
 from search.kinds.base import Match, TemplateKind
+from search.kinds.epilogue import apply_epilogue, fused_activation
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.layouts import layout
@@ -54,14 +55,14 @@ def _logical(shape: Sequence[int], stored: str) -> tuple[int, ...]:
 
 @register
 class BatchMatmulKind(TemplateKind):
-    """``a @ w`` with a (..., m, k) and w (..., k, n) both activations of rank >= 3 and equal leading dimensions (no
-    broadcasting), with a 4-D ``permute_dims`` read by nothing else before either operand or after the result taken
-    along. The kernel runs on the leading dimensions as (batch, heads) (``batch x heads`` batch entries; ranks other
-    than 4 as (batch, 1)). Its tensors take no part in the activation layout decisions (``layout_free``): export reads
-    and writes its values as fixed ops see them, and its layout pairs say how the kernel reads them (``BIJ``, or
-    through the absorbed permutes: ``NHCW+NWCH``, ...) and what export converts (``conversions``). Its cost-model
-    features are a dense layer's on the flattened (batch x m, k) rows, the second operand counted as one (k, n)
-    weight."""
+    """``act(a @ w)`` with a (..., m, k) and w (..., k, n) both activations of rank >= 3 and equal leading dimensions
+    (no broadcasting), with a 4-D ``permute_dims`` read by nothing else before either operand or after the result
+    taken along, and the activation after them, if any (a registered one), in the kernel's epilogue. The kernel runs
+    on the leading dimensions as (batch, heads) (``batch x heads`` batch entries; ranks other than 4 as (batch, 1)).
+    Its tensors take no part in the activation layout decisions (``layout_free``): export reads and writes its values
+    as fixed ops see them, and its layout pairs say how the kernel reads them (``BIJ``, or through the absorbed
+    permutes: ``NHCW+NWCH``, ...) and what export converts (``conversions``). Its cost-model features are a dense
+    layer's on the flattened (batch x m, k) rows, the second operand counted as one (k, n) weight."""
 
     name = "batch_matmul"
     template = template
@@ -96,7 +97,14 @@ class BatchMatmulKind(TemplateKind):
         after = _permute(bindings, bindings.sole_user(bindings.var(index)))
         result = "".join(AXES[axis] for axis in after.axes) if after is not None else AXES
         parts = (*sorted(before), index, *([after.index] if after is not None else []))
-        return Match(parts, tuple(inputs), {"operands": tuple(stored), "result": result})
+        attrs: dict = {"operands": tuple(stored), "result": result}
+        end = bindings.var(parts[-1])
+        activation = fused_activation(bindings, end, static_shape(end))
+        if activation is not None:
+            name, activation_attrs, claimed = activation
+            parts = (*parts, *claimed)
+            attrs.update(activation=name, **({"activation_attrs": activation_attrs} if activation_attrs else {}))
+        return Match(parts, tuple(inputs), attrs)
 
     def layout_pairs(self, op) -> list[tuple[str, str]]:
         (a, w), result = self.stored_layouts(op)
@@ -138,7 +146,7 @@ class BatchMatmulKind(TemplateKind):
     def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
                   ) -> np.ndarray:
         a, w = inputs
-        return a @ w
+        return apply_epilogue(a @ w, spec.epilogue, None)
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
         wl = spec.workload

@@ -3,7 +3,8 @@ excitation's last step, as in EfficientNet and MobileNetV3), in one layout for b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tvm import relax
@@ -36,8 +37,8 @@ class ChannelGateKind(LayoutKind):
                 return Match((index,), (inputs[x], inputs[g]))
         return None
 
-    def emit(self, inputs: Sequence[relax.Expr], stored: Layout) -> relax.Expr:
+    def emit(self, inputs: Sequence[relax.Expr], stored: Layout, attrs: Mapping[str, Any]) -> relax.Expr:
         return relax.op.multiply(*inputs)
 
-    def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    def reference(self, inputs: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
         return inputs[0] * inputs[1]

@@ -166,9 +166,11 @@ def _layout_kind_check(kind: LayoutKind, shapes: Sequence[tuple[int, ...]], targ
 
     rng = np.random.default_rng(0)
     inputs = [rng.uniform(-1, 1, shape) for shape in shapes]
-    expected = kind.reference(inputs)
+    attrs = kind.example_attrs(shapes)
+    expected = kind.reference(inputs, attrs)
+    assert expected.shape == kind.output_shape(shapes, attrs), f"{kind.name}: output_shape is not the reference's"
     op = Op("node", kind.name, "tunable", tuple(f"x{i}" for i in range(len(shapes))), tuple(shapes), expected.shape,
-            input_sides=("in",) * len(shapes))
+            attrs, input_sides=("in",) * len(shapes))
     pairs = kind.layout_pairs(op)
     assert pairs, f"{kind.name}: no layout for inputs {shapes}"
     for name, out_name in pairs:
@@ -178,7 +180,7 @@ def _layout_kind_check(kind: LayoutKind, shapes: Sequence[tuple[int, ...]], targ
                   enumerate(shapes)]
         bb = relax.BlockBuilder()
         with bb.function("main", params):
-            out = bb.emit(kind.emit(params, stored))
+            out = bb.emit(kind.emit(params, stored, attrs))
             bb.emit_func_output(out)
         vm = relax.VirtualMachine(tvm.compile(bb.get(), target=target), tvm.cpu())
         args = [tvm.runtime.tensor(stored.from_logical(x).astype("float32"), tvm.cpu()) for x in inputs]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from tvm import relax
@@ -30,8 +31,12 @@ class ConcatKind(LayoutKind):
             return None
         return Match((index,), tuple(inputs))
 
-    def emit(self, inputs: Sequence[relax.Expr], stored: Layout) -> relax.Expr:
+    def output_shape(self, shapes: Sequence[tuple[int, ...]], attrs: Mapping[str, Any]) -> tuple[int, ...]:
+        n, _, h, w = shapes[0]
+        return (n, sum(shape[1] for shape in shapes), h, w)
+
+    def emit(self, inputs: Sequence[relax.Expr], stored: Layout, attrs: Mapping[str, Any]) -> relax.Expr:
         return relax.op.concat(list(inputs), axis=stored.stored_axis("C"))
 
-    def reference(self, inputs: Sequence[np.ndarray]) -> np.ndarray:
+    def reference(self, inputs: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
         return np.concatenate(inputs, axis=1)

@@ -9,7 +9,14 @@ import numpy as np
 
 from search.bindings import Bindings, plain
 from search.kinds.base import Match, TemplateKind
-from search.kinds.epilogue import apply_epilogue, apply_prologue, fused_chain, fused_prologue, packed_bias
+from search.kinds.epilogue import (
+    apply_epilogue,
+    apply_prologue,
+    fused_chain,
+    fused_gate,
+    fused_prologue,
+    packed_bias,
+)
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.layouts import view_block
@@ -20,7 +27,7 @@ from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
 
 def match_conv(bindings: Bindings, index: int, *, depthwise: bool) -> Match | None:
     """A conv2d call at ``index`` in NCHW / OIHW with a constant weight, groups 1 (or depthwise), with its epilogue
-    (and, groups 1, the pre-activation it reads through)."""
+    (and, groups 1, the pre-activation or the gate it reads through)."""
     if bindings.op_name(index) != "relax.nn.conv2d":
         return None
     call = bindings.value(index)
@@ -38,6 +45,10 @@ def match_conv(bindings: Bindings, index: int, *, depthwise: bool) -> Match | No
     match = chain.match(data, {"weight": weight.astype("float32")})
     conv = {"strides": plain(attrs.strides), "padding": plain(attrs.padding), "dilation": plain(attrs.dilation),
             "groups": groups, "kernel": tuple(weight.shape[2:])}
+    gate = None if depthwise or prologue is not None else fused_gate(bindings, call.args[0], index)
+    if gate is not None:
+        return Match((gate.index, *match.parts), (gate.source, gate.gate, *match.inputs[1:]),
+                     {**conv, **match.attrs, "gate": True}, match.params)
     if prologue is None:
         return Match(match.parts, match.inputs, {**conv, **match.attrs}, match.params)
     return Match(prologue.parts + match.parts, match.inputs, {**conv, **match.attrs, "prologue": True},
@@ -103,7 +114,10 @@ class ConvLike(TemplateKind):
 
     def reference(self, spec: KernelSpec, inputs: Sequence[np.ndarray], params: dict[str, np.ndarray]
                   ) -> np.ndarray:
-        data, *residual = inputs  # the residual, if the epilogue adds one
+        data, *residual = inputs  # the gate, if the epilogue has one, then the residual, if it adds one
+        if spec.epilogue.gate:
+            gate, *residual = residual
+            data = data * gate
         if spec.epilogue.prologue:
             data = apply_prologue(data, params["scale"], params["shift"])
         acc = conv_reference(data, params["weight"], spec.workload)
@@ -112,7 +126,8 @@ class ConvLike(TemplateKind):
 
 @register
 class Conv2DKind(ConvLike):
-    """``act(conv2d(data, weight) + bias + residual)``, groups 1."""
+    """``act(conv2d(data, weight) + bias + residual)``, groups 1, the data read through a pre-activation or a
+    gate where the graph has one."""
 
     name = "conv2d"
     template = template
@@ -128,6 +143,12 @@ class Conv2DKind(ConvLike):
     def match(self, bindings: Bindings, index: int) -> Match | None:
         return match_conv(bindings, index, depthwise=False)
 
+    def activations(self, spec: KernelSpec) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        data, *residual = super().activations(spec)
+        wl = spec.workload
+        gate = ((spec.in_layout, (wl.batch, wl.in_channels, 1, 1)),) if spec.epilogue.gate else ()
+        return (data, *gate, *residual)
+
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
         self.check_spec(spec)
         prologue = ("scale", "shift") if spec.epilogue.prologue else ()
@@ -139,12 +160,13 @@ class Conv2DKind(ConvLike):
         ib = view_block(spec.in_layout, wl.in_channels)
         ob = knobs["oc_bn"] if "oc_bn" in knobs else view_block(spec.out_layout, wl.out_channels)
         placement = knobs.get("prologue", template.PER_ROW)
-        prologue = 1 + placement if spec.epilogue.prologue else 0
+        reads_through = spec.epilogue.prologue or spec.epilogue.gate
+        prologue = 1 + placement if reads_through else 0
         if "winograd" in knobs:  # the loop order: rows outermost 1, output channel blocks 0
             rows = -1
-        elif spec.epilogue.prologue:
+        elif reads_through:
             rows = int(placement == template.PER_ROW)
         else:
             rows = knobs.get("rows", 0)
         return {**tiled_kernel_features(spec, conv_extents(wl), ib, ob), "winograd": float(knobs.get("winograd", 0)),
-                "prologue": float(prologue), "rows_outer": float(rows)}
+                "prologue": float(prologue), "gate": float(spec.epilogue.gate), "rows_outer": float(rows)}

@@ -2,9 +2,11 @@
 pre-activation ``relu(data * scale + shift)`` before it.
 
 ``fused_chain`` recognises the first in a Relax function: ``op -> add(bias) -> add(residual) -> activation`` (any
-registered activation kind, ``search.followers``, in any of its forms), each step only when the previous value is
-read by that step alone (the activation's bindings, together) and the binding is not claimed yet;
-``fused_prologue`` the second (``x -> multiply(scale) -> add(shift) -> relu -> op``, the same conditions).
+registered activation kind, ``search.followers``, in any of its forms), or ``op -> add(bias) -> activation ->
+add(residual)``, each step only when the previous value is read by that step alone (the activation's bindings,
+together) and the binding is not claimed yet;
+``fused_prologue`` the second (``x -> multiply(scale) -> add(shift) -> relu -> op``, the same conditions) and
+``fused_gate`` a gate before it (``multiply(x, gate) -> op``, gate an (N, C, 1, 1) activation).
 ``apply_epilogue`` and ``apply_prologue`` are their numpy references.
 """
 
@@ -24,20 +26,23 @@ from search.templates.workloads import Epilogue
 
 @dataclass(frozen=True)
 class Chain:
-    """The bindings of an operator and its epilogue, the bias (C,), the residual variable, the activation and its
-    attributes."""
+    """The bindings of an operator and its epilogue, the bias (C,), the residual variable, the activation, its
+    attributes, and whether the residual is added after the activation."""
 
     parts: tuple[int, ...]
     bias: np.ndarray | None
     residual: Any
     activation: str | None
     activation_attrs: dict[str, float] = field(default_factory=dict)
+    residual_after_activation: bool = False
 
     def match(self, data, params: dict[str, np.ndarray]) -> Match:
         """A ``Match`` reading ``data`` (and the residual), with the epilogue as attributes and the bias as a param."""
         attrs = {"bias": self.bias is not None, "residual": self.residual is not None, "activation": self.activation}
         if self.activation_attrs:
             attrs["activation_attrs"] = dict(self.activation_attrs)
+        if self.residual_after_activation:
+            attrs["residual_after_activation"] = True
         params = {**params, **({"bias": self.bias} if self.bias is not None else {})}
         inputs = (data,) + ((self.residual,) if self.residual is not None else ())
         return Match(self.parts, inputs, attrs, params)
@@ -66,20 +71,37 @@ def fused_chain(bindings: Bindings, index: int, *, residual: bool) -> Chain:
             bias = value.reshape(-1).astype("float32")
             parts.append(nxt)
             end, nxt = bindings.var(nxt), bindings.sole_user(bindings.var(nxt))
-    if residual and bindings.free(nxt) and bindings.op_name(nxt) == "relax.add":
-        other = bindings.other_operand(nxt, end)
-        if other is not None and bindings.const(other) is None and tensor_shape(other, other.name) == out_shape:
-            added = other
-            parts.append(nxt)
-            end, nxt = bindings.var(nxt), bindings.sole_user(bindings.var(nxt))
-    found = _activation(bindings, end, out_shape)
+    if residual and (added := _residual(bindings, nxt, end, out_shape)) is not None:
+        parts.append(nxt)
+        end, nxt = bindings.var(nxt), bindings.sole_user(bindings.var(nxt))
+    found = fused_activation(bindings, end, out_shape)
     if found is None:
         return Chain(tuple(parts), bias, added, None)
     activation, attrs, claimed = found
-    return Chain((*parts, *claimed), bias, added, activation, attrs)
+    parts += claimed
+    late = False
+    if residual and added is None:  # a shortcut added after the activation
+        end = bindings.var(claimed[-1])
+        after = bindings.sole_user(end)
+        added = _residual(bindings, after, end, out_shape)
+        if added is not None:
+            parts.append(after)
+            late = True
+    return Chain(tuple(parts), bias, added, activation, attrs, late)
 
 
-def _activation(bindings: Bindings, value, shape: tuple[int, ...]) -> tuple[str, dict, list[int]] | None:
+def _residual(bindings: Bindings, index: int | None, value, shape: tuple[int, ...]):
+    """The other operand of the unclaimed ``add`` at ``index`` reading ``value``, if it is an activation of
+    ``shape``."""
+    if not bindings.free(index) or bindings.op_name(index) != "relax.add":
+        return None
+    other = bindings.other_operand(index, value)
+    if other is None or bindings.const(other) is not None or tensor_shape(other, other.name) != shape:
+        return None
+    return other
+
+
+def fused_activation(bindings: Bindings, value, shape: tuple[int, ...]) -> tuple[str, dict, list[int]] | None:
     """(kind, attributes, bindings) of the registered activation applied to ``value``, if it reads nothing else and
     nothing else reads ``value`` or its intermediates."""
     users = bindings.users.get(value, [])
@@ -136,6 +158,33 @@ def fused_prologue(bindings: Bindings, data, index: int) -> Prologue | None:
     return Prologue((multiply, add, relu), scaled[0], scaled[1], shifted[1])
 
 
+@dataclass(frozen=True)
+class Gate:
+    """The binding of a gate ``source * gate`` (squeeze-and-excitation's multiply), its source (N, C, H, W) and its
+    gate (N, C, 1, 1), both activations."""
+
+    index: int
+    source: Any
+    gate: Any
+
+
+def fused_gate(bindings: Bindings, data, index: int) -> Gate | None:
+    """The gate computing ``data``, the 4-D input of the operator bound at ``index``, if its binding is unclaimed and
+    read by that operator only."""
+    shape = tensor_shape(data, data.name) if isinstance(data, relax.Var) else ()
+    multiply = bindings.index(data) if len(shape) == 4 else None
+    if multiply is None or bindings.sole_user(data) != index or not bindings.free(multiply) \
+            or bindings.op_name(multiply) != "relax.multiply" or shape[2] * shape[3] == 1:
+        return None
+    operands = bindings.value(multiply).args
+    if not all(isinstance(x, relax.Var) and bindings.const(x) is None for x in operands):
+        return None
+    for source, gate in (operands, operands[::-1]):
+        if tensor_shape(source, source.name) == shape and tensor_shape(gate, gate.name) == (*shape[:2], 1, 1):
+            return Gate(multiply, source, gate)
+    return None
+
+
 def apply_prologue(data: np.ndarray, scale: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """``relu(data * scale + shift)`` per channel (axis 1), in numpy."""
     return np.maximum(data * scale.reshape(1, -1, 1, 1) + shift.reshape(1, -1, 1, 1), 0)
@@ -150,10 +199,12 @@ def packed_bias(spec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
 
 def apply_epilogue(acc: np.ndarray, epilogue: Epilogue, bias: np.ndarray | None, residual: np.ndarray | None = None
                    ) -> np.ndarray:
-    """``act(acc + bias + residual)`` in numpy, on logical arrays (channels on axis 1)."""
+    """``act(acc + bias + residual)`` (or ``act(acc + bias) + residual``) in numpy, on logical arrays (channels on
+    axis 1)."""
     shape = [1] * acc.ndim
     shape[1] = -1
-    out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual else 0)
+    late = epilogue.residual_after_activation
+    out = acc + (bias.reshape(shape) if epilogue.bias else 0) + (residual if epilogue.residual and not late else 0)
     if epilogue.activation is not None:
         out = activation_kind(epilogue.activation).numpy(out, dict(epilogue.activation_attrs))
-    return out
+    return out + residual if late else out

@@ -1,5 +1,5 @@
-"""Batched matmul of two activations ``out[b, h, i, j] = sum_k a[b, h, i, k] * w[b, h, k, j]``, its operands and its
-result each stored in a 4-D layout of its own.
+"""Batched matmul of two activations ``out[b, h, i, j] = act(sum_k a[b, h, i, k] * w[b, h, k, j])``, its operands
+and its result each stored in a 4-D layout of its own, ``act`` the epilogue's activation if it has one.
 
 Layouts: ``BIJ`` stores everything contiguous in the kernel's order (``NCHW`` of the 4-D view: batch, heads, rows,
 columns), as a plain row-major 3-D tensor reshaped. A *strided* pair names the layout of each operand,
@@ -35,7 +35,7 @@ from search.templates.common import (
     schedule_matmul,
     unit,
 )
-from search.templates.workloads import BatchMatmulWorkload, Epilogue, KernelSpec, Knobs
+from search.templates.workloads import BatchMatmulWorkload, KernelSpec, Knobs
 
 LAYOUT = "BIJ"  # every tensor contiguous in the kernel's order
 SEPARATOR = "+"  # between the two operands' layouts of a strided input layout
@@ -75,7 +75,7 @@ def output_layout(result: str) -> str:
 
 def check_layouts(spec: KernelSpec) -> None:
     """``SearchError`` unless every layout ``spec`` names is an axis order of the 4-D view (no blocks) and each is
-    named canonically (``BIJ`` for the kernel's own order)."""
+    named canonically (``BIJ`` for the kernel's own order), and its epilogue is at most an activation."""
     names = (*operand_layouts(spec.in_layout), result_layout(spec.out_layout))
     try:
         parsed = [layout(name) for name in names]
@@ -87,6 +87,8 @@ def check_layouts(spec: KernelSpec) -> None:
     if (input_layout(*names[:2]), output_layout(names[2])) != (spec.in_layout, spec.out_layout):
         raise SearchError(f"batch_matmul layouts {spec.in_layout}>{spec.out_layout}: write the kernel's own order "
                           f"as {LAYOUT}")
+    if spec.epilogue.bias or spec.epilogue.residual or spec.epilogue.prologue:
+        raise SearchError(f"batch_matmul applies an activation after the product and nothing else; got {spec.epilogue}")
 
 
 def supported_layouts(workload: BatchMatmulWorkload) -> list[tuple[str, str]]:
@@ -133,7 +135,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
                      lambda b, h, i, j: te.sum(a_at(b, h, clamped(i, wl.m, rows), k) * w_at(b, h, k, j), axis=k),
                      name="batch_matmul")
     result = layout(result_layout(spec.out_layout))
-    out, _ = epilogue_compute(acc, Epilogue(bias=False), wl.n, lambda *idx: idx[-1],  # the tile's write-back
+    out, _ = epilogue_compute(acc, spec.epilogue, wl.n, lambda *idx: idx[-1],  # the tile's write-back
                               shape=result.physical_shape((*outer, wl.m, wl.n)), source=result.logical_coordinates())
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
     if packed:

@@ -69,8 +69,9 @@ def epilogue_compute(
     shape: Sequence[int] | None = None,
     source: Callable[..., tuple] | None = None,
 ) -> tuple[te.Tensor, list[te.Tensor]]:
-    """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out"; returns (out, inputs). ``act`` is the
-    registered activation kind's ``tir`` form (``search.followers``), which vectorises.
+    """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out" (``act(acc + bias) + residual`` with
+    ``epilogue.residual_after_activation``); returns (out, inputs). ``act`` is the registered activation kind's
+    ``tir`` form (``search.followers``), which vectorises.
 
     "out" is shaped like ``acc`` unless ``shape`` is given (a cropped write-back of a padded ``acc``), with
     ``source(*idx)`` the ``acc`` element of its index ``idx`` (default: the same index); the residual has out's shape.
@@ -94,9 +95,12 @@ def epilogue_compute(
         value = acc[idx] if source is None else acc[source(*idx)]
         if bias is not None:
             value = value + bias[channel(*idx)]
-        if residual is not None:
+        late = epilogue.residual_after_activation
+        if residual is not None and not late:
             value = value + residual[idx]
-        return value if activation is None else activation.tir(value, attrs)
+        if activation is not None:
+            value = activation.tir(value, attrs)
+        return value + residual[idx] if residual is not None and late else value
 
     return te.compute(shape, body, name="out"), extra
 

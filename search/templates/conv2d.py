@@ -19,11 +19,12 @@ kept in cache; 1 runs each output row over all channel blocks, its input rows ke
 leaves ``rows`` out when it is 0, so that the records of settings from before the knob keep their keys.
 
 A kernel with a prologue (``Epilogue.prologue``: ``relu(data * scale + shift)`` per input channel, DenseNet's
-pre-activation BatchNorm-ReLU) applies it where the knob ``prologue`` says: ``PER_ROW`` computes it once per input row
-the output row reads, just before the row's convolution (the loops run row-major then: rows in parallel, the output
-channel blocks inside); ``SEPARATE`` as a pass over the whole input before the convolution (what running it as its own
-operator costs, minus the call); ``ON_READ`` inlines it into every read of the data (recomputed once per output
-channel block and kernel tap).
+pre-activation BatchNorm-ReLU; or ``Epilogue.gate``: ``data * gate``, squeeze-and-excitation's per-image channel
+gate, an activation of shape (N, C, 1, 1) stored in the input layout) applies it where the knob ``prologue`` says:
+``PER_ROW`` computes it once per input row the output row reads, just before the row's convolution (the loops run
+row-major then: rows in parallel, the output channel blocks inside); ``SEPARATE`` as a pass over the whole input
+before the convolution (what running it as its own operator costs, minus the call); ``ON_READ`` inlines it into every
+read of the data (recomputed once per output channel block and kernel tap).
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     choices["reg_n"] = _reg_tiles(wl.out_width, _vectors(ob))
     if wl.kernel[1] > 1:
         choices["unroll_kw"] = [1, 0]
-    if spec.epilogue.prologue:
+    if spec.epilogue.prologue or spec.epilogue.gate:
         choices["prologue"] = list(PROLOGUES)
     else:  # a prologue's placement decides the loop order itself
         choices["rows"] = [0, 1]
@@ -128,7 +129,7 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     space = [_without_default_rows(knobs) for knobs in knob_product(_choices(spec), None)]
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
-    if spec.epilogue.prologue:  # every placement right after the default: three settings already hold the choice
+    if "prologue" in _choices(spec):  # every placement right after the default: three settings already hold the choice
         firsts = [next(k for k in fits if dict(k)["prologue"] == where) for where in PROLOGUES]
         fits = firsts + [k for k in fits if k not in firsts]
     fast = winograd.knob_space(spec)
@@ -170,7 +171,10 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     padding = (top, left, bottom, right + (width - wl.out_width) * wl.strides[1])  # the extra columns read zeros
     data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")
     weight = te.placeholder((channels // ob, c // ib, kh, kw, ib, ob), wl.dtype, name="weight")
-    read, prologue = _prologue(data, ib) if spec.epilogue.prologue else (data, [])
+    if spec.epilogue.gate:
+        read, prologue = _gate(data, ib)
+    else:
+        read, prologue = _prologue(data, ib) if spec.epilogue.prologue else (data, [])
     with target:
         acc = topi.nn.conv2d_NCHWc(read, weight, wl.strides, padding, wl.dilation, f"NCHW{ib}c", f"NCHW{ob}c", wl.dtype)
     # Padded channels cannot be cropped in the blocked view: such an "out" is indexed in logical NCHW instead.
@@ -188,6 +192,8 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     view = None if logical else ob
     reader = "prologue" if prologue else "data_pad" if has_pad else "conv2d_NCHWc"
     reads = [(reader, "read", 0, spec.in_layout, ib)]
+    if spec.epilogue.gate:
+        reads.append(("prologue", "read", 1, spec.in_layout, ib))
     if spec.epilogue.residual:
         reads.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, view))
     relayout_params(sch, [*reads, ("out", "write", 0, spec.out_layout, view)])
@@ -206,6 +212,15 @@ def _prologue(data: te.Tensor, ib: int) -> tuple[te.Tensor, list[te.Tensor]]:
     read = te.compute(data.shape, lambda n, cb, h, w, ci: te.max(
         data[n, cb, h, w, ci] * scale[cb * ib + ci] + shift[cb * ib + ci], zero), name="prologue")
     return read, [scale, shift]
+
+
+def _gate(data: te.Tensor, ib: int) -> tuple[te.Tensor, list[te.Tensor]]:
+    """``data * gate`` on the blocked view, and the gate, an activation of one value per image and channel."""
+    n, blocks = data.shape[0], data.shape[1]
+    gate = te.placeholder((n, blocks, 1, 1, ib), data.dtype, name="gate")
+    read = te.compute(data.shape, lambda n, cb, h, w, ci: data[n, cb, h, w, ci] * gate[n, cb, 0, 0, ci],
+                      name="prologue")
+    return read, [gate]
 
 
 def _schedule_prologue(sch: tvm.s_tir.Schedule, ib: int, where: int) -> None:

@@ -140,14 +140,18 @@ class LayerNormWorkload(RowWorkload):
 
 @dataclass(frozen=True)
 class Epilogue:
-    """Elementwise work fused into a kernel: ``act(acc + bias + residual)`` after the reduction and, with
-    ``prologue``, ``relu(data * scale + shift)`` (per input channel) on the data before it (a pre-activation)."""
+    """Elementwise work fused into a kernel: ``act(acc + bias + residual)`` after the reduction (with
+    ``residual_after_activation``: ``act(acc + bias) + residual``, a bottleneck's shortcut after its SiLU) and, with
+    ``prologue``, ``relu(data * scale + shift)`` (per input channel) on the data before it (a pre-activation), or,
+    with ``gate``, ``data * gate`` (a per-image, per-channel activation: squeeze-and-excitation's gate)."""
 
     bias: bool = True
     residual: bool = False
     activation: str | None = None  # a registered activation kind (``search.followers``), e.g. "relu", "silu"
     prologue: bool = False
     activation_attrs: tuple[tuple[str, float], ...] = ()  # its attributes (sorted pairs), e.g. (("alpha", 0.1),)
+    gate: bool = False
+    residual_after_activation: bool = False
 
     def __post_init__(self) -> None:
         from search.followers import activation_kind
@@ -156,13 +160,18 @@ class Epilogue:
                                                                   for k, v in self.activation_attrs)))
         if self.activation is not None:
             activation_kind(self.activation)
+        if self.prologue and self.gate:
+            raise SearchError("a kernel reads its data through a pre-activation or a gate, not both")
+        if self.residual_after_activation and not (self.residual and self.activation):
+            raise SearchError("a residual added after the activation needs a residual and an activation")
 
 
 def epilogue_key(epilogue: Epilogue) -> dict:
-    """The epilogue's fields for a cache key; ``prologue`` and ``activation_attrs`` only when set, so that the keys
-    of kernels without them are those they had before these existed."""
+    """The epilogue's fields for a cache key; ``prologue``, ``activation_attrs``, ``gate`` and
+    ``residual_after_activation`` only when set, so that the keys of kernels without them are those they had before
+    these existed."""
     fields = asdict(epilogue)
-    for optional in ("prologue", "activation_attrs"):
+    for optional in ("prologue", "activation_attrs", "gate", "residual_after_activation"):
         if not fields[optional]:
             del fields[optional]
     return fields

@@ -1,5 +1,6 @@
 """Every registered activation fused into every kernel template's epilogue computes its numpy reference; the activation
-forms exporters write are recognised after a convolution and exported as one kernel call."""
+forms exporters write are recognised after a convolution, and an activation after a matmul of two activations, and
+each is exported inside its kernel."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from search.errors import SearchError
 from search.followers import FOLLOWERS, ActivationKind
 from search.host import make_target
 from search.kinds import get_kind
 from search.kinds.checks import check_kernel
 from search.templates import winograd
-from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
+from search.templates.workloads import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 
 TARGET = make_target(1)
 ACTIVATIONS = sorted(name for name, kind in FOLLOWERS.items() if isinstance(kind, ActivationKind))
@@ -24,13 +26,15 @@ KERNELS = {  # one small kernel of each template, in blocked layouts (the epilog
     "depthwise_conv2d": KernelSpec(Conv2DWorkload(1, 16, 7, 6, 16, (3, 3), (1, 1), (1, 1, 1, 1), groups=16),
                                    "NCHW16c", "NCHW16c"),
     "dense": KernelSpec(DenseWorkload(3, 32, 24), "NC", "NC"),
+    "batch_matmul": KernelSpec(BatchMatmulWorkload(6, 5, 4, 9, heads=3), "NHCW+NWCH", "NHCW"),
 }
 
 
 def _spec(template: str, activation: str) -> KernelSpec:
     spec = KERNELS[template]
     attrs = tuple(FOLLOWERS[activation].attributes.items())
-    spec = replace(spec, epilogue=Epilogue(True, template != "dense", activation, activation_attrs=attrs))
+    bias, residual = template != "batch_matmul", template not in ("dense", "batch_matmul")
+    spec = replace(spec, epilogue=Epilogue(bias, residual, activation, activation_attrs=attrs))
     if template == "winograd":
         knobs = next(k for k in get_kind("conv2d").knob_space(spec) if dict(k).get(winograd.KNOB) == 2)
         spec = replace(spec, knobs=knobs)
@@ -43,9 +47,15 @@ def test_each_activation_fused_into_each_template_matches_numpy(template, activa
     check_kernel(_spec(template, activation), target=TARGET)
 
 
-def test_an_unknown_activation_is_refused_naming_the_registered_ones():
-    from search.errors import SearchError
+@pytest.mark.parametrize("template", ["conv2d", "winograd", "depthwise_conv2d", "dense"])
+def test_a_residual_after_the_activation_matches_numpy(template):
+    spec = _spec(template, "silu")
+    check_kernel(replace(spec, epilogue=Epilogue(True, True, "silu", residual_after_activation=True)), target=TARGET)
+    with pytest.raises(SearchError, match="needs a residual and an activation"):
+        Epilogue(True, False, "silu", residual_after_activation=True)
 
+
+def test_an_unknown_activation_is_refused_naming_the_registered_ones():
     with pytest.raises(SearchError, match="unknown activation 'swish2'; registered activations: relu, "):
         Epilogue(activation="swish2")
 
@@ -134,4 +144,57 @@ def test_each_onnx_form_after_a_convolution_is_one_kernel_call(form, tmp_path):
     assert conv.attrs.get("activation_attrs", {}) == pytest.approx(attrs)
     compiled = export(extracted, baseline_plan(extracted, "nchw"), target=TARGET, threads=1)
     assert len(compiled.manifest["calls"]) == 1  # the convolution's kernel, its activation inside
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
+def test_a_shortcut_added_after_the_activation_is_in_the_convolutions_kernel(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from search.export import export
+    from search.graph import extract_graph
+    from search.plan import baseline_plan
+    from search.zoo import load_model
+
+    rng = np.random.default_rng(1)
+    weights = {name: (rng.standard_normal((C, C, 3, 3)) * 0.3).astype(np.float32) for name in ("w0", "w1")}
+    node = helper.make_node
+    graph = helper.make_graph(  # a YOLOv8 bottleneck's end: a + silu(conv(a))
+        [node("Conv", ["x", "w0"], ["a"], pads=[1, 1, 1, 1]), node("Conv", ["a", "w1"], ["c"], pads=[1, 1, 1, 1]),
+         node("Sigmoid", ["c"], ["s"]), node("Mul", ["c", "s"], ["m"]), node("Add", ["a", "m"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, C, 6, 6])],
+        initializer=[numpy_helper.from_array(w, name) for name, w in weights.items()])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    extracted = extract_graph(load_model(str(tmp_path / "m.onnx")))
+    first, second = extracted.ops
+    assert second.inputs == (first.name, first.name)  # its data and its shortcut
+    assert second.attrs["activation"] == "silu" and second.attrs["residual_after_activation"]
+    compiled = export(extracted, baseline_plan(extracted, "nchw8c"), target=TARGET, threads=1)
+    assert [origin["op"] for call in compiled.manifest["calls"] for origin in call["computes"]
+            if not origin["src"]] == [first.name, second.name]  # no add of its own
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
+def test_an_activation_after_a_matmul_of_two_activations_is_in_its_kernel(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from search.export import export
+    from search.graph import extract_graph
+    from search.plan import baseline_plan
+    from search.zoo import load_model
+
+    node = helper.make_node
+    graph = helper.make_graph(
+        [node("Transpose", ["x"], ["t"], perm=[0, 2, 1]), node("MatMul", ["x", "t"], ["m"]),
+         node("Sigmoid", ["m"], ["s"]), node("Mul", ["m", "s"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 5])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "m.onnx"))
+    extracted = extract_graph(load_model(str(tmp_path / "m.onnx")))
+    (matmul,) = [op for op in extracted.ops if op.kind == "batch_matmul"]
+    assert matmul.attrs["activation"] == "silu"
+    assert not any(op.kind in FOLLOWERS for op in extracted.ops)
+    compiled = export(extracted, baseline_plan(extracted, "nchw"), target=TARGET, threads=1)
     assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
