@@ -1,5 +1,6 @@
 """A convolution that reads its input through a pre-activation ``relu(x * scale + shift)`` (DenseNet's BatchNorm-ReLU
-before each 1x1 convolution) applies it in the kernel: where, is the knob ``prologue`` the solver chooses."""
+before each 1x1 convolution) or a squeeze-and-excitation gate applies it in the kernel: where, is the knob
+``prologue`` the solver chooses."""
 
 from __future__ import annotations
 
@@ -56,14 +57,18 @@ def test_a_pre_activation_read_elsewhere_too_stays_a_follower_chain():
     assert [op.kind for op in graph.ops if op.role == "follower"] == ["channel_scale", "channel_shift", "relu"]
 
 
+PRE_ACTIVATION, GATE = Epilogue(True, False, "relu", prologue=True), Epilogue(True, True, "silu", gate=True)
+
+
 @pytest.mark.parametrize("where", PROLOGUES)
-@pytest.mark.parametrize(("workload", "layouts"), [
-    (Conv2DWorkload(1, 32, 6, 7, 16, (1, 1), (1, 1), (0, 0, 0, 0)), ("NCHW", "NCHW16c")),
-    (Conv2DWorkload(1, 16, 5, 9, 12, (3, 3), (1, 1), (1, 1, 1, 1)), ("NHWC", "NCHW")),  # padding reads zeros
-    (Conv2DWorkload(1, 24, 8, 9, 16, (1, 1), (2, 2), (0, 0, 0, 0)), ("NCHW8c", "NHWC")),
+@pytest.mark.parametrize(("workload", "layouts", "epilogue"), [
+    (Conv2DWorkload(1, 32, 6, 7, 16, (1, 1), (1, 1), (0, 0, 0, 0)), ("NCHW", "NCHW16c"), PRE_ACTIVATION),
+    (Conv2DWorkload(1, 16, 5, 9, 12, (3, 3), (1, 1), (1, 1, 1, 1)), ("NHWC", "NCHW"), PRE_ACTIVATION),  # pads zeros
+    (Conv2DWorkload(1, 24, 8, 9, 16, (1, 1), (2, 2), (0, 0, 0, 0)), ("NCHW8c", "NHWC"), PRE_ACTIVATION),
+    (Conv2DWorkload(2, 32, 6, 7, 16, (1, 1), (1, 1), (0, 0, 0, 0)), ("NCHW", "NCHW16c"), GATE),  # two images' gates
+    (Conv2DWorkload(1, 24, 8, 9, 16, (1, 1), (2, 2), (0, 0, 0, 0)), ("NCHW8c", "NHWC"), GATE),
 ])
-def test_every_placement_matches_the_reference(workload, layouts, where):
-    epilogue = Epilogue(True, False, "relu", prologue=True)
+def test_every_placement_matches_the_reference(workload, layouts, epilogue, where):
     space = CONV.knob_space(KernelSpec(workload, *layouts, (), epilogue))
     knobs = next(k for k in space if dict(k)["prologue"] == where)
     assert kernel_error(KernelSpec(workload, *layouts, knobs, epilogue)) < 1e-5
