@@ -111,9 +111,8 @@ class ChainTask:
     (``head`` a layout kind, ``concat``, ``add``, ``channel_slice``, ``channel_gate``, of activations of logical
     shapes ``inputs``), a kernel's output (``head`` ``output``, its one input) or an in-place concat's copies (``head``
     ``copy``: the inputs but the last copied side by side into a buffer of the last one's shape), and the followers
-    export runs
-    right after it (``followers``: (kind, attributes as sorted pairs)), legalised, fused and scheduled by
-    ``search.lower`` and timed through the Relax VM, whose own calls are part of the time (as in the network).
+    export runs right after it (``followers``: (kind, attributes as sorted pairs)), legalised, fused and scheduled
+    by ``search.lower`` and timed through the Relax VM, whose own calls are part of the time (as in the network).
     Inputs and output are stored in ``layout``; ``attrs`` are the layout kind's ``attributes`` (sorted pairs), in
     the key only when it has any.
     """

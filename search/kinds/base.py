@@ -279,7 +279,7 @@ class KernelKind(OperatorKind):
     # ------------------------------------------------------------------------------------------------ checks
     def check_spec(self, spec: KernelSpec) -> None:
         """``SearchError`` unless the template builds ``spec``'s layouts (and its prologue)."""
-        if (spec.epilogue.prologue or spec.epilogue.gate) and not self.prologue:
+        if spec.epilogue.reads_through and not self.prologue:
             raise SearchError(f"{self.name} kernels have no prologue")
         if (spec.in_layout, spec.out_layout) not in self.supported_layouts(spec.workload):
             raise SearchError(f"no {self.name} kernel for layouts {spec.in_layout} -> {spec.out_layout} on "

@@ -160,11 +160,10 @@ class Conv2DKind(ConvLike):
         ib = view_block(spec.in_layout, wl.in_channels)
         ob = knobs["oc_bn"] if "oc_bn" in knobs else view_block(spec.out_layout, wl.out_channels)
         placement = knobs.get("prologue", template.PER_ROW)
-        reads_through = spec.epilogue.prologue or spec.epilogue.gate
-        prologue = 1 + placement if reads_through else 0
+        prologue = 1 + placement if spec.epilogue.reads_through else 0
         if "winograd" in knobs:  # the loop order: rows outermost 1, output channel blocks 0
             rows = -1
-        elif reads_through:
+        elif spec.epilogue.reads_through:
             rows = int(placement == template.PER_ROW)
         else:
             rows = knobs.get("rows", 0)

@@ -90,12 +90,12 @@ def epilogue_compute(
 
     activation = None if epilogue.activation is None else activation_kind(epilogue.activation)
     attrs = dict(epilogue.activation_attrs)
+    late = epilogue.residual_after_activation
 
     def body(*idx):
         value = acc[idx] if source is None else acc[source(*idx)]
         if bias is not None:
             value = value + bias[channel(*idx)]
-        late = epilogue.residual_after_activation
         if residual is not None and not late:
             value = value + residual[idx]
         if activation is not None:

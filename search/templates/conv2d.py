@@ -111,7 +111,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     choices["reg_n"] = _reg_tiles(wl.out_width, _vectors(ob))
     if wl.kernel[1] > 1:
         choices["unroll_kw"] = [1, 0]
-    if spec.epilogue.prologue or spec.epilogue.gate:
+    if spec.epilogue.reads_through:
         choices["prologue"] = list(PROLOGUES)
     else:  # a prologue's placement decides the loop order itself
         choices["rows"] = [0, 1]
@@ -129,7 +129,7 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     space = [_without_default_rows(knobs) for knobs in knob_product(_choices(spec), None)]
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
-    if "prologue" in _choices(spec):  # every placement right after the default: three settings already hold the choice
+    if spec.epilogue.reads_through:  # every placement right after the default: three settings already hold the choice
         firsts = [next(k for k in fits if dict(k)["prologue"] == where) for where in PROLOGUES]
         fits = firsts + [k for k in fits if k not in firsts]
     fast = winograd.knob_space(spec)

@@ -61,7 +61,7 @@ def applies(workload: Conv2DWorkload) -> bool:
 def supports(spec: KernelSpec) -> bool:
     """Whether the layouts suit Winograd: NHWC or NCHW{c}c on both sides, output blocks dividing the channels; no
     prologue (the direct template's)."""
-    if not applies(spec.workload) or spec.epilogue.prologue or spec.epilogue.gate:
+    if not applies(spec.workload) or spec.epilogue.reads_through:
         return False
     sides = [layout(spec.in_layout), layout(spec.out_layout)]
     return all(side.block() is not None or side.name == "NHWC" for side in sides)

@@ -165,6 +165,11 @@ class Epilogue:
         if self.residual_after_activation and not (self.residual and self.activation):
             raise SearchError("a residual added after the activation needs a residual and an activation")
 
+    @property
+    def reads_through(self) -> bool:
+        """Whether the kernel reads its data through a prologue: a pre-activation or a gate."""
+        return self.prologue or self.gate
+
 
 def epilogue_key(epilogue: Epilogue) -> dict:
     """The epilogue's fields for a cache key; ``prologue``, ``activation_attrs``, ``gate`` and
