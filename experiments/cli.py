@@ -14,10 +14,12 @@ import importlib.metadata
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import NoReturn
 
 from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
 from experiments.cli_measure import add_measure_commands
+from search.runtime import DEFAULT_RUNTIME, POOLS
 from search.threads import reserve_pool
 from solvers.errors import SolverError
 from solvers.problem import ProblemError
@@ -207,6 +209,9 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=1, help="cores to compile for (default: 1)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed of the weights and of the check's input (default: the plan file's, else 0)")
+    p.add_argument("--pool", choices=POOLS, default=DEFAULT_RUNTIME.pool,
+                   help="thread pool the library runs its parallel loops on: tessera's, which holds its speed beside "
+                        "other busy threads, or TVM's, threads bound to cores (default: tessera)")
     p.set_defaults(run=_run_export)
 
 
@@ -224,7 +229,8 @@ def _run_export(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
         compiled = export_plan(args.model, args.plan, batch=args.batch, image_size=args.image_size,
-                               input_shape=args.input_shape, threads=args.threads, seed=args.seed)
+                               input_shape=args.input_shape, threads=args.threads, seed=args.seed,
+                               runtime=replace(DEFAULT_RUNTIME, pool=args.pool))
     for warning in caught:
         print(f"note: {warning.message}", file=sys.stderr)
     save_artifact(compiled, args.out)
@@ -240,6 +246,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("artifact", help="directory written by 'tessera export'")
     p.add_argument("--repeat", type=int, default=10, help="timed repeats (default: 10)")
     p.add_argument("--threads", type=int, default=None, help="TVM_NUM_THREADS (default: the artifact's)")
+    p.add_argument("--pool", choices=POOLS, default=None,
+                   help="thread pool for the parallel loops, this run only (default: the artifact's)")
     p.add_argument("--json", action="store_true", help="print the measurement as JSON")
     p.set_defaults(run=_run_run)
 
@@ -247,13 +255,14 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 def _run_run(args: argparse.Namespace) -> int:
     from search.artifact import time_artifact
 
-    latency = time_artifact(args.artifact, repeat=args.repeat, threads=args.threads)
+    latency = time_artifact(args.artifact, repeat=args.repeat, threads=args.threads, pool=args.pool)
     if args.json:
         print(json.dumps(latency.to_dict(), allow_nan=False))
     else:
         print(f"median {latency.median_ms:.4g} ms, spread (IQR) {latency.spread_ms:.3g} ms, min {latency.min_ms:.4g} "
               f"ms, max {latency.max_ms:.4g} ms over {latency.repeat} x {latency.number} runs, "
-              f"threads {latency.runtime_threads} (TVM_NUM_THREADS={latency.threads})")
+              f"threads {latency.runtime_threads} (TVM_NUM_THREADS={latency.threads})" if latency.pool == "tvm" else
+              f"threads {latency.threads} on tessera's pool")
     return 0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from search.plan import UNIFORM, Plan
+from search.runtime import DEFAULT_RUNTIME, RuntimeSettings
 
 if TYPE_CHECKING:
     from search.export import CompiledPlan
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None, image_size: int | None = None,
-                input_shape: ShapesLike = None, threads: int = 1, seed: int | None = None) -> CompiledPlan:
+                input_shape: ShapesLike = None, threads: int = 1, seed: int | None = None,
+                runtime: RuntimeSettings = DEFAULT_RUNTIME) -> CompiledPlan:
     """Compile ``plan`` for ``model`` and check it against the stock build; ``CompiledPlan.save(dir)`` writes it.
 
     Parameters
@@ -31,6 +33,8 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
         Cores to compile for.
     seed : int, optional
         Seed of the weights and of the check's input (default: the plan's, else 0).
+    runtime : RuntimeSettings
+        The thread pool the library runs its parallel loops on (``search.runtime``).
 
     Warns
     -----
@@ -55,7 +59,7 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
         warnings.warn(f"the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
                       f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)",
                       stacklevel=2)
-    return export(graph, plan, threads=threads, seed=seed)
+    return export(graph, plan, threads=threads, seed=seed, runtime=runtime)
 
 
 def plan_network(model: str, plan: Plan | None, *, batch: int | None = None, image_size: int | None = None,

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ import numpy as np
 
 from search.interleave import interleave, latency_summary
 from search.numerics import relative_error
+from search.runtime import POOLS
 from search.threads import thread_variables
 
 ENGINES = ("tvm", "pytorch", "pytorch-cl", "onnxruntime", "openvino", "openvino-f32")
@@ -54,15 +55,21 @@ SETTLE_SECONDS = 0.3
 
 @dataclass(frozen=True)
 class Contender:
-    """A label, the engine that runs it and the saved network it runs."""
+    """A label, the engine that runs it and the saved network it runs; for a tessera artifact, the thread pool that
+    runs its parallel loops (``search.runtime``; None: the manifest's), and variables added to the worker's
+    environment."""
 
     label: str
     engine: str
     path: Path
+    pool: str | None = None
+    environment: tuple[tuple[str, str], ...] = ()
 
 
-def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any], dict[str, Any]]:
-    """A zero-argument callable running the network once on its fixed random input, and facts about the engine."""
+def load_runner(engine: str, path: Path, threads: int, pool: str | None = None
+                ) -> tuple[Callable[[], Any], dict[str, Any]]:
+    """A zero-argument callable running the network once on its fixed random input, and facts about the engine
+    (``pool``: see ``Contender``)."""
     from search.artifact import random_arrays
 
     if engine == "tvm":
@@ -71,11 +78,14 @@ def load_runner(engine: str, path: Path, threads: int) -> tuple[Callable[[], Any
         from search.artifact import load_artifact
 
         artifact = load_artifact(path)
-        vm = artifact.virtual_machine()
+        runtime = replace(artifact.runtime, pool=pool) if pool else artifact.runtime
+        pool_used = artifact.start_runtime(threads, runtime)
+        vm = artifact.virtual_machine(threads, runtime)
         args = [tvm.runtime.tensor(a, tvm.cpu()) for a in artifact.random_inputs(0)]
         vm["main"](*args)
         threads_used = int(tvm.get_global_func("runtime.NumThreads")())
-        return (lambda: vm["main"](*args)), {"engine_version": tvm.__version__, "threads_used": threads_used}
+        return (lambda: vm["main"](*args)), {"engine_version": tvm.__version__, "threads_used": threads_used,
+                                             "pool": pool_used}
     if engine in ("pytorch", "pytorch-cl"):
         import torch
 
@@ -185,11 +195,11 @@ def output_arrays(value: Any) -> list[np.ndarray]:
     return [array for item in value for array in output_arrays(item)]
 
 
-def serve(engine: str, path: Path, threads: int) -> None:
+def serve(engine: str, path: Path, threads: int, pool: str | None = None) -> None:
     """Worker loop: load the network, print its facts as one JSON line, then answer each stdin line with one JSON
     line until stdin closes: ``time [NUMBER]`` with ``{"ms": ..., "number": ...}``, ``output FILE`` (saves the
     outputs as ``.npz``) with ``{"saved": FILE}``."""
-    run, facts = load_runner(engine, path, threads)
+    run, facts = load_runner(engine, path, threads, pool)
     print(json.dumps(facts), flush=True)
     for line in sys.stdin:
         words = line.split(maxsplit=1)
@@ -206,10 +216,11 @@ class PeerWorker:
 
     def __init__(self, contender: Contender, threads: int) -> None:
         command = [sys.executable, "-m", "experiments.peers", "serve", contender.engine, str(contender.path),
-                   "--threads", str(threads)]
+                   "--threads", str(threads), *(["--pool", contender.pool] if contender.pool else [])]
         self.contender = contender
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                        env={**os.environ, **thread_variables(threads, peers=True)},
+                                        env={**os.environ, **thread_variables(threads, peers=True),
+                                             **dict(contender.environment)},
                                         cwd=Path(__file__).resolve().parents[1])
         self.facts = self._answer()
 
@@ -318,8 +329,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("engine", choices=ENGINES)
     parser.add_argument("path", type=Path)
     parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--pool", choices=POOLS, default=None)
     args = parser.parse_args(argv)
-    serve(args.engine, args.path, args.threads)
+    serve(args.engine, args.path, args.threads, args.pool)
 
 
 if __name__ == "__main__":

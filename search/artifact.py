@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import numpy as np
 
 from search.errors import SearchError
 from search.plan import Plan
+from search.runtime import RuntimeSettings, apply_runtime
 from search.threads import set_pool_size
 
 INDEX_BOUND = 2
@@ -60,11 +61,23 @@ class Artifact:
     plan: Plan
     manifest: dict[str, Any]
 
-    def virtual_machine(self):
-        """A fresh ``relax.VirtualMachine`` on the CPU."""
+    @property
+    def runtime(self) -> RuntimeSettings:
+        """How the library runs its parallel loops (``search.runtime``), as its manifest records."""
+        return RuntimeSettings.from_dict(self.manifest.get("runtime"))
+
+    def start_runtime(self, threads: int | None = None, runtime: RuntimeSettings | None = None) -> str:
+        """Run the library's parallel loops as ``runtime`` (default: ``self.runtime``) says, on ``threads`` threads
+        (default: the manifest's); returns the pool in use (``search.runtime.apply_runtime``)."""
+        return apply_runtime(self.directory / self.manifest.get("library", "model.so"), runtime or self.runtime,
+                             int(threads or self.manifest.get("threads", 1)))
+
+    def virtual_machine(self, threads: int | None = None, runtime: RuntimeSettings | None = None):
+        """A fresh ``relax.VirtualMachine`` on the CPU, after ``start_runtime(threads, runtime)``."""
         import tvm
         from tvm import relax
 
+        self.start_runtime(threads, runtime)
         return relax.VirtualMachine(self.library, tvm.cpu())
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
@@ -86,6 +99,7 @@ class Latency:
     number: int
     threads: int
     runtime_threads: int
+    pool: str
 
     @property
     def spread_ms(self) -> float:
@@ -115,6 +129,10 @@ def load_artifact(directory: str | Path) -> Artifact:
     if not isinstance(shapes, dict) or not isinstance(manifest.get("library", ""), str):
         raise SearchError(f"{root / 'manifest.json'} is corrupt (not a manifest of an export); export the artifact "
                           "again")
+    try:
+        RuntimeSettings.from_dict(manifest.get("runtime"))
+    except SearchError as exc:
+        raise SearchError(f"{root / 'manifest.json'} is corrupt ({exc}); export the artifact again") from exc
     library_path = root / manifest.get("library", "model.so")
     if not library_path.is_file():
         raise SearchError(f"{root} is not a tessera artifact (missing {library_path.name})")
@@ -130,10 +148,13 @@ def load_artifact(directory: str | Path) -> Artifact:
     return Artifact(root, library, plan, manifest)
 
 
-def time_artifact(directory: str | Path, repeat: int = 10, threads: int | None = None) -> Latency:
+def time_artifact(directory: str | Path, repeat: int = 10, threads: int | None = None,
+                  pool: str | None = None) -> Latency:
     """``measure_latency`` of the artifact in ``directory``, its arguments checked before it is loaded."""
     check_timing(repeat, threads)
-    return measure_latency(load_artifact(directory), repeat=repeat, threads=threads)
+    artifact = load_artifact(directory)
+    runtime = replace(artifact.runtime, pool=pool) if pool else None
+    return measure_latency(artifact, repeat=repeat, threads=threads, runtime=runtime)
 
 
 def check_timing(repeat: Any, threads: Any = None, number: Any = None) -> None:
@@ -153,13 +174,15 @@ def _is_integer(value: Any) -> bool:
 
 
 def measure_latency(
-    artifact: Artifact, repeat: int = 10, number: int | None = None, threads: int | None = None, seed: int = 0
+    artifact: Artifact, repeat: int = 10, number: int | None = None, threads: int | None = None, seed: int = 0,
+    runtime: RuntimeSettings | None = None
 ) -> Latency:
     """Median and spread of ``main``'s latency on a random input.
 
     ``threads`` (default: the manifest's) becomes the TVM pool's size (``search.threads``); it takes effect if the
     pool of this process has not started yet, and ``runtime_threads`` reports what the runtime actually used.
-    ``number`` runs per repeat default to enough for ~50 ms.
+    ``runtime`` (default: the manifest's) says which pool runs the parallel loops (``search.runtime``); ``pool``
+    reports the one that did. ``number`` runs per repeat default to enough for ~50 ms.
     """
     check_timing(repeat, threads, number)
     import tvm
@@ -167,7 +190,8 @@ def measure_latency(
     threads = int(threads or artifact.manifest.get("threads", 1))
     set_pool_size(threads)
     dev = tvm.cpu()
-    vm = artifact.virtual_machine()
+    pool = artifact.start_runtime(threads, runtime)
+    vm = artifact.virtual_machine(threads, runtime)
     args = [tvm.runtime.tensor(a, dev) for a in artifact.random_inputs(seed)]
     vm["main"](*args)  # warm-up, starts the thread pool
     runtime_threads = int(tvm.get_global_func("runtime.NumThreads")())
@@ -177,4 +201,4 @@ def measure_latency(
     results = np.asarray(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results) * 1e3
     p25, median, p75 = np.percentile(results, [25, 50, 75])
     return Latency(float(median), float(p25), float(p75), float(results.min()), float(results.max()), repeat, number,
-                   threads, runtime_threads)
+                   threads, runtime_threads, pool)

@@ -27,6 +27,7 @@ from search.isa import UNITS
 from search.lower import lower_and_compile
 from search.numerics import relative_error
 from search.plan import Plan, validate
+from search.runtime import DEFAULT_RUNTIME, RuntimeSettings, export_options
 from search.templates.common import sized_for, unit
 
 TOLERANCE = 1e-3
@@ -75,7 +76,7 @@ class CompiledPlan:
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
         with quiet_tvm_log():
-            self.executable.export_library(str(out / LIBRARY))
+            self.executable.export_library(str(out / LIBRARY), **export_options())
         self.plan.save(out / "plan.json")
         (out / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
         return out
@@ -106,6 +107,7 @@ def export(
     threads: int = 1,
     seed: int = 0,
     reference: list[np.ndarray] | None = None,
+    runtime: RuntimeSettings = DEFAULT_RUNTIME,
 ) -> CompiledPlan:
     """Compile ``plan`` for a model and check it against the model's stock NCHW build.
 
@@ -125,6 +127,8 @@ def export(
     reference : list of numpy.ndarray, optional
         ``reference_outputs(graph, target, seed)`` when several plans of one graph are exported (it compiles the
         stock module); computed here if None.
+    runtime : RuntimeSettings
+        How the library runs its parallel loops (``search.runtime``; recorded in the manifest, applied when loaded).
 
     Raises
     ------
@@ -153,6 +157,7 @@ def export(
         "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
                    "num-cores": int(target.attrs.get("num-cores", threads))},
         "threads": int(threads),
+        "runtime": runtime.to_dict(),
         "vector_unit": vector_unit.name,
         "tvm_version": tvm.__version__,
         "tessera_version": importlib.metadata.version("tessera"),

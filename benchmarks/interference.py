@@ -1,0 +1,111 @@
+"""Does the module hold its speed when something else runs? Each engine quiet and beside standard background loads.
+
+Per network, the contenders are tessera's plan as exported (its parallel loops on tessera's pool, ``search.runtime``),
+the same plan on TVM's pool as TVM sets it up (threads bound to cores) and unbound (``TVM_BIND_THREADS=0``), and ONNX
+Runtime and OpenVINO held to f32 when installed, on the network's ONNX file. The loads are
+``experiments.background_load``'s: one core spinning, one process streaming through memory, every core spinning at
+nice 19; the script starts them and always stops them (Ctrl-C, SIGTERM and SIGHUP included; a ``kill -9`` of the
+script takes them down too). Timing is interleaved (``experiments.interference``); the table gives each contender's
+median (interquartile range) per load and its loaded/quiet ratio.
+
+The plan and the ONNX file come from an earlier ``benchmarks/peers.py`` run in the same work folder
+(``WORK/<model>/tessera/plan.json``, ``WORK/<model>/model.onnx``); the plan is exported again here, into
+``WORK/<model>/interference/``.
+
+    python benchmarks/interference.py --models yolov8n resnet50 --work /tmp/peers --rounds 5 --json out.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path, and the file solvers.py would shadow the package.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+sys.path.insert(0, str(_HERE.parent))
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import signal  # noqa: E402
+from importlib.util import find_spec  # noqa: E402
+
+from experiments.background_load import LOADS  # noqa: E402
+from experiments.interference import interference, interference_table  # noqa: E402
+from experiments.peers import Contender  # noqa: E402
+from experiments.trials import environment_info  # noqa: E402
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGHUP, raised where the script is so that every ``finally`` runs."""
+
+
+def _raise(signum: int, frame) -> None:
+    raise Interrupted(signum)
+
+
+def export_again(model_dir: Path, threads: int) -> Path:
+    """The plan of ``model_dir/tessera`` exported again with this tessera (its runtime pool), unless already done."""
+    from experiments.deploy import export_plan
+    from search.export import save_artifact
+
+    out = model_dir / "interference" / "tessera"
+    if not (out / "manifest.json").is_file():
+        plan = model_dir / "tessera" / "plan.json"
+        if not plan.is_file():
+            raise SystemExit(f"error: {plan} is missing; run benchmarks/peers.py for {model_dir.name} first")
+        save_artifact(export_plan(model_dir.name, str(plan), threads=threads), out)
+    return out
+
+
+def contenders(model_dir: Path, artifact: Path, engines: list[str]) -> list[Contender]:
+    found = [Contender("tessera", "tvm", artifact),
+             Contender("tessera, TVM's pool", "tvm", artifact, pool="tvm"),
+             Contender("tessera, TVM's pool unbound", "tvm", artifact, pool="tvm",
+                       environment=(("TVM_BIND_THREADS", "0"),))]
+    packages = {"onnxruntime": "onnxruntime", "openvino-f32": "openvino"}
+    for engine in engines:
+        if find_spec(packages[engine]) is None:
+            print(f"{engine}: not installed, skipped", file=sys.stderr)
+        else:
+            found.append(Contender(engine, engine, model_dir / "model.onnx"))
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", required=True, help="networks with a benchmarks/peers.py result in WORK")
+    parser.add_argument("--work", type=Path, required=True, help="benchmarks/peers.py's work folder")
+    parser.add_argument("--loads", nargs="+", choices=LOADS, default=list(LOADS))
+    parser.add_argument("--peers", nargs="*", choices=("onnxruntime", "openvino-f32"),
+                        default=["onnxruntime", "openvino-f32"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", type=Path, default=None, help="write every figure here")
+    args = parser.parse_args()
+    loads = ["quiet", *(load for load in args.loads if load != "quiet")]
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise)
+    report = {"command": " ".join(sys.argv), "date": datetime.date.today().isoformat(), "host": environment_info(),
+              "loads": loads, "models": {}}
+    try:
+        for model in args.models:
+            model_dir = args.work / model
+            artifact = export_again(model_dir, args.threads)
+            results = interference(contenders(model_dir, artifact, args.peers), loads, rounds=args.rounds,
+                                   threads=args.threads, echo=lambda line: print(line, file=sys.stderr, flush=True))
+            report["models"][model] = results
+            print(f"\n{model} ({args.threads} threads, {args.rounds} rounds; ms: median (IQR))\n")
+            print("\n".join(interference_table(results, loads)), flush=True)
+    except (KeyboardInterrupt, Interrupted) as stop:
+        signum = stop.args[0] if isinstance(stop, Interrupted) else signal.SIGINT
+        print(f"interrupted by {signal.Signals(signum).name}: the background loads were stopped", file=sys.stderr)
+        return 128 + signum
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+// The thread pool tessera's exported libraries run their parallel loops on (see search/runtime.py).
+//
+// TVM's own pool hands each thread one fixed share of a parallel loop, binds its threads to cores and waits for the
+// last share with sched_yield: beside another busy thread the loop waits for the slowest share, and the yield hands
+// the core to the other process. Here a loop is cut into more chunks than threads and every thread, the caller's
+// included, takes the next chunk until none is left, so a thread the system has descheduled delays one chunk, not
+// the loop; threads are not bound; a waiting thread spins with the CPU's pause instruction for a bounded time, then
+// sleeps until woken.
+//
+// Compiled into the exported library beside TVM's code; the loader points the library's __TVMBackendParallelLaunch
+// at tessera_parallel_launch after tessera_pool_configure.
+
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+extern "C" {
+typedef struct {
+  void* sync_handle;
+  int32_t num_task;
+} TesseraParallelGroupEnv;  // TVM's TVMParallelGroupEnv
+typedef int (*TesseraParallelLambda)(int task_id, TesseraParallelGroupEnv* penv, void* cdata);
+}
+
+namespace {
+
+inline void Pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+thread_local bool inside_pool = false;  // a worker, or a caller inside its launch
+
+class Pool {
+ public:
+  Pool(int threads, int chunks_per_thread, int spin_us)
+      : chunks_(threads * chunks_per_thread), spin_(std::chrono::microseconds(spin_us)) {
+    for (int i = 1; i < threads; ++i) std::thread([this] { Worker(); }).detach();
+  }
+
+  // Run lambda's chunks on the pool; false if another thread's launch holds it.
+  bool TryLaunch(TesseraParallelLambda lambda, void* cdata, int* result) {
+    std::unique_lock<std::mutex> held(launching_, std::try_to_lock);
+    if (!held.owns_lock()) return false;
+    inside_pool = true;
+    *result = Launch(lambda, cdata);
+    inside_pool = false;
+    return true;
+  }
+
+ private:
+  int Launch(TesseraParallelLambda lambda, void* cdata) {
+    lambda_ = lambda;
+    cdata_ = cdata;
+    env_.sync_handle = nullptr;
+    env_.num_task = chunks_;
+    failed_.store(false);
+    done_.store(0);
+    const uint64_t generation = (ticket_.load() >> 32) + 1;
+    ticket_.store(generation << 32);  // publishes the job: chunk 0 of a new generation
+    if (sleepers_.load() > 0) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_posted_.notify_all();
+    }
+    Work(generation);
+    if (!SpinUntil([&] { return done_.load() == chunks_; })) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      caller_sleeping_.store(true);
+      all_done_.wait(lock, [&] { return done_.load() == chunks_; });
+      caller_sleeping_.store(false);
+    }
+    return failed_.load() ? -1 : 0;
+  }
+
+  // Run chunks of the given generation until none is left.
+  void Work(uint64_t generation) {
+    for (;;) {
+      uint64_t ticket = ticket_.load();
+      if (ticket >> 32 != generation || static_cast<int>(ticket & 0xffffffffu) >= chunks_) return;
+      if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
+      if (lambda_(static_cast<int>(ticket & 0xffffffffu), &env_, cdata_) != 0) failed_.store(true);
+      if (done_.fetch_add(1) + 1 == chunks_ && caller_sleeping_.load()) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        all_done_.notify_all();
+      }
+    }
+  }
+
+  void Worker() {
+    inside_pool = true;
+    uint64_t seen = 0;
+    for (;;) {
+      auto posted = [&] { return (ticket_.load() >> 32) != seen; };
+      if (!SpinUntil(posted)) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        sleepers_.fetch_add(1);
+        job_posted_.wait(lock, posted);
+        sleepers_.fetch_sub(1);
+      }
+      seen = ticket_.load() >> 32;
+      Work(seen);
+    }
+  }
+
+  // Spin until condition holds, for spin_ at most; whether it holds.
+  template <typename Condition>
+  bool SpinUntil(Condition condition) const {
+    const auto until = std::chrono::steady_clock::now() + spin_;
+    for (int i = 1;; ++i) {
+      if (condition()) return true;
+      Pause();
+      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return condition();
+    }
+  }
+
+  const int chunks_;
+  const std::chrono::microseconds spin_;
+  std::atomic<uint64_t> ticket_{0};  // generation << 32 | next chunk
+  std::atomic<int> done_{0};
+  std::atomic<bool> failed_{false};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> caller_sleeping_{false};
+  TesseraParallelLambda lambda_ = nullptr;
+  void* cdata_ = nullptr;
+  TesseraParallelGroupEnv env_{};
+  std::mutex launching_;
+  std::mutex mutex_;
+  std::condition_variable job_posted_;
+  std::condition_variable all_done_;
+};
+
+Pool* pool = nullptr;  // never freed: its detached threads live as long as the process
+
+}  // namespace
+
+extern "C" {
+
+// Start the pool (once per library; later calls are ignored). Returns the number of threads it runs.
+int tessera_pool_configure(int threads, int chunks_per_thread, int spin_us) {
+  static std::once_flag once;
+  std::call_once(once, [&] { pool = new Pool(threads, chunks_per_thread, spin_us); });
+  return threads;
+}
+
+// TVM's TVMBackendParallelLaunch, on the pool. A launch from inside a chunk, or while another thread's launch runs,
+// runs in one piece on its own thread.
+int tessera_parallel_launch(TesseraParallelLambda lambda, void* cdata, int num_task) {
+  (void)num_task;  // TVM's generated code asks for 0: every thread
+  int result = 0;
+  if (pool != nullptr && !inside_pool && pool->TryLaunch(lambda, cdata, &result)) return result;
+  TesseraParallelGroupEnv env{nullptr, 1};
+  return lambda(0, &env, cdata);
+}
+}

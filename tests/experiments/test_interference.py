@@ -1,0 +1,73 @@
+"""The interference benchmark's background loads: started, and stopped whatever ends the benchmark."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.background_load import LOADS, BackgroundLoad
+from experiments.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name", LOADS)
+def test_a_load_runs_its_processes_for_the_block_and_reaps_them(name):
+    cores = os.sched_getaffinity(0)
+    with BackgroundLoad(name) as load:
+        pids = load.pids
+        assert len(pids) == {"quiet": 0, "one-core": 1, "memory": 1, "all-cores-niced": len(cores)}[name]
+        assert all(_alive(pid) for pid in pids)
+        if name == "one-core":
+            assert os.sched_getaffinity(pids[0]) == {max(cores)}
+        if name == "all-cores-niced":
+            assert {os.getpriority(os.PRIO_PROCESS, pid) for pid in pids} == {19}
+    assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A work folder as benchmarks/peers.py leaves it, with the plan already exported again (a tiny network)."""
+    folder = tmp_path_factory.mktemp("interference")
+    artifact = folder / "resnet18" / "interference" / "tessera"
+    assert main(["export", "resnet18", "--plan", "nchw", "--out", str(artifact), "--image-size", "32",
+                 "--threads", "2"]) == 0
+    shutil.copytree(artifact, folder / "resnet18" / "tessera")
+    return folder
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_benchmark_stops_its_load_when_interrupted(work, signum):
+    command = [sys.executable, str(ROOT / "benchmarks" / "interference.py"), "--models", "resnet18", "--work",
+               str(work), "--loads", "one-core", "--peers", "--rounds", "1000"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        for line in process.stderr:
+            if found := re.search(r"load one-core \(pids \[(\d+)\]\)", line):
+                break
+        else:
+            pytest.fail(f"the benchmark ended before loading anything: {process.wait()}")
+        load = int(found.group(1))
+        assert _alive(load)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signum
+    assert "the background loads were stopped" in err
+    assert not _alive(load)

@@ -1,0 +1,71 @@
+"""The thread pool an exported library runs on: recorded in the manifest, applied by the loader and ``tessera run``,
+computing what TVM's pool computes."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+import numpy as np
+import pytest
+import tvm
+
+from experiments.cli import main
+from search.artifact import load_artifact
+from search.errors import SearchError
+from search.runtime import LAUNCH_POINTER, RuntimeSettings
+from tests.cli_helpers import one_error_line
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runtime") / "resnet18"
+    assert main(["export", "resnet18", "--plan", "nchw16c", "--out", str(out), "--image-size", "32",
+                 "--threads", "2"]) == 0
+    return out
+
+
+def _outputs(loaded, pool: str) -> np.ndarray:
+    vm = loaded.virtual_machine(2, RuntimeSettings(pool=pool))
+    return vm["main"](*[tvm.runtime.tensor(a, tvm.cpu()) for a in loaded.random_inputs(0)]).numpy()
+
+
+def test_the_manifest_records_tessera_s_pool_and_the_loader_points_the_library_at_it(artifact):
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    assert manifest["runtime"] == RuntimeSettings().to_dict() and manifest["runtime"]["pool"] == "tessera"
+    loaded = load_artifact(artifact)
+    library = ctypes.CDLL(str(artifact / "model.so"))
+    launch = ctypes.c_void_p.in_dll(library, LAUNCH_POINTER)
+    ours = ctypes.cast(library.tessera_parallel_launch, ctypes.c_void_p).value
+    assert loaded.start_runtime(2) == "tessera" and launch.value == ours
+    chunked = _outputs(loaded, "tessera")
+    assert launch.value == ours
+    stock = _outputs(loaded, "tvm")
+    assert launch.value not in (None, ours)  # back on TVM's pool
+    np.testing.assert_array_equal(chunked, stock)  # the same arithmetic, only shared out differently
+
+
+def test_tessera_run_applies_the_artifact_s_pool_or_the_one_asked_for(artifact, capsys):
+    assert main(["run", str(artifact), "--repeat", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pool"] == "tessera"
+    assert main(["run", str(artifact), "--repeat", "2", "--pool", "tvm", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pool"] == "tvm"
+
+
+def test_an_artifact_exported_without_runtime_settings_runs_on_tvm_s_pool():
+    assert RuntimeSettings.from_dict(None) == RuntimeSettings(pool="tvm")
+
+
+@pytest.mark.parametrize("runtime", [{"pool": "openmp"}, {"chunks_per_thread": 0}, {"spin_us": -1},
+                                     {"spin_us": True}, {"threads": 2}, "tessera"])
+def test_a_corrupt_runtime_in_the_manifest_is_one_error_line(artifact, tmp_path, capsys, runtime):
+    with pytest.raises(SearchError):
+        RuntimeSettings.from_dict(runtime)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("model.so", "plan.json"):
+        (copy / name).symlink_to(artifact / name)
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "runtime": runtime}))
+    assert main(["run", str(copy), "--repeat", "1"]) == 2
+    assert "manifest.json is corrupt" in one_error_line(capsys)
