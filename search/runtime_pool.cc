@@ -5,13 +5,15 @@
 // the core to the other process. Here a loop is cut into more chunks than threads and every thread, the caller's
 // included, takes the next chunk until none is left, so a thread the system has descheduled delays one chunk, not
 // the loop; threads are not bound; a waiting thread spins with the CPU's pause instruction for a bounded time, then
-// sleeps until woken.
+// sleeps until woken. When the workers' cores are wanted by other processes (see Judge), the caller runs the loops
+// alone for a while: one thread on a free core beats two threads fighting a busy one.
 //
 // Compiled into the exported library beside TVM's code; the loader points the library's __TVMBackendParallelLaunch
 // at tessera_parallel_launch after tessera_pool_configure.
 
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -35,12 +37,14 @@ inline void Pause() {
 #endif
 }
 
+using Clock = std::chrono::steady_clock;
+
 thread_local bool inside_pool = false;  // a worker, or a caller inside its launch
 
 class Pool {
  public:
   Pool(int threads, int chunks_per_thread, int spin_us)
-      : chunks_(threads * chunks_per_thread), spin_(std::chrono::microseconds(spin_us)) {
+      : threads_(threads), chunks_(threads * chunks_per_thread), spin_(std::chrono::microseconds(spin_us)) {
     for (int i = 1; i < threads; ++i) std::thread([this] { Worker(); }).detach();
   }
 
@@ -56,6 +60,11 @@ class Pool {
 
  private:
   int Launch(TesseraParallelLambda lambda, void* cdata) {
+    if (benched_ > 0) {  // the workers are benched: the caller alone, the loop in one piece
+      --benched_;
+      TesseraParallelGroupEnv whole{nullptr, 1};
+      return lambda(0, &whole, cdata);
+    }
     lambda_ = lambda;
     cdata_ = cdata;
     env_.sync_handle = nullptr;
@@ -68,22 +77,51 @@ class Pool {
       std::lock_guard<std::mutex> lock(mutex_);
       job_posted_.notify_all();
     }
-    Work(generation);
+    const auto start = Clock::now();
+    const int own = Work(generation);
+    const auto worked = Clock::now() - start;
     if (!SpinUntil([&] { return done_.load() == chunks_; })) {
       std::unique_lock<std::mutex> lock(mutex_);
       caller_sleeping_.store(true);
       all_done_.wait(lock, [&] { return done_.load() == chunks_; });
       caller_sleeping_.store(false);
     }
+    Judge(own, worked, Clock::now() - start - worked);
     return failed_.load() ? -1 : 0;
   }
 
-  // Run chunks of the given generation until none is left.
-  void Work(uint64_t generation) {
-    for (;;) {
+  // Whether the workers pull their weight. A window of launches fails when in one of them the caller, its chunks
+  // done, waited longer for a worker's last chunk than it worked itself and longer than a worker spins (the worker
+  // was descheduled mid-chunk), or when over the window the workers took under half their fair share of the chunks
+  // (their cores are busy with other processes). Two failing windows in a row bench the workers: the next launches
+  // run on the caller alone, which the system can move to a free core, and the workers sleep. The bench doubles each
+  // time a window fails again and halves with each window that does not; one failing window alone (a stray
+  // interruption on a quiet machine) benches nobody.
+  void Judge(int own, Clock::duration worked, Clock::duration waited) {
+    window_chunks_ += chunks_;
+    window_others_ += chunks_ - own;
+    const bool stalled = waited > worked && waited > spin_;
+    if (!stalled && ++window_launches_ < kWindow) return;
+    const bool failing = stalled || 2 * window_others_ * threads_ < window_chunks_ * (threads_ - 1);
+    window_launches_ = window_chunks_ = window_others_ = 0;
+    if (!failing) {
+      strikes_ = 0;
+      bench_ = std::max(bench_ / 2, kFirstBench);
+    } else if (++strikes_ >= 2) {
+      benched_ = bench_;
+      bench_ = std::min(2 * bench_, kMaxBench);
+    }
+  }
+
+  // Run chunks of the given generation until none is left; how many this thread ran.
+  int Work(uint64_t generation) {
+    for (int ran = 0;; ++ran) {
       uint64_t ticket = ticket_.load();
-      if (ticket >> 32 != generation || static_cast<int>(ticket & 0xffffffffu) >= chunks_) return;
-      if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) continue;
+      if (ticket >> 32 != generation || static_cast<int>(ticket & 0xffffffffu) >= chunks_) return ran;
+      if (!ticket_.compare_exchange_weak(ticket, ticket + 1)) {
+        --ran;
+        continue;
+      }
       if (lambda_(static_cast<int>(ticket & 0xffffffffu), &env_, cdata_) != 0) failed_.store(true);
       if (done_.fetch_add(1) + 1 == chunks_ && caller_sleeping_.load()) {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -111,16 +149,25 @@ class Pool {
   // Spin until condition holds, for spin_ at most; whether it holds.
   template <typename Condition>
   bool SpinUntil(Condition condition) const {
-    const auto until = std::chrono::steady_clock::now() + spin_;
+    const auto until = Clock::now() + spin_;
     for (int i = 1;; ++i) {
       if (condition()) return true;
       Pause();
-      if (i % 64 == 0 && std::chrono::steady_clock::now() >= until) return condition();
+      if (i % 64 == 0 && Clock::now() >= until) return condition();
     }
   }
 
+  static constexpr int kWindow = 64;  // launches: a part of a network
+  static constexpr int kFirstBench = 256;  // launches: about an inference of a large network
+  static constexpr int kMaxBench = 65536;  // launches: hundreds of inferences
+
+  const int threads_;
   const int chunks_;
   const std::chrono::microseconds spin_;
+  int benched_ = 0;  // launches the caller still runs alone
+  int bench_ = kFirstBench;
+  int strikes_ = 0;  // failing windows in a row
+  int window_launches_ = 0, window_chunks_ = 0, window_others_ = 0;
   std::atomic<uint64_t> ticket_{0};  // generation << 32 | next chunk
   std::atomic<int> done_{0};
   std::atomic<bool> failed_{false};
