@@ -60,8 +60,7 @@ class Pool {
 
  private:
   int Launch(TesseraParallelLambda lambda, void* cdata) {
-    if (benched_ > 0) {  // the workers are benched: the caller alone, the loop in one piece
-      --benched_;
+    if (Clock::now() < benched_until_) {  // the workers are benched: the caller alone, the loop in one piece
       TesseraParallelGroupEnv whole{nullptr, 1};
       return lambda(0, &whole, cdata);
     }
@@ -94,9 +93,9 @@ class Pool {
   // done, waited longer for a worker's last chunk than it worked itself and longer than a worker spins (the worker
   // was descheduled mid-chunk), or when over the window the workers took under half their fair share of the chunks
   // (their cores are busy with other processes). Two failing windows in a row bench the workers: the next launches
-  // run on the caller alone, which the system can move to a free core, and the workers sleep. The bench doubles each
-  // time a window fails again and halves with each window that does not; one failing window alone (a stray
-  // interruption on a quiet machine) benches nobody.
+  // run on the caller alone, which the system can move to a free core, and the workers sleep. The bench (a time,
+  // 10 ms to 1 s) doubles each time a window fails again and halves with each window that does not; one failing
+  // window alone (a stray interruption on a quiet machine) benches nobody.
   void Judge(int own, Clock::duration worked, Clock::duration waited) {
     window_chunks_ += chunks_;
     window_others_ += chunks_ - own;
@@ -106,10 +105,10 @@ class Pool {
     window_launches_ = window_chunks_ = window_others_ = 0;
     if (!failing) {
       strikes_ = 0;
-      bench_ = std::max(bench_ / 2, kFirstBench);
+      bench_ = std::max<Clock::duration>(bench_ / 2, kFirstBench);
     } else if (++strikes_ >= 2) {
-      benched_ = bench_;
-      bench_ = std::min(2 * bench_, kMaxBench);
+      benched_until_ = Clock::now() + bench_;
+      bench_ = std::min<Clock::duration>(2 * bench_, kMaxBench);
     }
   }
 
@@ -158,14 +157,14 @@ class Pool {
   }
 
   static constexpr int kWindow = 64;  // launches: a part of a network
-  static constexpr int kFirstBench = 256;  // launches: about an inference of a large network
-  static constexpr int kMaxBench = 65536;  // launches: hundreds of inferences
+  static constexpr Clock::duration kFirstBench = std::chrono::milliseconds(10);
+  static constexpr Clock::duration kMaxBench = std::chrono::seconds(1);  // the longest a load that ended still counts
 
   const int threads_;
   const int chunks_;
   const std::chrono::microseconds spin_;
-  int benched_ = 0;  // launches the caller still runs alone
-  int bench_ = kFirstBench;
+  Clock::time_point benched_until_{};  // the caller runs alone until then
+  Clock::duration bench_ = kFirstBench;
   int strikes_ = 0;  // failing windows in a row
   int window_launches_ = 0, window_chunks_ = 0, window_others_ = 0;
   std::atomic<uint64_t> ticket_{0};  // generation << 32 | next chunk
