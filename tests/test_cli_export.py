@@ -16,11 +16,9 @@ from search.zoo import load_model
 from tests.cli_helpers import one_error_line
 
 
-@pytest.fixture(scope="module")
-def artifact(tmp_path_factory):
-    out = tmp_path_factory.mktemp("cli") / "resnet18"
-    assert main(["export", "resnet18", "--plan", "nchw16c", "--out", str(out), "--image-size", "32"]) == 0
-    return out
+@pytest.fixture
+def artifact(resnet18_artifact):
+    return resnet18_artifact
 
 
 def test_export_writes_a_checked_artifact(artifact, capsys):

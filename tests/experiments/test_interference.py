@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from experiments.background_load import LOADS, BackgroundLoad
-from experiments.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,22 +39,21 @@ def test_a_load_runs_its_processes_for_the_block_and_reaps_them(name):
     assert not any(_alive(pid) for pid in pids)
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory):
+@pytest.fixture
+def work(resnet18_artifact, tmp_path):
     """A work folder as benchmarks/peers.py leaves it, with the plan already exported again (a tiny network)."""
-    folder = tmp_path_factory.mktemp("interference")
-    artifact = folder / "resnet18" / "interference" / "tessera"
-    assert main(["export", "resnet18", "--plan", "nchw", "--out", str(artifact), "--image-size", "32",
-                 "--threads", "2"]) == 0
-    shutil.copytree(artifact, folder / "resnet18" / "tessera")
-    return folder
+    for place in ("tessera", "interference/tessera"):
+        shutil.copytree(resnet18_artifact, tmp_path / "resnet18" / place)
+    return tmp_path
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_the_benchmark_stops_its_load_when_interrupted(work, signum):
     command = [sys.executable, str(ROOT / "benchmarks" / "interference.py"), "--models", "resnet18", "--work",
                str(work), "--loads", "one-core", "--peers", "--rounds", "1000"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    # as from a terminal: Ctrl-C reaches the script even if this process ignores SIGINT (its children would inherit it)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in process.stderr:
             if found := re.search(r"load one-core \(pids \[(\d+)\]\)", line):

@@ -17,12 +17,9 @@ from search.runtime import LAUNCH_POINTER, RuntimeSettings
 from tests.cli_helpers import one_error_line
 
 
-@pytest.fixture(scope="module")
-def artifact(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runtime") / "resnet18"
-    assert main(["export", "resnet18", "--plan", "nchw16c", "--out", str(out), "--image-size", "32",
-                 "--threads", "2"]) == 0
-    return out
+@pytest.fixture
+def artifact(resnet18_artifact):
+    return resnet18_artifact
 
 
 def _outputs(loaded, pool: str) -> np.ndarray:
