@@ -259,10 +259,10 @@ def _run_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(latency.to_dict(), allow_nan=False))
     else:
+        threads = (f"threads {latency.runtime_threads} (TVM_NUM_THREADS={latency.threads})" if latency.pool == "tvm"
+                   else f"threads {latency.threads} on tessera's pool")
         print(f"median {latency.median_ms:.4g} ms, spread (IQR) {latency.spread_ms:.3g} ms, min {latency.min_ms:.4g} "
-              f"ms, max {latency.max_ms:.4g} ms over {latency.repeat} x {latency.number} runs, "
-              f"threads {latency.runtime_threads} (TVM_NUM_THREADS={latency.threads})" if latency.pool == "tvm" else
-              f"threads {latency.threads} on tessera's pool")
+              f"ms, max {latency.max_ms:.4g} ms over {latency.repeat} x {latency.number} runs, {threads}")
     return 0
 
 

@@ -74,13 +74,14 @@ def load_runner(engine: str, path: Path, threads: int, pool: str | None = None
 
     if engine == "tvm":
         import tvm
+        from tvm import relax
 
         from search.artifact import load_artifact
 
         artifact = load_artifact(path)
         runtime = replace(artifact.runtime, pool=pool) if pool else artifact.runtime
         pool_used = artifact.start_runtime(threads, runtime)
-        vm = artifact.virtual_machine(threads, runtime)
+        vm = relax.VirtualMachine(artifact.library, tvm.cpu())
         args = [tvm.runtime.tensor(a, tvm.cpu()) for a in artifact.random_inputs(0)]
         vm["main"](*args)
         threads_used = int(tvm.get_global_func("runtime.NumThreads")())

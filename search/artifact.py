@@ -186,12 +186,13 @@ def measure_latency(
     """
     check_timing(repeat, threads, number)
     import tvm
+    from tvm import relax
 
     threads = int(threads or artifact.manifest.get("threads", 1))
     set_pool_size(threads)
     dev = tvm.cpu()
     pool = artifact.start_runtime(threads, runtime)
-    vm = artifact.virtual_machine(threads, runtime)
+    vm = relax.VirtualMachine(artifact.library, dev)
     args = [tvm.runtime.tensor(a, dev) for a in artifact.random_inputs(seed)]
     vm["main"](*args)  # warm-up, starts the thread pool
     runtime_threads = int(tvm.get_global_func("runtime.NumThreads")())

@@ -47,6 +47,9 @@ def test_tessera_run_applies_the_artifact_s_pool_or_the_one_asked_for(artifact, 
     assert json.loads(capsys.readouterr().out)["pool"] == "tessera"
     assert main(["run", str(artifact), "--repeat", "2", "--pool", "tvm", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["pool"] == "tvm"
+    assert main(["run", str(artifact), "--repeat", "2"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("median ") and line.endswith("threads 1 on tessera's pool")
 
 
 def test_an_artifact_exported_without_runtime_settings_runs_on_tvm_s_pool():
