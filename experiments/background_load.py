@@ -53,10 +53,15 @@ def load_processes(name: str) -> list[LoadProcess]:
 LOADS = ("quiet", "one-core", "memory", "all-cores-niced")
 
 
+def die_with_parent() -> None:
+    """In a forked child, before exec: have the kernel kill it when the process that started it ends, however that
+    ends (Linux ``PR_SET_PDEATHSIG``)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _child_setup(process: LoadProcess) -> None:
     """In the forked child, before exec: die with the parent, pin, lower the priority."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    die_with_parent()
     if process.cores is not None:
         os.sched_setaffinity(0, process.cores)
     if process.nice:

@@ -15,7 +15,8 @@ An engine runs one saved network on the CPU:
 ``interleaved_peers`` starts one worker process per contender (``python -m experiments.peers serve ENGINE PATH``:
 the engine's own thread pool, its threads fixed by ``--threads``, the model loaded once) and asks them for one timing
 each, in turn, round after round, starting one contender later each round, so that drift of a shared machine hits
-all alike. Every timing runs the same input (``search.artifact.random_arrays``, seed 0): a warm-up run, then
+all alike; between its requests a worker is stopped, so that threads its engine leaves busy do not load another's
+timing. Every timing runs the same input (``search.artifact.random_arrays``, seed 0): a warm-up run, then
 ``number`` runs (fixed at the first round to last at least ``MIN_SECONDS``) whose mean is that round's sample. The
 result per contender is the median of the rounds with quartiles and extremes, and ``max_error``: before the rounds
 every worker saves its outputs for that input, and each is compared with the first contender's (largest absolute
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments.background_load import die_with_parent
 from search.interleave import interleave, latency_summary
 from search.numerics import relative_error
 from search.runtime import POOLS
@@ -213,7 +216,11 @@ def serve(engine: str, path: Path, threads: int, pool: str | None = None) -> Non
 
 
 class PeerWorker:
-    """One ``serve`` worker process for ``contender``, the network loaded; ``time`` and ``outputs`` ask it."""
+    """One ``serve`` worker process for ``contender``, the network loaded; ``time`` and ``outputs`` ask it.
+
+    Between requests the process is stopped (``SIGSTOP``): threads an engine leaves busy after its run (TVM's own pool
+    keeps its threads spinning and yielding for a while, for seconds beside other busy processes) must not load the
+    machine while another contender is timed. It dies with the process that started it."""
 
     def __init__(self, contender: Contender, threads: int) -> None:
         command = [sys.executable, "-m", "experiments.peers", "serve", contender.engine, str(contender.path),
@@ -222,8 +229,15 @@ class PeerWorker:
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                         env={**os.environ, **thread_variables(threads, peers=True),
                                              **dict(contender.environment)},
-                                        cwd=Path(__file__).resolve().parents[1])
+                                        cwd=Path(__file__).resolve().parents[1], preexec_fn=die_with_parent)
         self.facts = self._answer()
+        self._signal(signal.SIGSTOP)
+
+    def _signal(self, signum: int) -> None:
+        try:
+            os.kill(self.process.pid, signum)
+        except ProcessLookupError:
+            pass  # it exited: the next request says so
 
     def _answer(self) -> dict[str, Any]:
         line = self.process.stdout.readline()
@@ -233,12 +247,15 @@ class PeerWorker:
         return json.loads(line)
 
     def _ask(self, line: str) -> dict[str, Any]:
+        self._signal(signal.SIGCONT)
         try:
             self.process.stdin.write(line + "\n")
             self.process.stdin.flush()
         except BrokenPipeError:
             pass  # the worker died: _answer says so
-        return self._answer()
+        answer = self._answer()
+        self._signal(signal.SIGSTOP)
+        return answer
 
     def time(self, number: int | None) -> dict[str, Any]:
         return self._ask("time" + ("" if number is None else f" {number}"))
@@ -249,6 +266,7 @@ class PeerWorker:
             return [saved[f"arr_{i}"] for i in range(len(saved.files))]
 
     def close(self) -> None:
+        self._signal(signal.SIGCONT)
         try:
             self.process.stdin.close()
         except BrokenPipeError:
@@ -263,7 +281,7 @@ def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
                       echo: Callable[[str], None] = lambda line: None) -> dict[str, dict[str, Any]]:
     """Time every contender ``rounds`` times, in turns (see the module docstring); per label the median, quartiles,
     extremes and interquartile ``spread_ms`` of the round samples (ms), the runs per sample, ``max_error`` against
-    the first contender's outputs and the engine's facts. One worker runs at a time: the others wait on their stdin."""
+    the first contender's outputs and the engine's facts. One worker runs at a time: the others are stopped."""
     workers: list[PeerWorker] = []
     try:
         for contender in contenders:

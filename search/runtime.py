@@ -5,11 +5,11 @@ the last share with ``sched_yield``. Beside one other busy thread that makes a n
 times slower (each loop waits for the share whose core is taken, and the yield hands the waiting core away too).
 tessera's pool (``runtime_pool.cc``, compiled into every exported library) cuts each loop into ``chunks_per_thread``
 chunks per thread that any thread takes while some are left, does not bind threads, and waits by spinning with the
-CPU's pause instruction for ``spin_us`` microseconds, then sleeping. When its workers stop pulling their weight (a
-worker descheduled in the middle of a chunk, or taking under half its share of the chunks over a window of launches,
-twice in a row), the calling thread runs the loops alone for a while, doubling while that keeps happening: one thread
-on a free core beats two fighting over a busy one. ``pool="tvm"`` keeps TVM's pool as TVM sets it up (threads bound
-to cores).
+CPU's pause instruction for ``spin_us`` microseconds, then sleeping. When its workers stop pulling their weight over
+50 ms of loops (the caller stalled over a quarter of that time waiting for a worker descheduled in the middle of a
+chunk, or the workers took under half their share of the chunks), the calling thread runs the loops alone for a
+while, doubling while that keeps happening: one thread on a free core beats two fighting over a busy one.
+``pool="tvm"`` keeps TVM's pool as TVM sets it up (threads bound to cores).
 
 ``apply_runtime`` is what ``Artifact.virtual_machine`` calls: the library's ``__TVMBackendParallelLaunch`` (the
 pointer TVM's loader sets to its own pool) is pointed at the library's ``tessera_parallel_launch``.

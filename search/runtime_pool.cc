@@ -79,7 +79,12 @@ class Pool {
     const auto start = Clock::now();
     const int own = Work(generation);
     const auto worked = Clock::now() - start;
-    if (!SpinUntil([&] { return done_.load() == chunks_; })) {
+    // A worker still running a chunk finishes within about one chunk's time: the caller spins that long (twice its
+    // own mean chunk) before it sleeps, because a sleeping caller's core goes to whatever else wants it, and getting
+    // it back can take one of the system's scheduling slices. A worker descheduled mid-chunk takes longer; the
+    // sleeping caller then frees its core for it.
+    const auto patience = std::max<Clock::duration>(spin_, own > 0 ? 2 * worked / own : spin_);
+    if (!SpinUntil([&] { return done_.load() == chunks_; }, patience)) {
       std::unique_lock<std::mutex> lock(mutex_);
       caller_sleeping_.store(true);
       all_done_.wait(lock, [&] { return done_.load() == chunks_; });
@@ -89,24 +94,28 @@ class Pool {
     return failed_.load() ? -1 : 0;
   }
 
-  // Whether the workers pull their weight. A window of launches fails when in one of them the caller, its chunks
-  // done, waited longer for a worker's last chunk than it worked itself and longer than a worker spins (the worker
-  // was descheduled mid-chunk), or when over the window the workers took under half their fair share of the chunks
-  // (their cores are busy with other processes). Two failing windows in a row bench the workers: the next launches
-  // run on the caller alone, which the system can move to a free core, and the workers sleep. The bench (a time,
-  // 10 ms to 1 s) doubles each time a window fails again and halves with each window that does not; one failing
-  // window alone (a stray interruption on a quiet machine) benches nobody.
+  // Whether the workers pull their weight, judged over windows of kWindow spent inside launches (longer than the
+  // system's scheduling slices, so that one slice given to another process is a small part of a window). A window
+  // fails when the caller spent over a quarter of it stalled (its chunks done, waiting for a worker's last chunk
+  // longer than it worked itself and longer than a worker spins: the worker was descheduled mid-chunk), or when the
+  // workers took under half their fair share of its chunks (their cores are busy with other processes). A failing
+  // window benches the workers: the next launches run on the caller alone, which the system can move to a free core,
+  // and the workers sleep. The bench (a time, kWindow to 1 s) doubles each time a window fails again and halves with
+  // each window that does not. A low-priority process that gets a slice now and then, or a daemon waking on a quiet
+  // machine, stalls a few percent of a window and benches nobody.
   void Judge(int own, Clock::duration worked, Clock::duration waited) {
     window_chunks_ += chunks_;
     window_others_ += chunks_ - own;
-    const bool stalled = waited > worked && waited > spin_;
-    if (!stalled && ++window_launches_ < kWindow) return;
-    const bool failing = stalled || 2 * window_others_ * threads_ < window_chunks_ * (threads_ - 1);
-    window_launches_ = window_chunks_ = window_others_ = 0;
+    window_busy_ += worked + waited;
+    if (waited > worked && waited > spin_) window_stalled_ += waited;
+    if (window_busy_ < kWindow) return;
+    const bool failing = 4 * window_stalled_ > window_busy_ ||
+                         2 * window_others_ * threads_ < window_chunks_ * (threads_ - 1);
+    window_chunks_ = window_others_ = 0;
+    window_busy_ = window_stalled_ = Clock::duration::zero();
     if (!failing) {
-      strikes_ = 0;
-      bench_ = std::max<Clock::duration>(bench_ / 2, kFirstBench);
-    } else if (++strikes_ >= 2) {
+      bench_ = std::max<Clock::duration>(bench_ / 2, kWindow);
+    } else {
       benched_until_ = Clock::now() + bench_;
       bench_ = std::min<Clock::duration>(2 * bench_, kMaxBench);
     }
@@ -134,7 +143,7 @@ class Pool {
     uint64_t seen = 0;
     for (;;) {
       auto posted = [&] { return (ticket_.load() >> 32) != seen; };
-      if (!SpinUntil(posted)) {
+      if (!SpinUntil(posted, spin_)) {
         std::unique_lock<std::mutex> lock(mutex_);
         sleepers_.fetch_add(1);
         job_posted_.wait(lock, posted);
@@ -145,10 +154,10 @@ class Pool {
     }
   }
 
-  // Spin until condition holds, for spin_ at most; whether it holds.
+  // Spin until condition holds, for at most the given time; whether it holds.
   template <typename Condition>
-  bool SpinUntil(Condition condition) const {
-    const auto until = Clock::now() + spin_;
+  static bool SpinUntil(Condition condition, Clock::duration most) {
+    const auto until = Clock::now() + most;
     for (int i = 1;; ++i) {
       if (condition()) return true;
       Pause();
@@ -156,17 +165,16 @@ class Pool {
     }
   }
 
-  static constexpr int kWindow = 64;  // launches: a part of a network
-  static constexpr Clock::duration kFirstBench = std::chrono::milliseconds(10);
+  static constexpr Clock::duration kWindow = std::chrono::milliseconds(50);  // inside launches
   static constexpr Clock::duration kMaxBench = std::chrono::seconds(1);  // the longest a load that ended still counts
 
   const int threads_;
   const int chunks_;
   const std::chrono::microseconds spin_;
   Clock::time_point benched_until_{};  // the caller runs alone until then
-  Clock::duration bench_ = kFirstBench;
-  int strikes_ = 0;  // failing windows in a row
-  int window_launches_ = 0, window_chunks_ = 0, window_others_ = 0;
+  Clock::duration bench_ = kWindow;
+  int window_chunks_ = 0, window_others_ = 0;
+  Clock::duration window_busy_{}, window_stalled_{};
   std::atomic<uint64_t> ticket_{0};  // generation << 32 | next chunk
   std::atomic<int> done_{0};
   std::atomic<bool> failed_{false};

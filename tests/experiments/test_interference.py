@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,8 +48,32 @@ def work(resnet18_artifact, tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def _alive_after(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` still lives after up to ``seconds``: a process the kernel kills with its parent, then reaped by
+    init, takes a moment to go."""
+    deadline = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _alive(pid)
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The child processes of ``pid``: their states (R, S, T for stopped, ...)."""
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found[int(stat.parent.name)] = fields[0]
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_the_benchmark_stops_its_load_when_interrupted(work, signum):
+    """The load and the contenders' workers end with the benchmark, even with kill -9; while one worker is timed
+    the others are stopped."""
     command = [sys.executable, str(ROOT / "benchmarks" / "interference.py"), "--models", "resnet18", "--work",
                str(work), "--loads", "one-core", "--peers", "--rounds", "1000"]
     # as from a terminal: Ctrl-C reaches the script even if this process ignores SIGINT (its children would inherit it)
@@ -62,10 +87,16 @@ def test_the_benchmark_stops_its_load_when_interrupted(work, signum):
             pytest.fail(f"the benchmark ended before loading anything: {process.wait()}")
         load = int(found.group(1))
         assert _alive(load)
+        workers = {pid: state for pid, state in _children(process.pid).items() if pid != load}
+        assert len(workers) == 3  # tessera's plan on tessera's pool, on TVM's, on TVM's unbound
+        assert sum(state != "T" for state in workers.values()) <= 1
         process.send_signal(signum)
         _, err = process.communicate(timeout=120)
     finally:
         process.kill()
-    assert process.returncode == 128 + signum
-    assert "the background loads were stopped" in err
-    assert not _alive(load)
+    if signum == signal.SIGKILL:
+        assert process.returncode == -signum
+    else:
+        assert process.returncode == 128 + signum
+        assert "the background loads were stopped" in err
+    assert not any(_alive_after(pid, seconds=10) for pid in (load, *workers))
