@@ -19,7 +19,7 @@ from search.templates.workloads import BatchMatmulWorkload, Conv2DWorkload, Dens
 
 TARGET = make_target(1)
 ACTIVATIONS = sorted(name for name, kind in FOLLOWERS.items() if isinstance(kind, ActivationKind))
-CONV = Conv2DWorkload(1, 8, 6, 7, 16, (3, 3), (1, 1), (1, 1, 1, 1))
+CONV = Conv2DWorkload(1, 16, 6, 7, 16, (3, 3), (1, 1), (1, 1, 1, 1))  # Winograd: input channels in whole vectors
 KERNELS = {  # one small kernel of each template, in blocked layouts (the epilogue indexes channels in blocks)
     "conv2d": KernelSpec(CONV, "NCHW8c", "NCHW16c"),
     "winograd": KernelSpec(CONV, "NCHW8c", "NCHW8c"),
