@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from search.errors import SearchError
+from search.host import missing_instructions
 from search.plan import Plan
 from search.runtime import RuntimeSettings, apply_runtime
 from search.threads import set_pool_size
@@ -131,8 +132,15 @@ def load_artifact(directory: str | Path) -> Artifact:
                           "again")
     try:
         RuntimeSettings.from_dict(manifest.get("runtime"))
+        _check_library_and_target(manifest)
     except SearchError as exc:
         raise SearchError(f"{root / 'manifest.json'} is corrupt ({exc}); export the artifact again") from exc
+    mcpu = manifest.get("target", {}).get("mcpu")
+    with quiet_tvm_log():  # LLVM's note on a CPU name it does not know (then: generic, nothing missing)
+        missing = missing_instructions(mcpu) if mcpu else []
+    if missing:
+        raise SearchError(f"{root} was compiled for the CPU {mcpu!r}, whose instructions {', '.join(missing)} this "
+                          f"CPU lacks; export the plan again on this machine")
     library_path = root / manifest.get("library", "model.so")
     if not library_path.is_file():
         raise SearchError(f"{root} is not a tessera artifact (missing {library_path.name})")
@@ -146,6 +154,17 @@ def load_artifact(directory: str | Path) -> Artifact:
         reason = str(exc).strip().splitlines()[-1]
         raise SearchError(f"{library_path} is corrupt ({reason}); export the artifact again") from exc
     return Artifact(root, library, plan, manifest)
+
+
+def _check_library_and_target(manifest: dict[str, Any]) -> None:
+    """SearchError unless the manifest's library is a file name (a file of the artifact, not a path out of it) and its
+    target, when recorded, names its CPU by a string."""
+    library = manifest.get("library", "model.so")
+    if Path(library).name != library or library in ("", ".", ".."):
+        raise SearchError(f"the library {library!r} is not a file name")
+    target = manifest.get("target", {})
+    if not isinstance(target, dict) or not isinstance(target.get("mcpu", ""), str):
+        raise SearchError(f"the target {target!r} does not name a CPU")
 
 
 def time_artifact(directory: str | Path, repeat: int = 10, threads: int | None = None,

@@ -69,3 +69,40 @@ def test_a_corrupt_runtime_in_the_manifest_is_one_error_line(artifact, tmp_path,
     (copy / "manifest.json").write_text(json.dumps({**manifest, "runtime": runtime}))
     assert main(["run", str(copy), "--repeat", "1"]) == 2
     assert "manifest.json is corrupt" in one_error_line(capsys)
+
+
+def _copy_with_manifest(artifact, directory, **changes):
+    directory.mkdir()
+    for name in ("model.so", "plan.json"):
+        (directory / name).symlink_to(artifact / name)
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    (directory / "manifest.json").write_text(json.dumps({**manifest, **changes}))
+    return directory
+
+
+@pytest.mark.parametrize("library", ["../model.so", "/usr/lib/x86_64-linux-gnu/libc.so.6", "..", ""])
+def test_a_library_outside_the_artifact_is_refused(artifact, tmp_path, capsys, library):
+    copy = _copy_with_manifest(artifact, tmp_path / "copy", library=library)
+    assert main(["run", str(copy), "--repeat", "1"]) == 2
+    assert "is not a file name" in one_error_line(capsys)
+
+
+def test_an_artifact_for_instructions_this_cpu_lacks_is_refused_before_loading(artifact, tmp_path, capsys,
+                                                                              monkeypatch):
+    from search import host
+
+    avx2 = {"avx", "avx2", "fma", "f16c"}
+    assert host.missing_instructions("znver3", avx2) == []
+    assert {"avx512f", "avx512_bf16", "amx_bf16"} <= set(host.missing_instructions("sapphirerapids", avx2))
+    assert host.missing_instructions("sapphirerapids", set()) == []  # flags unknown: no claim
+    monkeypatch.setattr(host, "cpu_flags", lambda: avx2)
+    copy = _copy_with_manifest(artifact, tmp_path / "copy", target={"kind": "llvm", "mcpu": "sapphirerapids"})
+    assert main(["run", str(copy), "--repeat", "1"]) == 2
+    line = one_error_line(capsys)
+    assert "compiled for the CPU 'sapphirerapids'" in line and "avx512f" in line and "amx_bf16" in line
+
+
+def test_an_artifact_for_a_cpu_llvm_does_not_know_runs_without_a_note(artifact, tmp_path, capfd):
+    copy = _copy_with_manifest(artifact, tmp_path / "copy", target={"kind": "llvm", "mcpu": "no-such-cpu"})
+    assert main(["run", str(copy), "--repeat", "1"]) == 0
+    assert "no-such-cpu" not in capfd.readouterr().err  # LLVM's note on the name, at the file descriptor
