@@ -84,9 +84,13 @@ def _run_solve(args: argparse.Namespace) -> int:
                 "choices": choices, "solution": summary}
         write_json_atomic(args.out, plan)
     print(json.dumps(result, allow_nan=False))
-    if not solution.assignment:
+    if not solution.assignment and solution.status == "infeasible":
         print(f"error: {args.solver} found no finite-cost assignment (status: {solution.status})", file=sys.stderr)
         return 1
+    if not solution.assignment:
+        print(f"error: {args.solver} found no finite-cost assignment and proved none impossible (status: "
+              f"{solution.status}); give it more time (--time-limit) or another solver", file=sys.stderr)
+        return 4
     return 0
 
 

@@ -2,9 +2,10 @@
 
 Each row is a command line and the input files it needs (created in an empty directory, the working directory of the
 call). Every row must end in exactly one ``error: ...`` line on stderr (naming what is wrong) and exit code 2, or 1
-for a valid problem proven infeasible, with no traceback and no warning, nothing on stdout but standard JSON, every
-input byte-identical afterwards and no file left behind (no temporary file, no half-written output). Bad input is
-refused before anything is measured or compiled, so no row builds a kernel.
+for a valid problem proven infeasible (4 where a heuristic finds no assignment and proves nothing), with no traceback
+and no warning, nothing on stdout but standard JSON, every input byte-identical afterwards and no file left behind (no
+temporary file, no half-written output). Bad input is refused before anything is measured or compiled, so no row
+builds a kernel.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ ROWS = [
     row("solve p.json --out dir", "is a directory", "p.json", "dir"),
     row("solve p.json --out p.json", "is the problem file", "p.json"),
     *(row(f"solve infeasible.json --solver {solver} --bound", "no finite-cost assignment", "infeasible.json", code=1)
-      for solver in ("auto", "dp", "pbqp", "ilp", "toulbar2", "greedy")),
+      for solver in ("auto", "dp", "pbqp", "ilp", "toulbar2")),
+    row("solve infeasible.json --solver greedy", "proved none impossible", "infeasible.json", code=4),
     row("solve", "the following arguments are required: problem"),
     # ---------------------------------------------------------------------------------------------- convert
     row("convert missing.json out.wcsp", "cannot read missing.json"),

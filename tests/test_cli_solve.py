@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,16 @@ def test_a_binary_problem_file_is_one_error_line(tmp_path, capsys, suffix):
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
     assert main(["solve", str(binary)]) == 2
     assert "p" + suffix in one_error_line(capsys)
+
+
+def test_a_solver_out_of_time_without_an_assignment_exits_4_not_1(tmp_path, capsys, monkeypatch):
+    """Exit 1 is for a problem proven infeasible; a solver that ran out of time proved nothing."""
+    import solvers
+    from solvers.base import Solution
+
+    problem = tmp_path / "p.json"
+    assert main(["generate", "chain", "--seed", "0", "--nodes", "4", "--candidates", "2", "--out", str(problem)]) == 0
+    monkeypatch.setattr(solvers, "solve", lambda *args, **kwargs: Solution("ilp", {}, math.inf, "not_found"))
+    capsys.readouterr()
+    assert main(["solve", str(problem), "--solver", "ilp", "--time-limit", "0.01"]) == 4
+    assert "proved none impossible (status: not_found)" in one_error_line(capsys)
