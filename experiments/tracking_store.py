@@ -1,17 +1,20 @@
 """Which MLflow store the experiments use: the default, the check of a tracking URI, and a client on it.
 
 A tracking URI is checked before MLflow sees it, so that a wrong one is one ``ExperimentError`` rather than a file
-MLflow creates, a traceback or minutes of retries: ``sqlite:///PATH`` must name a file, an existing SQLite database or,
-where the caller may create the store (``create=True``), a new file in an existing directory; any other URI must use
-one of MLflow's database or server schemes (MLflow no longer takes its file store, so a plain path is refused too),
-and an ``http``/``https`` server must accept a connection within ``CONNECT_SECONDS`` (MLflow itself retries for
+MLflow creates or changes, a traceback or minutes of retries: ``sqlite:///PATH`` must name an existing MLflow store
+or, where the caller may create the store (``create=True``), a new or empty file in an existing directory (an SQLite
+database without MLflow's tables belongs to another program: MLflow would add its tables to it); any other URI must
+use one of MLflow's database or server schemes (MLflow no longer takes its file store, so a plain path is refused
+too), and an ``http``/``https`` server must accept a connection within ``CONNECT_SECONDS`` (MLflow itself retries for
 minutes).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sqlite3
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -22,6 +25,8 @@ SERVER_SCHEMES = ("postgresql", "mysql", "mssql", "http", "https", "databricks")
 """Schemes of tracking URIs other than ``sqlite`` (a database URI may name its driver: ``postgresql+psycopg2``)."""
 
 SQLITE_HEADER = b"SQLite format 3\x00"
+MLFLOW_TABLES = frozenset({"experiments", "runs", "alembic_version"})
+"""Tables every MLflow SQLite store has: an SQLite file without them belongs to another program."""
 
 CONNECT_SECONDS = 10.0
 """How long an MLflow tracking server may take to accept a connection."""
@@ -75,10 +80,25 @@ def _check_sqlite(uri: str, create: bool) -> None:
             header = handle.read(len(SQLITE_HEADER))
         if header and header != SQLITE_HEADER:
             raise ExperimentError(f"tracking URI {uri!r}: {path} is not an SQLite database")
+        if not header and not create:
+            raise ExperimentError(f"no MLflow store at {path} (an empty file; tracking URI {uri!r})")
+        if header and not _is_mlflow_store(path):
+            raise ExperimentError(f"tracking URI {uri!r}: {path} is an SQLite database but not an MLflow store (it "
+                                  "has no MLflow tables); give a new file or an MLflow store")
     elif not create:
         raise ExperimentError(f"no MLflow store at {path} (tracking URI {uri!r})")
     elif not path.parent.is_dir():
         raise ExperimentError(f"tracking URI {uri!r}: the directory {path.parent} does not exist")
+
+
+def _is_mlflow_store(path: Path) -> bool:
+    """Whether the SQLite database at ``path`` holds MLflow's tables, read without writing (no journal left)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as database:
+            tables = {row[0] for row in database.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error:
+        return False
+    return MLFLOW_TABLES <= tables
 
 
 def _check_server(uri: str) -> None:

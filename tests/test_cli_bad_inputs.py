@@ -74,6 +74,7 @@ INPUTS: dict[str, bytes | None] = {
     "empty.json": b"",
     "empty.onnx": b"",
     "empty.toml": b"",
+    "empty.db": b"",
     "truncated.json": b'{"nodes": [{"name": "a", ',
     "truncated.toml": b"name = [",
     "nan.json": _problem([1, 2]).replace(b"[1, 2]", b"[NaN, 2]", 1),
@@ -309,6 +310,11 @@ ROWS = [
     # ---------------------------------------------------------------------------------------------- report
     row("report nosuch", "no MLflow store"),
     row("report nosuch --tracking-uri sqlite:///missing.db", "no MLflow store"),
+    row("report nosuch --tracking-uri sqlite:///empty.db", "no MLflow store", "empty.db"),
+    row("report nosuch --tracking-uri sqlite:///other.sqlite", "not an MLflow store", "other.sqlite"),
+    row("ablate grid.toml --serial --tracking-uri sqlite:///other.sqlite", "not an MLflow store", "grid.toml",
+        "other.sqlite"),
+    row("tune resnet18 --out tuned --tracking-uri sqlite:///other.sqlite", "not an MLflow store", "other.sqlite"),
     row("report nosuch --tracking-uri bogus://store", "bogus://store"),
     row("report nosuch --tracking-uri http://127.0.0.1:1", "127.0.0.1:1"),
     # ---------------------------------------------------------------------------------------------- no command
