@@ -10,6 +10,7 @@ public functions only (those that measure networks, in ``experiments.cli_measure
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib.metadata
 import json
 import sys
@@ -48,6 +49,14 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
     return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, CostSourceError, CacheError,
             UsageError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+
+
+BAD_PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
+"""Errors of a path the user gave (a name too long for the file system, a loop of symbolic links): bad input."""
+
+
+def _is_bad_input(exc: Exception) -> bool:
+    return isinstance(exc, _user_errors()) or (isinstance(exc, OSError) and exc.errno in BAD_PATH_ERRNOS)
 
 
 # ---------------------------------------------------------------------------------------------------- solve
@@ -405,21 +414,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     reserve_pool()  # before any command first runs TVM: its pool is sized once, a command may ask for fewer threads
     try:
         return args.run(args)
-    except _user_errors() as exc:
-        if args.debug:
-            raise
-        message = str(exc) if not isinstance(exc, OSError) else f"{exc.filename}: {exc.strerror}"
-        print(f"error: {message}", file=sys.stderr)
-        return USAGE_ERROR
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `tessera solve ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
-    except Exception as exc:  # a bug in tessera or a library under it, not the user's input
+    except Exception as exc:
         if args.debug:
             raise
+        if _is_bad_input(exc):
+            message = str(exc) if not isinstance(exc, OSError) else f"{exc.filename}: {exc.strerror}"
+            print(f"error: {message}", file=sys.stderr)
+            return USAGE_ERROR
+        # a bug in tessera or a library under it, not the user's input
         print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback",
               file=sys.stderr)
         return INTERNAL_ERROR

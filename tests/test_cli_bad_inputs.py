@@ -144,6 +144,8 @@ ROWS = [
       for solver in ("auto", "dp", "pbqp", "ilp", "toulbar2")),
     row("solve infeasible.json --solver greedy", "proved none impossible", "infeasible.json", code=4),
     row("solve", "the following arguments are required: problem"),
+    row(f"solve {'x' * 300}.json", "File name too long"),
+    row(f"solve p.json --out {'x' * 300}.json", "File name too long", "p.json"),
     # ---------------------------------------------------------------------------------------------- convert
     row("convert missing.json out.wcsp", "cannot read missing.json"),
     row("convert folder.json out.wcsp", "Is a directory", "folder.json"),
