@@ -14,8 +14,10 @@ import errno
 import importlib.metadata
 import json
 import sys
+import tomllib
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import NoReturn
 
 from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
@@ -55,8 +57,20 @@ BAD_PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
 """Errors of a path the user gave (a name too long for the file system, a loop of symbolic links): bad input."""
 
 
+PARSERS = (str(Path(json.__file__).parent), str(Path(tomllib.__file__).parent))
+"""The standard library's JSON and TOML parsers: recursion that ends in them is an input nested too deeply."""
+
+
 def _is_bad_input(exc: Exception) -> bool:
-    return isinstance(exc, _user_errors()) or (isinstance(exc, OSError) and exc.errno in BAD_PATH_ERRNOS)
+    return (isinstance(exc, _user_errors()) or (isinstance(exc, OSError) and exc.errno in BAD_PATH_ERRNOS)
+            or (isinstance(exc, RecursionError) and _innermost_file(exc).startswith(PARSERS)))
+
+
+def _innermost_file(exc: BaseException) -> str:
+    trace = exc.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    return trace.tb_frame.f_code.co_filename if trace is not None else ""
 
 
 # ---------------------------------------------------------------------------------------------------- solve
@@ -424,7 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         if _is_bad_input(exc):
-            message = str(exc) if not isinstance(exc, OSError) else f"{exc.filename}: {exc.strerror}"
+            message = (f"{exc.filename}: {exc.strerror}" if isinstance(exc, OSError) else
+                       f"an input is nested too deeply to read ({exc})" if isinstance(exc, RecursionError) else
+                       str(exc))
             print(f"error: {message}", file=sys.stderr)
             return USAGE_ERROR
         # a bug in tessera or a library under it, not the user's input
