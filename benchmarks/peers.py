@@ -5,6 +5,8 @@ Per network (batch 1, ``--threads`` for everyone):
 1. tessera: ``experiments.extraction.extract`` (measures what the cost cache lacks, timed by ``--timing``, over
    ``--layouts`` and ``--space-size`` if given), the best of
    pbqp and ilp (60 s), the plan exported and checked; its seconds are recorded;
+   with ``--precision auto`` (or bf16), also ``tessera-auto``: the same space with bf16 candidates, solved within
+   the error budget ``--max-error`` (``experiments.budget``; default ``search.precision.DEFAULT_MAX_ERROR``);
 2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
 3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
    spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
@@ -93,7 +95,38 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
             facts = {"tasks": extracted.tasks, "measured": extracted.new, "extract_seconds": extracted.seconds,
                      "tessera_seconds": time.monotonic() - start, "predicted_ms": solutions[solver].cost,
                      "solver": solver, "status": solutions[solver].status}
+    if args.precision != "fp32":
+        paths["tessera-auto"], facts["reduced"] = prepare_reduced(model, work, args, extracted.graph, reference)
     return paths, facts
+
+
+def prepare_reduced(model: str, work: Path, args, graph, reference) -> tuple[Path, dict]:
+    """``tessera-auto``: the space with bf16 candidates (``--precision``), solved with pbqp and ilp within the error
+    budget, exported and checked against it."""
+    from cost_models.sources import MeasuredSource
+    from experiments.budget import Budget, solve_within
+    from experiments.extraction import extract
+    from experiments.solving import make_solvers
+    from experiments.tune_summary import bf16_nodes
+    from search.export import export
+    from search.precision import DEFAULT_MAX_ERROR
+
+    start = time.monotonic()
+    extracted = extract(model, image_size=args.image_size, threads=args.threads, costs=MeasuredSource(args.timing),
+                        layouts=args.layouts, space_size=args.space_size, precision=args.precision,
+                        max_error=args.max_error, **({"cache": args.cache} if args.cache else {}))
+    budget = Budget(args.max_error or DEFAULT_MAX_ERROR)
+    solved = solve_within(extracted, make_solvers("pbqp,ilp", 60.0), budget,
+                          lambda line: print(f"{model}: {line}", file=sys.stderr))
+    plan = extracted.plan(solved.solutions[solved.best])
+    compiled = export(graph, plan, target=extracted.settings.target, threads=args.threads,
+                      seed=extracted.args["seed"], reference=reference, max_error=budget.max_error)
+    nodes = bf16_nodes(plan)
+    facts = {"precision": args.precision, "tasks": extracted.tasks, "measured": extracted.new,
+             "seconds": time.monotonic() - start, "predicted_ms": solved.solutions[solved.best].cost,
+             "solver": solved.best, "bf16_nodes": len(nodes), "operators": len(plan.choices),
+             "relative_error": compiled.manifest["numerical_check"]["relative_error"], "budget": budget.to_dict()}
+    return compiled.save(work / "tessera-auto"), facts
 
 
 def missing_peers(model: str, mod) -> dict[str, str]:
@@ -175,6 +208,9 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         print(f"{model}: {peer} skipped: {reason}", file=sys.stderr)
     latency = interleaved_peers(contenders, rounds=args.rounds, threads=args.threads,
                                 echo=lambda line: print(f"{model}: {line}", file=sys.stderr))
+    if "reduced" in facts:  # its output error is bf16's, held to the budget, not float32's reordering
+        reduced = facts["reduced"]
+        latency["tessera-auto"]["precision"] = f"bf16 on {reduced['bf16_nodes']} of {reduced['operators']} nodes"
     result = {"model": model, "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
               "date": datetime.datetime.now().isoformat(timespec="seconds"), "command": command, **facts,
               "latency": latency}
@@ -195,6 +231,7 @@ def table(result: dict) -> list[str]:
                      earlier=", tuned by an earlier run" if result["metaschedule"].get("reused") else "")
                  if "metaschedule" in result else
                  f"MetaSchedule failed: {result['metaschedule_error']}. " if "metaschedule_error" in result else "")
+             + _reduced_line(result.get("reduced"))
              + f"{result['rounds']} interleaved rounds, {result['threads']} threads; {result['date']}; "
              f"`{result['command']}`.", "",
              "| contender | engine | median ms | IQR ms | min..max ms | contender / tessera | output error |",
@@ -223,9 +260,21 @@ def table(result: dict) -> list[str]:
     return lines
 
 
+def _reduced_line(reduced: dict | None) -> str:
+    """What the table says of ``tessera-auto``; empty without it."""
+    if reduced is None:
+        return ""
+    budget = reduced["budget"]
+    return (f"tessera-auto (precision {reduced['precision']}): bf16 on {reduced['bf16_nodes']} of "
+            f"{reduced['operators']} nodes, relative error {reduced['relative_error']:.1e} within the budget "
+            f"{budget['max_error']:g} ({len(budget['checks'])} plans checked, {len(budget['forbidden'])} nodes "
+            f"forbidden bf16), {reduced['tasks']} tasks ({reduced['measured']} measured in this run), plan predicted "
+            f"{reduced['predicted_ms']:.2f} ms ({reduced['solver']}), {reduced['seconds']:.0f} s. ")
+
+
 def summary(results: list[dict]) -> list[str]:
     """One markdown row per network: each contender's median over tessera's ("-" where it did not run)."""
-    labels = [*BASELINES, *PEERS]
+    labels = ["tessera-auto", *BASELINES, *PEERS]
     lines = ["| network | tessera (ms) | " + " | ".join(labels) + " |", "| --- | ---: |" + " ---: |" * len(labels)]
     for result in results:
         latency = result["latency"]
@@ -304,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layouts", nargs="+", default=None,
                         help="the layouts tessera searches (default: tune's; the baselines' are added)")
     parser.add_argument("--space-size", type=int, default=None, help="candidates per node (default: tune's)")
+    parser.add_argument("--precision", choices=("fp32", "bf16", "auto"), default="fp32",
+                        help="also time tessera-auto, a plan searched with bf16 candidates (default: fp32 only)")
+    parser.add_argument("--max-error", type=float, default=None,
+                        help="tessera-auto's error budget (default: search.precision.DEFAULT_MAX_ERROR)")
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)

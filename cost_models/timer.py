@@ -35,6 +35,7 @@ import numpy as np
 import tvm
 
 from cost_models.cache import TIMING_METHODS
+from search.precision import STORAGE, to_bf16_bits
 from search.threads import reserve_pool
 
 _BIG_CORES = 1  # threading::ThreadGroup::kBig, TVM's default affinity mode
@@ -120,10 +121,16 @@ def argument_shapes(func: tvm.tirx.PrimFunc) -> list[tuple[tuple[int, ...], str]
 def random_arguments(
     shapes: Sequence[tuple[tuple[int, ...], str]], seed: int = 0, device: tvm.runtime.Device | None = None
 ) -> list[tvm.runtime.Tensor]:
-    """Tensors of uniform values in [-1, 1): never uninitialised memory, whose denormals or NaNs skew timings."""
+    """Tensors of uniform values in [-1, 1) (bf16 ones, ``search.precision.STORAGE``, as their bit patterns): never
+    uninitialised memory, whose denormals or NaNs skew timings."""
     rng = np.random.default_rng(seed)
     device = device or tvm.cpu()
-    return [tvm.runtime.tensor(rng.uniform(-1, 1, shape).astype(dtype), device) for shape, dtype in shapes]
+    return [tvm.runtime.tensor(_uniform(rng, shape, dtype), device) for shape, dtype in shapes]
+
+
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    values = rng.uniform(-1, 1, shape)
+    return to_bf16_bits(values) if dtype == STORAGE else values.astype(dtype)
 
 
 def time_kernel(

@@ -79,6 +79,7 @@ def build_artifact(task: Any, target: str, out_dir: str) -> Artifact:
     import tvm
 
     from cost_models.timer import argument_shapes, build_executable
+    from search.microkernels import link_options
 
     target = tvm.target.Target(target)
     handle, path = tempfile.mkstemp(suffix=".so", dir=out_dir)
@@ -88,12 +89,12 @@ def build_artifact(task: Any, target: str, out_dir: str) -> Artifact:
 
         module = task.module()
         executable, _ = lower_and_compile(module, {}, target)
-        executable.export_library(path)
+        executable.export_library(path, **link_options())
         params = module["main"].params
         return Artifact(path, tuple((tuple(int(d) for d in p.ty.shape.values), str(p.ty.dtype)) for p in params),
                         vm=True)
     func = task.primfunc(target)
-    build_executable(func, target).export_library(path)
+    build_executable(func, target).export_library(path, **link_options())
     return Artifact(path, tuple(argument_shapes(func)))
 
 

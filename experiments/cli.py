@@ -239,6 +239,9 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pool", choices=POOLS, default=DEFAULT_RUNTIME.pool,
                    help="thread pool the library runs its parallel loops on: tessera's, which holds its speed beside "
                         "other busy threads, or TVM's, threads bound to cores (default: tessera)")
+    p.add_argument("--max-error", type=float, default=None,
+                   help="the largest relative error of the output against the stock fp32 build that the check "
+                        "accepts (default: 0.001, or 0.02 for a plan with bf16 operators)")
     p.set_defaults(run=_run_export)
 
 
@@ -257,13 +260,14 @@ def _run_export(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", UserWarning)
         compiled = export_plan(args.model, args.plan, batch=args.batch, image_size=args.image_size,
                                input_shape=args.input_shape, threads=args.threads, seed=args.seed,
-                               runtime=replace(DEFAULT_RUNTIME, pool=args.pool))
+                               runtime=replace(DEFAULT_RUNTIME, pool=args.pool), max_error=args.max_error)
     for warning in caught:
         print(f"note: {warning.message}", file=sys.stderr)
     save_artifact(compiled, args.out)
     m, check = compiled.manifest, compiled.manifest["numerical_check"]
     print(f"wrote {args.out}: {len(compiled.plan.choices)} nodes, {m['kernels']} kernels, {m['layout_transforms']} "
-          f"layout transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})")
+          f"layout transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})"
+          + (f", {len(m['bf16_nodes'])} nodes in bf16" if m["bf16_nodes"] else ""))
     return 0
 
 

@@ -32,6 +32,13 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layouts", default=None,
                    help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c; "
                         "a linear layer's rows always NC, blocked where CN{c}c is named, e.g. CN16c)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"],
+                   help="what the kernels compute in: fp32, bf16 where an operator has a bf16 kernel, or auto (either, "
+                        "per operator, by cost); bf16 needs a CPU with avx512_bf16 or amx_bf16 (default: fp32)")
+    p.add_argument("--max-error", type=float, default=None,
+                   help="with bf16 candidates: the largest relative error of a plan's output against the fp32 "
+                        "build, measured on the exported network; bf16 operators are given up until it holds "
+                        "(default: 0.02)")
     p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
     p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())
@@ -56,14 +63,18 @@ def _measurement_kwargs(args: argparse.Namespace) -> dict:
     from cost_models.cache import DEFAULT_CACHE
     from cost_models.sources import cost_source, source_parameters
     from experiments.progress import ProgressBar
+    from search.precision import check_max_error, check_precision
     from search.zoo import check_model
 
     check_model(args.model, batch=args.batch, image_size=args.image_size, seed=args.seed,
                 input_shape=args.input_shape)  # before a cost cache is opened or a cluster joined
+    check_precision(args.precision)
+    check_max_error(args.max_error)
     options = {name: getattr(args, param.declared.key) for name, param in source_parameters().items()}
     source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
     return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
             "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
+            "precision": args.precision, "max_error": args.max_error,
             "cache": args.cache or DEFAULT_CACHE, "costs": source, "transforms": args.transforms,
             "address": args.address, "key_by_node": args.key_by_node, "progress": ProgressBar()}
 

@@ -38,6 +38,8 @@ An experiment file looks like::
                                    # parameter is a key (cost_models.sources.source_parameters)
     timing = ["warm", "context"]   # the sources that measure: timing method(s) (default context; cost_models.timer)
     transforms = ["shared", "pairwise"]  # layout transforms priced once per conversion (default) or per read
+    precision = ["fp32", "auto"]   # what kernels compute in: fp32 (default), bf16 or auto (search.precision)
+    max_error = 0.02               # with bf16: a plan's largest relative output error (experiments.budget)
     # address = "10.0.0.1:6379"    # measure on this Ray cluster (as tessera extract --address); not part of the
                                    # trial's id or hash; with tessera ablate --address on the same cluster, or --serial
 
@@ -104,6 +106,8 @@ class ProblemSpec:
     hybrid_rounds: int | None = None  # None: 2
     timing: str | None = None  # None: context
     transforms: str | None = None  # None: shared
+    precision: str | None = None  # None: fp32
+    max_error: float | None = None  # None: search.precision.DEFAULT_MAX_ERROR with bf16
     address: str | None = None  # a Ray cluster measuring it; where, not what: outside the trial's id and hash
 
     @property
@@ -126,6 +130,8 @@ class ProblemSpec:
             costs += "" if self.hybrid_rounds is None else f"-r{self.hybrid_rounds}"
             costs += "" if self.timing is None else f"-{self.timing}"
             costs += "" if self.transforms is None else f"-{self.transforms}"
+            costs += "" if self.precision is None else f"-{self.precision}"
+            costs += "" if self.max_error is None else f"-e{self.max_error:g}"
             return (f"{Path(self.model).stem}{size}{batch}{shape}-s{self.seed}-n{self.space_size}-t{self.threads}-"
                     + self.layouts.replace(",", "+") + costs)
         nodes = "" if self.nodes is None else f"-n{self.nodes}"
@@ -148,7 +154,8 @@ class ProblemSpec:
         shape = None if self.input_shape is None else self.input_shape.split(";")
         return extract(self.model, batch=self.batch, image_size=self.image_size, input_shape=shape, seed=self.seed,
                        threads=self.threads, space_size=self.space_size, layouts=self.layouts, cache=self.cache,
-                       costs=source, transforms=self.transforms or "shared", progress=progress, address=self.address)
+                       costs=source, transforms=self.transforms or "shared", progress=progress, address=self.address,
+                       precision=self.precision or "fp32", max_error=self.max_error)
 
     def load(self) -> Problem:
         """Generate, read or measure the problem."""

@@ -41,6 +41,7 @@ from cost_models.sources import (
 from experiments.config_values import (
     FractionAxis,
     PathText,
+    PositiveNumber,
     SeedAxis,
     SizeAxis,
     at_most,
@@ -50,6 +51,7 @@ from experiments.config_values import (
     text_axis,
 )
 from experiments.extraction import TRANSFORMS
+from search.precision import PRECISIONS
 from solvers.generator_sizes import check_sizes
 from solvers.generators import GENERATORS
 from solvers.problem import Problem, ProblemError
@@ -147,6 +149,7 @@ LayoutSpaces = text_axis("a comma-separated string of layouts or a list of them"
 CostSources = Annotated[text_axis("a cost source or a list of distinct ones"), member(COST_SOURCES, "cost source")]
 TransformPricings = Annotated[text_axis("shared or pairwise, or a list of distinct ones"),
                               member(TRANSFORMS, "layout-transform pricing")]
+Precisions = Annotated[text_axis("fp32, bf16 or auto, or a list of distinct ones"), member(PRECISIONS, "precision")]
 
 
 class _ModelTable(ProblemEntry):
@@ -164,6 +167,8 @@ class _ModelTable(ProblemEntry):
     cache: PathText = Field(default=str(DEFAULT_CACHE), validate_default=True)
     costs: CostSources = [DEFAULT]
     transforms: TransformPricings | None = None
+    precision: Precisions | None = None
+    max_error: PositiveNumber | None = None
     address: Annotated[str, Strict(), expect("a Ray cluster's HOST:PORT")] | None = None
 
     @field_validator("model")
@@ -261,7 +266,9 @@ class _ModelTable(ProblemEntry):
                  else {"batch": [None], "image_size": [None], "input_shape": self.input_shape})
         return {"model": [self.model], "cache": [self.cache], **shape, "seed": self.seed,
                 "space_size": self.space_size, "layouts": self.layouts, "threads": self.threads,
-                "transforms": self.transforms or [None], "address": [self.address]}
+                "transforms": self.transforms or [None], "precision": self.precision or [None],
+                "max_error": [self.max_error],
+                "address": [self.address]}
 
     def axes(self) -> dict[str, list[Any]]:
         """As for every problem table; the ``source`` axis holds dicts of fields (merged into the instance)."""

@@ -101,6 +101,7 @@ Text = Annotated[str, Strict(), expect("a string")]
 Name = Annotated[str, Strict(), Field(pattern=r"\S"), expect("a non-empty string")]
 Flag = Annotated[bool, Strict(), expect("true or false")]
 PositiveInt = Annotated[int, Strict(), Gt(0), expect("a positive integer")]
+PositiveNumber = Annotated[StrictInt | StrictFloat, Gt(0), Field(allow_inf_nan=False), expect("a positive number")]
 Seconds = Annotated[StrictInt | StrictFloat, Gt(0), Field(allow_inf_nan=False), expect("a positive number of seconds")]
 PathText = Annotated[str, Strict(), expect("a path string"), AfterValidator(resolved)]
 SeedAxis = _int_axis(0)

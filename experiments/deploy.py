@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None, image_size: int | None = None,
                 input_shape: ShapesLike = None, threads: int = 1, seed: int | None = None,
-                runtime: RuntimeSettings = DEFAULT_RUNTIME) -> CompiledPlan:
+                runtime: RuntimeSettings = DEFAULT_RUNTIME, max_error: float | None = None) -> CompiledPlan:
     """Compile ``plan`` for ``model`` and check it against the stock build; ``CompiledPlan.save(dir)`` writes it.
 
     Parameters
@@ -35,6 +35,9 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
         Seed of the weights and of the check's input (default: the plan's, else 0).
     runtime : RuntimeSettings
         The thread pool the library runs its parallel loops on (``search.runtime``).
+    max_error : float, optional
+        The largest relative output error the numerical check accepts (``search.export.export``'s default: fp32's
+        for an fp32 plan, ``search.precision.DEFAULT_MAX_ERROR`` with bf16 operators).
 
     Warns
     -----
@@ -47,6 +50,7 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
     """
     from search.export import export
     from search.plan import baseline_plan
+    from search.precision import check_max_error
     from search.templates.common import unit
 
     saved = plan if isinstance(plan, Plan) else None if str(plan) in UNIFORM else Plan.load(plan)
@@ -59,7 +63,7 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
         warnings.warn(f"the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
                       f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)",
                       stacklevel=2)
-    return export(graph, plan, threads=threads, seed=seed, runtime=runtime)
+    return export(graph, plan, threads=threads, seed=seed, runtime=runtime, max_error=check_max_error(max_error))
 
 
 def plan_network(model: str, plan: Plan | None, *, batch: int | None = None, image_size: int | None = None,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cost_models.cache import DEFAULT_CACHE, DEFAULT_TIMING
 from experiments.settings import Settings
 from search.errors import SearchError
+from search.precision import check_max_error, check_precision
 
 if TYPE_CHECKING:
     import tvm
@@ -28,7 +29,8 @@ TRANSFORMS = ("shared", "pairwise")
 @dataclass(frozen=True)
 class Extracted:
     """A measured problem and how it was made: the graph, the model's name and load arguments, the run's settings,
-    the searched ``layouts`` and ``space_size``, where the costs came from (``costs``, also the problem's
+    the searched ``layouts``, ``space_size`` and ``precision`` with its error budget ``max_error`` (None: the export
+    check's default), where the costs came from (``costs``, also the problem's
     ``meta["costs"]``), and measurement counts (``tasks`` distinct measurements needed, ``new`` of them measured now,
     ``failed`` failures, in ``seconds``)."""
 
@@ -44,6 +46,8 @@ class Extracted:
     new: int
     failed: int
     seconds: float
+    precision: str = "fp32"
+    max_error: float | None = None
 
     def plan(self, solution: Any) -> Plan:
         """A solver's solution of this problem as the ``search.plan.Plan`` that ``search.export.export`` compiles
@@ -92,6 +96,8 @@ def extract(
     address: str | None = None,
     key_by_node: bool = False,
     baselines: Sequence[str] | None = None,
+    precision: str = "fp32",
+    max_error: float | None = None,
 ) -> Extracted:
     """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
 
@@ -103,9 +109,12 @@ def extract(
     threads, seed, cache
         The run's ``Settings``: runtime threads kernels are timed with (default: every usable core; set before TVM
         starts its thread pool), the seed of the model's random weights, the sqlite cost cache (created if missing).
-    space_size, layouts, baselines
-        See ``search.space.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE``, ``DEFAULT_LAYOUTS`` and the uniform
-        plans ``tune`` times).
+    space_size, layouts, baselines, precision
+        See ``search.space.tuning_space`` (defaults ``DEFAULT_SPACE_SIZE``, ``DEFAULT_LAYOUTS``, the uniform
+        plans ``tune`` times and fp32; ``search.precision``).
+    max_error : float, optional
+        The largest relative output error a plan may have against the fp32 build: what ``tune`` holds its plans to
+        (``experiments.budget``) and their exports are checked against; default ``search.export``'s check.
     costs : CostSource or str
         Where costs come from (``cost_models.sources``): a source's name, ``"measured"`` by default, or a source
         with its parameters, such as ``XGBoostSource("model.json")``.
@@ -127,7 +136,8 @@ def extract(
     Raises
     ------
     SearchError
-        Unknown model, bad sizes, threads, layouts or space size; ``key_by_node`` without ``address``.
+        Unknown model, bad sizes, threads, layouts, space size or precision (bf16 on a CPU without bf16
+        instructions); ``key_by_node`` without ``address``.
     CostSourceError
         An unknown cost source or one that cannot open: a bad parameter, an unusable cache or model file, a cluster
         that cannot be joined or measured on (``cost_models.cluster.ClusterError``).
@@ -150,20 +160,22 @@ def extract(
     settings = Settings.start(threads, timing=getattr(source, "timing", DEFAULT_TIMING), seed=seed, cache=cache)
     layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
     space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
+    check_precision(precision)
+    max_error = check_max_error(max_error)
     tally = _Tally(progress)
     graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
                                       input_shape=input_shape)  # a bad model file is refused before a cache is made
     space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size,
-                                baselines=spaces.BASELINES if baselines is None else baselines)
+                                baselines=spaces.BASELINES if baselines is None else baselines, precision=precision)
     meta = {"model": label, "args": args, "threads": settings.threads, "layouts": list(layouts),
-            "space_size": space_size, "transforms": transforms}
+            "space_size": space_size, "transforms": transforms, "precision": precision, "max_error": max_error}
     with source.open(settings.cache, settings.target, settings.threads, tally, **cluster) as provider:
         start = time.perf_counter()
         priced = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=transforms == "shared")
         provenance = source.provenance(provider)
     problem = replace(priced, meta={**priced.meta, "costs": provenance})
     return Extracted(graph, problem, label, args, settings, tuple(layouts), space_size, provenance, tally.tasks,
-                     tally.new, tally.failed, time.perf_counter() - start)
+                     tally.new, tally.failed, time.perf_counter() - start, precision, max_error)
 
 
 class _Tally:

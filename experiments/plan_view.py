@@ -24,6 +24,7 @@ from search.graph import OpGraph
 from search.layouts import activation_shape, fixed_layout
 from search.op import Op
 from search.plan import Plan, validate
+from search.precision import precision_of
 from solvers.problem import Problem
 
 OUTPUT = "output"
@@ -80,6 +81,11 @@ class PlanView:
     def transforms(self) -> tuple[ViewEdge, ...]:
         """The reads that need a layout transform."""
         return tuple(edge for edge in self.edges if edge.transform)
+
+    @property
+    def bf16(self) -> int:
+        """The operators computing in bf16."""
+        return sum(precision_of(node.knobs) == "bf16" for node in self.nodes)
 
     @property
     def conversions(self) -> int:

@@ -15,6 +15,7 @@ column.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 from experiments.plan_view import PlanView, ViewEdge, ViewNode, plan_view
 from search.errors import SearchError
 from search.plan import Plan
+from search.precision import INSTRUCTIONS, KNOB
 from solvers.formats import read_problem
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ class PlanDrawing:
 
 
 def draw_plan(source: str | Path, out: str | Path, problem: str | Path | None = None, *,
-              graph: OpGraph | None = None) -> PlanDrawing:
+              graph: OpGraph | None = None, error: float | None = None) -> PlanDrawing:
     """Draw the plan ``source`` (a plan file or a directory with ``plan.json``) into ``out`` (``.svg`` or ``.png``).
 
     Parameters
@@ -67,6 +69,8 @@ def draw_plan(source: str | Path, out: str | Path, problem: str | Path | None = 
         The cost problem pricing the plan (default: ``problem.json`` beside it, if that prices it).
     graph : OpGraph, optional
         The plan's operator graph (default: reloaded from the plan's ``model`` and ``args``).
+    error : float, optional
+        The exported plan's measured relative output error, named in the title (default: an artifact's manifest's).
 
     Raises
     ------
@@ -93,7 +97,8 @@ def draw_plan(source: str | Path, out: str | Path, problem: str | Path | None = 
             raise
         note, problem_file = f"{problem_file} not used: {exc}", None
         view = plan_view(graph, plan)
-    render(view, out, note=note)
+    error = error if error is not None else _checked_error(plan_file)
+    render(view, out, note=note, error=error)
     return PlanDrawing(out, len(view.nodes), view.conversions, problem_file, note)
 
 
@@ -114,6 +119,15 @@ def _plan_file(source: Path) -> Path:
     if not source.is_file():
         raise SearchError(f"{source}: no such plan file or artifact directory")
     return source
+
+
+def _checked_error(plan_file: Path) -> float | None:
+    """The relative error of the numerical check in the manifest beside an artifact's plan; None without one."""
+    manifest = plan_file.parent / "manifest.json"
+    try:
+        return float(json.loads(manifest.read_text())["numerical_check"]["relative_error"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _problem_beside(plan_file: Path) -> Path | None:
@@ -175,9 +189,10 @@ def layout(view: PlanView) -> _Layout:
 
 
 # ---------------------------------------------------------------------------------------------------- drawing
-def render(view: PlanView, out: str | Path, *, note: str = "") -> Path:
-    """Draw ``view`` into ``out`` (its suffix says SVG or PNG), atomically: a temporary file beside it, renamed.
-    An SVG keeps its text as text, so a viewer finds a node by its name."""
+def render(view: PlanView, out: str | Path, *, note: str = "", error: float | None = None) -> Path:
+    """Draw ``view`` into ``out`` (its suffix says SVG or PNG), atomically: a temporary file beside it, renamed;
+    ``error`` (the plan's measured output error) goes into the title. An SVG keeps its text as text, so a viewer
+    finds a node by its name."""
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -193,7 +208,7 @@ def render(view: PlanView, out: str | Path, *, note: str = "") -> Path:
         _draw_edges(ax, view, placed)
         for node in view.nodes:
             _draw_node(ax, node, placed.centres[node.name], colours, knobs)
-        _draw_header(fig, ax, view, placed, colours, knobs, note)
+        _draw_header(fig, ax, view, placed, colours, knobs, note, error)
         _save(fig, out)
     return out
 
@@ -211,8 +226,9 @@ def layout_colours(view: PlanView) -> dict[str, tuple[str, str]]:
 
 
 def knob_abbreviations(view: PlanView) -> dict[str, str]:
-    """Knob name -> its initials (``reg_n`` -> ``rn``), or the name itself where two knobs share initials."""
-    names = sorted({key for node in view.nodes for key, _ in node.knobs})
+    """Knob name -> its initials (``reg_n`` -> ``rn``), or the name itself where two knobs share initials; the
+    precision is written out (``_schedule_text``)."""
+    names = sorted({key for node in view.nodes for key, _ in node.knobs if key != KNOB})
     short = {name: "".join(part[:1] for part in name.split("_")) for name in names}
     clashes = {s for s in short.values() if list(short.values()).count(s) > 1}
     return {name: name if s in clashes else s for name, s in short.items()}
@@ -220,7 +236,8 @@ def knob_abbreviations(view: PlanView) -> dict[str, str]:
 
 def _schedule_text(node: ViewNode, knobs: dict[str, str]) -> str:
     layouts = node.out_layout if node.in_layout == node.out_layout else f"{node.in_layout}>{node.out_layout}"
-    return " ".join([layouts, *(f"{knobs[key]}={value}" for key, value in node.knobs)])
+    return " ".join([layouts, *(f"bf16 ({INSTRUCTIONS[value]})" if key == KNOB else f"{knobs[key]}={value}"
+                                for key, value in node.knobs)])
 
 
 def _ms(value: float | None) -> str:
@@ -304,12 +321,15 @@ def _transform_text(edge: ViewEdge, one_line: bool) -> str:
 
 
 def _draw_header(fig: Figure, ax: Axes, view: PlanView, placed: _Layout, colours: dict, knobs: dict,
-                 note: str) -> None:
+                 note: str, error: float | None) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     tunable = sum(node.role == "tunable" for node in view.nodes)
-    title = f"{view.model or 'plan'}: {tunable} tuned operators, {view.conversions} layout conversions"
+    title = f"{view.model or 'plan'}: {tunable} tuned operators" + (f" ({view.bf16} in bf16)" if view.bf16 else "")
+    title += f", {view.conversions} layout conversions"
+    if error is not None:
+        title += f"; output error {error:.1e} against fp32"
     if view.costs_from:
         title += f"; costs from {view.costs_from}, plan total {_ms(view.total_ms)}"
     top = placed.height - MARGIN

@@ -97,7 +97,8 @@ def time_plans(extracted: Extracted, plans: Mapping[str, Plan], *, repeat: int,
             distinct[key] = label
             # always loaded from a fresh path: a process that loaded a library keeps using it for that path
             where = Path(scratch) / f"plan{index}"
-            compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference)
+            compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference,
+                              max_error=extracted.max_error)
             compiled.save(where)
             if label in keep:
                 shutil.copytree(where, keep[label], dirs_exist_ok=True)

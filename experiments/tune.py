@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.budget import Budget, solve_within
 from experiments.calibrate import (
     PROFILE_RUNS,
     Round,
@@ -26,6 +27,7 @@ from experiments.solving import Solved, make_solvers, solve_all
 from experiments.timing import predicted_cost, time_plans, timing_line
 from experiments.tune_summary import PICTURE, TUNED_ARTIFACT, PlanResult, format_summary, solver_label, summary
 from search.errors import SearchError
+from search.precision import DEFAULT_MAX_ERROR
 
 if TYPE_CHECKING:
     import tvm
@@ -33,7 +35,6 @@ if TYPE_CHECKING:
     from cost_models.drift import Drift
     from experiments.timing import TimedPlans
     from search.plan import Plan
-    from solvers.base import Solver
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,10 @@ def tune(
     summary written to ``summary.json`` (``experiments.tune_summary``); raises ``SearchError`` or ``SolverError``
     for bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
 
-    ``model`` and every other keyword (name, batch, image_size, input_shape, seed, threads, space_size, layouts, cache,
-    costs, progress, ...) are ``extract``'s. ``out`` receives ``problem.json``, ``plan.json``, its picture ``plan.svg``,
+    ``model`` and every other keyword (name, batch, image_size, input_shape, seed, threads, space_size, layouts,
+    precision, max_error, cache, costs, progress, ...) are ``extract``'s; with bf16 candidates (``precision`` bf16
+    or auto) every plan is held to ``max_error`` (default ``search.precision.DEFAULT_MAX_ERROR``; see
+    ``experiments.budget``). ``out`` receives ``problem.json``, ``plan.json``, its picture ``plan.svg``,
     ``summary.json`` and the exported ``artifact/``. ``solver`` names one or more solvers (``"pbqp,ilp"``), each given
     ``time_limit`` seconds if set: each one's plan is exported, checked and timed in the same interleaved rounds as the
     baselines; the lowest-cost plan is *the* plan, and with several solvers each one's is also ``plans/<solver>.json``
@@ -89,15 +92,25 @@ def tune(
     directory.mkdir(parents=True, exist_ok=True)
     extracted.problem.save(directory / "problem.json")
     echo(f"solving with {', '.join(instance.name for instance in chosen)}")
-    first = _timed_pass(extracted, solve_all(extracted.problem, chosen), directory, repeat=repeat,
-                        profile=calibrate > 0, check=calibrate > 0, echo=echo)
-    last, rounds, round_pass, skipped = _calibrate(first, model, chosen, extract_args, directory, repeat=repeat,
+    budget = None if extracted.precision == "fp32" else Budget(extracted.max_error or DEFAULT_MAX_ERROR)
+
+    def solve(problem_of: Extracted) -> Solved:
+        if budget is None:
+            return solve_all(problem_of.problem, chosen)
+        return solve_within(problem_of, chosen, budget, echo)
+
+    first = _timed_pass(extracted, solve(extracted), directory, repeat=repeat, profile=calibrate > 0,
+                        check=calibrate > 0, echo=echo)
+    last, rounds, round_pass, skipped = _calibrate(first, model, solve, extract_args, directory, repeat=repeat,
                                                    rounds=calibrate, echo=echo)
     report = _report(first, last, rounds, round_pass, directory)
+    if budget is not None:
+        report["budget"] = budget.to_dict()
     if calibrate:
         report["calibration"] = {"rounds": [r.to_dict() for r in rounds],
                                  "converged": bool(rounds) and not rounds[-1].plan_changed, "skipped": skipped}
-    draw_plan(directory / "plan.json", directory / PICTURE, graph=extracted.graph)
+    draw_plan(directory / "plan.json", directory / PICTURE, graph=extracted.graph,
+              error=report["plan"]["relative_error"])
     write_json_atomic(directory / "summary.json", report)
     for line in format_summary(report):
         echo(line)
@@ -111,7 +124,8 @@ def _check_counts(repeat: int, calibrate: int) -> None:
         raise SearchError(f"calibrate must be a non-negative integer (rounds), got {calibrate!r}")
 
 
-def _calibrate(first: TimedPass, model: Any, chosen: list[Solver], extract_args: dict[str, Any], directory: Path, *,
+def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved], extract_args: dict[str, Any],
+               directory: Path, *,
                repeat: int, rounds: int, echo: Callable[[str], None]
                ) -> tuple[TimedPass, list[Round], TimedPass, str | None]:
     """Up to ``rounds`` calibration rounds from the first pass: the last pass (its problem and solutions the
@@ -124,7 +138,7 @@ def _calibrate(first: TimedPass, model: Any, chosen: list[Solver], extract_args:
             echo(f"warning: calibration stopped: {skipped}")
             return current, done, calibrated_on, skipped
         echo(f"calibration round {index}: the profiles' in-network times priced into the problem, solved again")
-        extracted, solved, round_ = _calibration_round(index, model, current, chosen, extract_args)
+        extracted, solved, round_ = _calibration_round(index, model, current, solve, extract_args)
         done.append(round_)
         calibrated_on = current
         if not round_.plan_changed:  # the plans as timed, predicted and reported on the calibrated problem
@@ -156,7 +170,7 @@ def _timed_pass(extracted: Extracted, solved: Solved, directory: Path, *, repeat
     return TimedPass(extracted, solved, plans, timed, drift)
 
 
-def _calibration_round(index: int, model: Any, current: TimedPass, chosen: list[Solver],
+def _calibration_round(index: int, model: Any, current: TimedPass, solve: Callable[[Extracted], Solved],
                        extract_args: dict[str, Any]) -> tuple[Extracted, Solved, Round]:
     """Keep the profiles' in-network times, price the problem again with the calibrated source, predict the
     measured plans and solve again: the calibrated extraction, the solutions, and the round (whether the best plan
@@ -167,7 +181,7 @@ def _calibration_round(index: int, model: Any, current: TimedPass, chosen: list[
     keep_network_times(current.extracted, current.plans, current.timed.profiles, measured)
     calibrated = extract(model, **{**extract_args, "costs": CalibratedSource(current.extracted.settings.timing)})
     predicted, offsets = predict(calibrated.problem, current.plans, measured)
-    solved = solve_all(calibrated.problem, chosen)
+    solved = solve(calibrated)
     chosen_plan = calibrated.plan(solved.solutions[solved.best])
     previous = current.plans.get(solver_label(solved.best), current.best_plan)
     stats = calibrated.costs.get("calibration", {})

@@ -51,6 +51,13 @@ class PlanResult:
         return out
 
 
+def bf16_nodes(plan: Any) -> list[str]:
+    """The nodes ``plan`` (a ``search.plan.Plan``) runs in bf16, sorted."""
+    from search.precision import precision_of
+
+    return sorted(name for name in plan.choices if precision_of(plan.candidate(name).knobs) == "bf16")
+
+
 def solution_dict(solution: Any) -> dict[str, Any]:
     """A solver's solution as the summary reports it (without the assignment)."""
     return {key: value for key, value in solution.to_dict().items() if key != "assignment"}
@@ -77,12 +84,14 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
         "versions": {"tessera": importlib.metadata.version("tessera"), "tvm": tvm.__version__,
                      "python": platform.python_version()},
         "problem": {"nodes": problem.num_nodes, "edges": len(problem.edges), "candidates": sum(problem.domain_sizes),
-                    "layouts": list(extracted.layouts), "space_size": extracted.space_size},
+                    "layouts": list(extracted.layouts), "space_size": extracted.space_size,
+                    "precision": extracted.precision},
         "measurements": {**extracted.costs, "tasks": extracted.tasks, "new": extracted.new,
                          "cached": extracted.tasks - extracted.new - extracted.costs.get("predicted", 0),
                          "failed": extracted.failed, "seconds": extracted.seconds},
         "solver": solution_dict(solutions[best]),
-        "plan": plan.to_dict(),
+        "plan": {**plan.to_dict(), "operators": len(extracted.graph.tunable),
+                 "bf16_nodes": bf16_nodes(extracted.plan(solutions[best]))},
         "baselines": baselines,
         "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
                   "artifact": str(directory / TUNED_ARTIFACT), "picture": str(directory / PICTURE)},
@@ -174,13 +183,20 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
                  f"{load['before_latency']:.2f} -> {load['after_latency']:.2f} on {usable_cores()} cores{pool}")
     for entry in s.get("calibration", {}).get("rounds", []):
         lines.append(_round_line(entry, s["solver"]["solver"]))
+    if "budget" in s:
+        b = s["budget"]
+        lines.append(f"error budget {b['max_error']:g}: {len(b['checks'])} plans checked, {len(b['forbidden'])} "
+                     "nodes forbidden bf16")
     if s.get("calibration", {}).get("skipped"):
         lines.append(f"calibration stopped: {s['calibration']['skipped']}")
     if s.get("drift", {}).get("disturbed"):
         lines.append(f"warning: the latencies above were timed while {s['drift']['kernels']} of the plans' kernels ran "
                      f"x{s['drift']['ratio']:.2f} their recorded time: the machine was disturbed; tune again later")
     extra = ", plans/" if "solvers" in s else ""
-    lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}; wrote "
+    bf16 = s["plan"].get("bf16_nodes", [])
+    share = f" ({len(bf16)} of {s['plan']['operators']} operators in bf16)" if p.get("precision", "fp32") != "fp32" \
+        else ""
+    lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}{share}; wrote "
                  f"{Path(s['files']['plan']).parent}: plan.json, {PICTURE}, problem.json, summary.json, "
                  f"{TUNED_ARTIFACT}/{extra}")
     return lines

@@ -14,6 +14,7 @@ from search.graph import OpGraph
 from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
 from search.layouts import LayoutError, activation_layout
 from search.op import Op
+from search.precision import INSTRUCTIONS, KNOB, by_precision
 from search.templates.workloads import KernelSpec, Knobs
 
 
@@ -65,8 +66,10 @@ def default_knobs(op: Op, in_layout: str, out_layout: str) -> Knobs:
     return kind.knob_space(kind.spec(op, in_layout, out_layout), 1)[0]
 
 
-def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int | None = None) -> list[Candidate]:
-    """Candidates of tunable ``op``: every supported layout pair x up to ``knobs_per_layout`` knob settings.
+def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int | None = None,
+                    precision: str = "fp32") -> list[Candidate]:
+    """Candidates of tunable ``op``: every supported layout pair x up to ``knobs_per_layout`` knob settings of the
+    ``precision`` searched (``search.precision.by_precision``).
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
     (so the default of each pair comes first, in the kind's layout order).
@@ -77,7 +80,8 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
     per_pair = []
     for in_layout, out_layout in kind.layout_pairs(op):
         if isinstance(kind, KernelKind):
-            settings = kind.knob_space(kind.spec(op, in_layout, out_layout), knobs_per_layout) or [()]
+            space = kind.knob_space(kind.spec(op, in_layout, out_layout))
+            settings = by_precision(space, precision, knobs_per_layout) or [()]
         else:
             settings = kind.variants(op, out_layout)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])
@@ -119,6 +123,10 @@ def check_candidate(op: Op, candidate: Candidate) -> None:
             for key, value in setting:
                 allowed.setdefault(key, set()).add(value)
         for key, value in candidate.knobs:
+            if key == KNOB and value not in allowed.get(key, ()):
+                raise SearchError(f"{where}: {candidate.name!r} computes in bf16, which needs "
+                                  f"{INSTRUCTIONS.get(value, 'an instruction set tessera knows')}; this CPU's kernel "
+                                  f"offers {sorted(allowed.get(key, ())) or 'no bf16 setting'}")
             if value not in allowed.get(key, ()):
                 raise SearchError(f"{where}: knob {key}={value} is not in the template's space "
                                   f"{ {k: sorted(v) for k, v in allowed.items()} }")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from search.errors import SearchError
+from search.microkernels import link_options
 
 SOURCE = Path(__file__).with_name("runtime_pool.cc")
 COMPILE_OPTIONS = ("-O2", "-std=c++17", "-pthread")
@@ -110,5 +111,6 @@ def _has_symbol(library: ctypes.CDLL, name: str) -> bool:
 
 
 def export_options() -> dict[str, Any]:
-    """The keyword arguments of ``export_library`` that compile tessera's pool into the library."""
-    return {"addons": [str(SOURCE)], "options": list(COMPILE_OPTIONS)}
+    """The keyword arguments of ``export_library`` that compile tessera's pool into the library and link its
+    micro-kernels (``search.microkernels``)."""
+    return {"addons": [str(SOURCE), *link_options()["addons"]], "options": list(COMPILE_OPTIONS)}

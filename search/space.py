@@ -15,6 +15,7 @@ from search.errors import SearchError
 from search.graph import OpGraph
 from search.layouts import searchable_layouts
 from search.plan import BASELINES, baseline_plan
+from search.precision import check_precision
 
 DEFAULT_LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c", "NCHW32c")
 DEFAULT_SPACE_SIZE = 50
@@ -46,21 +47,29 @@ def tuning_space(
     layouts: Sequence[str] = DEFAULT_LAYOUTS,
     space_size: int = DEFAULT_SPACE_SIZE,
     baselines: Sequence[str] = BASELINES,
+    precision: str = "fp32",
 ) -> dict[str, list[Candidate]]:
     """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (a linear layer's rows
     are always searched in ``NC`` and in ``CN{c}c`` where ``layouts`` names it; a layout-free kind keeps its own),
     the first ``space_size`` of them, then the candidates of the uniform plans ``baselines`` (names of
     ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
-    The baselines make every node's domain non-empty and let their predicted costs be read off the problem.
+    ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32`` or
+    ``bf16`` (a node whose kind has no bf16 kernel: fp32), or ``auto``: the first ``space_size`` fp32 candidates and
+    the first ``space_size`` bf16 ones (so that its space holds the fp32 one); SearchError for ``bf16`` on a host
+    without bf16 instructions. The baselines (fp32) make every node's domain non-empty and let their predicted costs
+    be read off the problem.
     """
     check_space_size(space_size)
+    check_precision(precision)
     allowed = set(parse_layouts(layouts)) | {"NC"}
     baselines = [baseline_plan(graph, name) for name in baselines]
     space = {}
     for op in graph.tunable:
-        ranked = node_candidates(op)
-        chosen = [c for c in ranked if op.layout_free or {c.in_layout, c.out_layout} <= allowed][:space_size]
+        chosen = []
+        for searched in ("fp32", "bf16") if precision == "auto" else (precision,):
+            ranked = node_candidates(op, precision=searched)
+            chosen += [c for c in ranked if op.layout_free or {c.in_layout, c.out_layout} <= allowed][:space_size]
         chosen += [plan.candidate(op.name) for plan in baselines]
         space[op.name] = list(dict.fromkeys(chosen))
     return space

@@ -2,12 +2,12 @@
 
 A kernel kind is checked on small workloads (its ``examples`` unless given): every supported layout pair fits the
 workload's shapes; the knob space is deterministic, distinct, sorted and has the default first (building ``()`` and
-the first setting give the same PrimFunc); every knob setting of every layout pair (up to the caps given) builds a
-scheduled PrimFunc whose parameters have the packed shapes, and computes what the kind's numpy reference computes, for
-every epilogue the kind lists; features, if the kind gives them, are finite numbers. A layout kind is run in every
-layout that fits its example inputs against its numpy reference. ``kind_checks`` yields the checks one by one (the
-test suite parametrises over them); ``check_kind`` runs them all and raises ``AssertionError`` naming the first
-failure.
+the first setting give the same PrimFunc); every knob setting of every layout pair (up to the caps given; the bf16
+settings always) builds a scheduled PrimFunc whose parameters have the packed shapes, and computes what the kind's
+numpy reference computes (``tolerance``), for every epilogue the kind lists; features, if the kind gives them, are
+finite numbers. A layout kind is run in every layout that fits its example inputs against its numpy reference.
+``kind_checks`` yields the checks one by one (the test suite parametrises over them); ``check_kind`` runs them all
+and raises ``AssertionError`` naming the first failure.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from search.kinds.registry import kernel_kind
 from search.layouts import layout
 from search.numerics import relative_error
 from search.op import Op
+from search.precision import TOLERANCE as BF16_TOLERANCE
+from search.precision import precision_of
 from search.templates.workloads import Epilogue, KernelSpec
 
 TOLERANCE = 1e-4  # of max|out - reference| relative to max(1, max|reference|), float32 against float64
@@ -38,7 +40,8 @@ def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target)
 
     lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).jit()
     dev = tvm.cpu()
-    args = [tvm.runtime.tensor(np.ascontiguousarray(a, dtype="float32"), dev) for a in arrays]
+    dtypes = [str(param.dtype) for param in func.params]  # float32, or a packed bf16 weight's uint16
+    args = [tvm.runtime.tensor(np.ascontiguousarray(a, dtype=dtype), dev) for a, dtype in zip(arrays, dtypes)]
     out = tvm.runtime.tensor(np.full(out_shape, np.nan, dtype="float32"), dev)
     lib["main"](*args, out)
     return out.numpy()
@@ -91,14 +94,20 @@ def check_kernel(spec: KernelSpec, *, target=None, seed: int = 0) -> None:
 
 def kernel_error(spec: KernelSpec, *, target=None, seed: int = 0) -> float:
     """``max|out - reference| / max(1, max|reference|)`` of ``spec``'s kernel on random operands against its kind's
-    float64 numpy reference (what ``check_kernel`` compares with ``TOLERANCE``); ``AssertionError`` if the PrimFunc is
-    not scheduled or its parameters have the wrong shapes."""
+    float64 numpy reference (what ``check_kernel`` compares with ``tolerance(spec)``); ``AssertionError`` if the
+    PrimFunc is not scheduled or its parameters have the wrong shapes."""
     return _numerics(kernel_kind(spec.workload.kind), spec, target or make_target(1), seed)
+
+
+def tolerance(spec: KernelSpec) -> float:
+    """The largest relative error ``check_kernel`` accepts: ``TOLERANCE`` for fp32, ``search.precision``'s for
+    bf16."""
+    return TOLERANCE if precision_of(spec.knobs) == "fp32" else BF16_TOLERANCE
 
 
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
     error = _numerics(kind, spec, target, seed)
-    assert error <= TOLERANCE, f"{_where(kind, spec)}: relative error {error:.3g} against the numpy reference"
+    assert error <= tolerance(spec), f"{_where(kind, spec)}: relative error {error:.3g} against the numpy reference"
 
 
 def _where(kind: KernelKind, spec: KernelSpec) -> str:
@@ -151,7 +160,8 @@ def _kernel_checks(kind: KernelKind, workloads: Sequence[Any], epilogues: Sequen
             yield f"{name}-features", lambda spec=spec: _features_check(kind, spec)
 
             def numerics(spec=spec) -> None:
-                space = kind.knob_space(spec, settings)
+                full = kind.knob_space(spec)
+                space = [*full[:settings], *(k for k in full[settings:] if precision_of(k) != "fp32")]
                 for i, knobs in enumerate(space):
                     for j, epilogue in enumerate(epilogues if i == 0 else epilogues[-1:]):
                         _numerics_check(kind, replace(spec, knobs=knobs, epilogue=epilogue), target, 1000 * i + j)

@@ -20,6 +20,7 @@ from search.kinds.epilogue import (
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.layouts import view_block
+from search.precision import KNOB
 from search.relax_exprs import static_shape
 from search.templates import conv2d as template
 from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
@@ -168,4 +169,5 @@ class Conv2DKind(ConvLike):
         else:
             rows = knobs.get("rows", 0)
         return {**tiled_kernel_features(spec, conv_extents(wl), ib, ob), "winograd": float(knobs.get("winograd", 0)),
-                "prologue": float(prologue), "gate": float(spec.epilogue.gate), "rows_outer": float(rows)}
+                "bf16": float(knobs.get(KNOB, 0)), "prologue": float(prologue), "gate": float(spec.epilogue.gate),
+                "rows_outer": float(rows)}

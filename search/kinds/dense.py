@@ -13,6 +13,7 @@ from search.kinds.epilogue import apply_epilogue, fused_chain, packed_bias
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.layouts import layout
+from search.precision import KNOB
 from search.relax_exprs import static_shape
 from search.templates import dense as template
 from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
@@ -77,4 +78,5 @@ class DenseKind(TemplateKind):
         run = layout(spec.in_layout).block() or wl.in_features  # the input's contiguous run of features
         knobs = dict(spec.knobs)
         return {**tiled_kernel_features(spec, extents, run, knobs.get("oc_bn", 1)),
-                "rows_outer": float(knobs.get("rows", 0))}  # row tiles outermost (the default, 0, resolved)
+                "rows_outer": float(knobs.get("rows", 0)),  # row tiles outermost (the default, 0, resolved)
+                "bf16": float(knobs.get(KNOB, 0))}

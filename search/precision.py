@@ -1,0 +1,83 @@
+"""Precision as an axis of the candidate space: a kernel computes in fp32 or in bfloat16 (bf16 data and weights,
+fp32 accumulation and output).
+
+A bf16 candidate carries the knob ``bf16`` with the instructions it runs on: ``AMX`` (AMX-BF16 tiles) or ``DOT``
+(AVX-512 BF16 dot products); without the knob a candidate is fp32, so fp32 names and cache keys are what they were.
+What a search may use is a ``PRECISIONS`` choice: ``fp32``, ``bf16`` (every operator whose kind has a bf16 kernel) or
+``auto`` (either, per operator). A host without bf16 instructions offers no bf16 settings: ``auto`` is fp32 there
+and ``bf16`` is refused (``check_precision``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from search.errors import SearchError
+from search.host import host
+from search.templates.workloads import Knobs
+
+KNOB = "bf16"
+AMX, DOT = 1, 2
+INSTRUCTIONS = {AMX: "amx_bf16", DOT: "avx512_bf16"}
+"""The CPU flag each bf16 setting needs."""
+PRECISIONS = ("fp32", "bf16", "auto")
+STORAGE = "uint16"
+"""How kernels store bf16 values: their bit patterns (TVM would legalise a bf16 buffer into fp32 arithmetic)."""
+TOLERANCE = 2e-2
+"""A bf16 kernel's relative error against its float64 reference (bf16 keeps 8 significant bits: 2**-9 per rounded
+operand, sums of thousands of products in fp32)."""
+DEFAULT_MAX_ERROR = 2e-2
+"""A search's error budget when none is given: a plan's largest relative output error against the fp32 build."""
+
+
+def check_max_error(max_error: object) -> float | None:
+    """``max_error`` (None, or a positive finite number: a plan's largest relative output error against the fp32
+    build) as a float; SearchError otherwise."""
+    if max_error is None:
+        return None
+    if isinstance(max_error, bool) or not isinstance(max_error, (int, float)) or not 0 < max_error < float("inf"):
+        raise SearchError(f"max error must be a positive number (relative to the fp32 output), got {max_error!r}")
+    return float(max_error)
+
+
+def precision_of(knobs: Knobs) -> str:
+    """``"bf16"`` for a setting with the bf16 knob, else ``"fp32"``."""
+    return "bf16" if dict(knobs).get(KNOB) else "fp32"
+
+
+def to_bf16_bits(values: np.ndarray) -> np.ndarray:
+    """Values rounded to bf16 (to nearest, ties to even), as their 16-bit patterns (``STORAGE``)."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(STORAGE)
+
+
+def bf16_settings(features: Iterable[str] | None = None) -> list[Knobs]:
+    """The bf16 settings a CPU with ``features`` (default: this host's) runs, AMX first."""
+    have = host().features if features is None else set(features)
+    return [((KNOB, unit),) for unit, flag in INSTRUCTIONS.items() if flag in have]
+
+
+def check_precision(precision: str, features: Iterable[str] | None = None) -> str:
+    """``precision`` if it is one of ``PRECISIONS`` and the CPU (default: this host) can run it; SearchError naming
+    the missing instruction sets otherwise."""
+    if precision not in PRECISIONS:
+        raise SearchError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision == "bf16" and not bf16_settings(features):
+        raise SearchError(f"precision bf16 needs {' or '.join(INSTRUCTIONS.values())}, which this CPU "
+                          f"({host().cpu}) does not have")
+    return precision
+
+
+def by_precision(space: list[Knobs], precision: str, size: int | None = None) -> list[Knobs]:
+    """The settings of a knob space a search with ``precision`` uses: ``fp32`` its first ``size`` fp32 settings,
+    ``bf16`` its first bf16 one, on the host's fastest instructions (its fp32 ones where it has none), ``auto``
+    both. The other bf16 settings (AVX-512 BF16 on a host with AMX) stay valid settings of a plan."""
+    fp32 = [knobs for knobs in space if precision_of(knobs) == "fp32"][:size]
+    bf16 = [knobs for knobs in space if precision_of(knobs) == "bf16"][:1]
+    if precision == "fp32":
+        return fp32
+    if precision == "bf16":
+        return bf16 or fp32
+    return [*fp32, *bf16]

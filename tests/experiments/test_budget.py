@@ -1,0 +1,104 @@
+"""The error budget of a search with bf16 candidates, on a tiny network measured here: plans are held to it by
+giving up bf16 nodes; a budget too tight for any gives the fp32 plan; tune reports it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from experiments.budget import Budget, solve_within
+from experiments.cli import main
+from experiments.extraction import extract
+from experiments.show import draw_plan
+from experiments.tune import tune
+from search import precision
+from search.graph import extract_graph
+from search.plan import Plan, baseline_plan
+from solvers.base import make_solver
+from tests.cli_helpers import one_error_line
+from tests.search.tiny_nets import residual_concat_net
+
+SPACE = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c"}
+needs_bf16 = pytest.mark.skipif(not precision.bf16_settings(), reason="this CPU has no bf16 instructions")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("budget") / "costs.sqlite"
+
+
+@pytest.fixture(scope="module")
+def cheap_bf16(cache):
+    """The tiny net's measured auto-precision problem with every bf16 candidate made free, so that the solver
+    takes them all."""
+    extracted = extract(residual_concat_net(), cache=cache, precision="auto", **SPACE)
+    free = extracted.problem.forbidding(lambda node, candidate: False)
+    nodes = tuple(replace(node, costs=[0.0 if "bf16=" in c else cost for c, cost in zip(node.candidates, node.costs)])
+                  for node in free.nodes)
+    return replace(extracted, problem=replace(free, nodes=nodes))
+
+
+def _bf16_nodes(extracted, solved) -> list[str]:
+    plan = extracted.plan(solved.solutions[solved.best])
+    return [name for name, choice in plan.choices.items() if "bf16=" in choice]
+
+
+@needs_bf16
+def test_a_loose_budget_keeps_the_bf16_plan(cheap_bf16):
+    budget, lines = Budget(1.0), []
+    solved = solve_within(cheap_bf16, [make_solver("dp")], budget, lines.append)
+    nodes = _bf16_nodes(cheap_bf16, solved)
+    assert len(nodes) == 7 and not budget.forbidden  # every conv2d
+    (check,) = budget.checks
+    assert check["within"] and check["bf16_nodes"] == 7 and 0 < check["error"] <= precision.DEFAULT_MAX_ERROR
+    assert "within 1" in lines[0]
+
+
+@needs_bf16
+def test_a_budget_too_tight_for_any_bf16_node_gives_the_fp32_plan(cheap_bf16):
+    budget = Budget(1e-9)
+    solved = solve_within(cheap_bf16, [make_solver("dp")], budget, lambda line: None)
+    assert _bf16_nodes(cheap_bf16, solved) == [] and len(budget.forbidden) == 7
+    assert [c["bf16_nodes"] for c in budget.checks] == [7, 4, 2, 1]  # half the bf16 nodes given up each time
+    assert not any(c["within"] for c in budget.checks)
+
+
+@needs_bf16
+def test_tune_with_auto_precision_reports_the_budget_and_each_plans_error(cheap_bf16, cache, tmp_path):
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=cache, precision="auto",
+                   max_error=0.05, repeat=2, calibrate=0, echo=lambda line: None, **SPACE)
+    assert summary["measurements"]["new"] == 0  # the fixture measured the space
+    assert summary["problem"]["precision"] == "auto" and summary["budget"]["max_error"] == 0.05
+    assert summary["plan"]["relative_error"] <= 0.05 and summary["plan"]["operators"] == 9
+    assert all(check["error"] <= 0.05 or not check["within"] for check in summary["budget"]["checks"])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["tune", "resnet18", "--max-error", "0", "--out", "{tmp}/o"], "max error must be a positive number"),
+        (["extract", "resnet18", "--max-error", "inf", "--out", "{tmp}/p.json"], "max error must be a positive"),
+        (["export", "resnet18", "--plan", "nchw", "--max-error", "-1", "--out", "{tmp}/a"], "max error must be"),
+    ],
+)
+def test_cli_bad_budgets_are_one_error_line(argv, message, tmp_path, capsys):
+    assert main([arg.format(tmp=tmp_path) for arg in argv]) == 2
+    assert message in one_error_line(capsys)
+
+
+def test_an_unknown_precision_is_one_error_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exited:  # argparse's choices
+        main(["tune", "resnet18", "--precision", "fp16", "--out", str(tmp_path / "o")])
+    assert exited.value.code == 2 and "invalid choice: 'fp16'" in one_error_line(capsys)
+
+
+@needs_bf16
+def test_the_plan_picture_names_each_operators_precision_and_the_error(tmp_path):
+    graph = extract_graph(residual_concat_net())
+    choices = {**baseline_plan(graph, "nchw").choices, "conv2d_1": "NCHW>NCHW:bf16=1", "conv2d_4": "NCHW>NCHW:bf16=2"}
+    Plan(choices, "tiny").save(tmp_path / "plan.json")
+    draw_plan(tmp_path / "plan.json", tmp_path / "plan.svg", graph=graph, error=3e-3)
+    text = (tmp_path / "plan.svg").read_text()
+    assert "9 tuned operators (2 in bf16)" in text and "output error 3.0e-03 against fp32" in text
+    assert "bf16 (amx_bf16)" in text and "bf16 (avx512_bf16)" in text

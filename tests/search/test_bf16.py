@@ -1,0 +1,182 @@
+"""bfloat16 as a precision of the candidate space: the bf16 convolution against numpy, plans mixing precisions, the
+precision a search uses, and the refusal on a host without bf16 instructions."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from search import precision
+from search.candidates import Candidate, node_candidates
+from search.errors import SearchError
+from search.export import export
+from search.graph import extract_graph
+from search.host import Host, host, make_target
+from search.kinds import kernel_kind
+from search.kinds.checks import kernel_error
+from search.kinds.conv2d import conv_reference
+from search.layouts import layout
+from search.plan import Plan, baseline_plan
+from search.space import tuning_space
+from search.templates import conv2d_bf16
+from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
+from tests.search.tiny_nets import residual_concat_net
+
+SETTINGS = precision.bf16_settings()
+needs_bf16 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no bf16 instructions (avx512_bf16, amx_bf16)")
+WORKLOADS = [
+    Conv2DWorkload(1, 64, 9, 9, 64, (3, 3), (1, 1), (1, 1, 1, 1)),
+    Conv2DWorkload(1, 20, 5, 37, 24, (1, 1), (1, 1), (0, 0, 0, 0)),  # channels padded; 37 wide: 16 + 16 + 5 pixels
+    Conv2DWorkload(1, 16, 11, 13, 32, (3, 3), (2, 2), (1, 1, 1, 1), (2, 2)),  # strided and dilated
+]
+
+
+def _bf16(values: np.ndarray) -> np.ndarray:
+    """``values`` rounded to bf16 (to nearest, ties to even), back in float64."""
+    bits = precision.to_bf16_bits(values).astype(np.uint32) << 16
+    return bits.view(np.float32).astype(np.float64)
+
+
+@needs_bf16
+@pytest.mark.parametrize("knobs", SETTINGS, ids=lambda k: f"bf16={k[0][1]}")
+@pytest.mark.parametrize("workload", WORKLOADS, ids=["3x3", "1x1-padded", "strided-dilated"])
+def test_a_bf16_convolution_is_the_convolution_of_bf16_rounded_operands(workload, knobs):
+    spec = KernelSpec(workload, "NCHW", "NCHW16c" if workload.out_channels % 16 == 0 else "NCHW8c", knobs,
+                      Epilogue(bias=False))
+    rng = np.random.default_rng(0)
+    data = rng.uniform(-1, 1, workload.in_shape)
+    weight = rng.uniform(-1, 1, (workload.out_channels, workload.in_channels, *workload.kernel))
+    import tvm
+
+    func = kernel_kind("conv2d").build(spec, make_target(2))
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=make_target(2)).jit()
+    out_layout = layout(spec.out_layout)
+    out = tvm.runtime.tensor(np.full(out_layout.physical_shape(workload.out_shape), np.nan, np.float32))
+    lib["main"](tvm.runtime.tensor(data.astype(np.float32)),
+                tvm.runtime.tensor(kernel_kind("conv2d").pack(spec, {"weight": weight})[0]), out)
+    got = out_layout.to_logical(out.numpy())
+    emulated = conv_reference(_bf16(data), _bf16(weight), workload)  # bf16 operands, exact sums
+    exact = conv_reference(data, weight, workload)
+    scale = np.abs(exact).max()
+    assert np.abs(got - emulated).max() / scale < 1e-5  # only fp32 accumulation differs
+    assert 1e-4 < np.abs(got - exact).max() / scale < precision.TOLERANCE  # bf16's rounding, within its tolerance
+
+
+@needs_bf16
+@pytest.mark.parametrize("pair", [("NHWC", "NCHW"), ("NCHW8c", "NHWC")])
+def test_a_bf16_convolution_with_its_epilogue_passes_the_conformance_check_in_any_layouts(pair):
+    workload = Conv2DWorkload(1, 16, 6, 7, 24, (3, 3), (1, 1), (1, 1, 1, 1))
+    for knobs in SETTINGS:
+        spec = KernelSpec(workload, *pair, knobs, Epilogue(True, True, "silu", residual_after_activation=True))
+        assert kernel_error(spec, target=make_target(1)) <= precision.TOLERANCE
+
+
+@needs_bf16
+@pytest.mark.parametrize("workload, pair", [(DenseWorkload(130, 96, 48), ("CN32c", "CN16c")),  # 3 chunks of rows
+                                            (DenseWorkload(1, 200, 100), ("NC", "NC"))])  # both sides padded
+def test_a_bf16_linear_layer_matches_numpy_within_bf16s_tolerance(workload, pair):
+    for knobs in SETTINGS:
+        spec = KernelSpec(workload, *pair, knobs, Epilogue(True, True, "gelu"))
+        assert 1e-4 < kernel_error(spec, target=make_target(2)) <= precision.TOLERANCE
+
+
+def test_a_bf16_setting_takes_no_other_knob_and_no_prologue():
+    workload = WORKLOADS[0]
+    with pytest.raises(SearchError, match="one knob bf16"):
+        conv2d_bf16.pack_weight(KernelSpec(workload, "NCHW", "NCHW", (("bf16", 1), ("reg_n", 4))), np.zeros(1))
+    with pytest.raises(SearchError, match="no prologue"):
+        conv2d_bf16.pack_weight(KernelSpec(workload, "NCHW", "NCHW", (("bf16", 1),), Epilogue(prologue=True)),
+                                np.zeros(1))
+
+
+def test_the_precision_searched_picks_the_settings_of_each_node():
+    graph = extract_graph(residual_concat_net())
+    conv, depthwise = graph.op("conv2d_1"), graph.op("depthwise_conv2d_0")
+    fp32 = node_candidates(conv)
+    assert all(precision.precision_of(c.knobs) == "fp32" for c in fp32)
+    fastest = [Candidate(i, o, knobs) for i, o in kernel_kind("conv2d").layout_pairs(conv) for knobs in SETTINGS[:1]]
+    assert sorted(c.name for c in node_candidates(conv, precision="bf16")) == sorted(c.name for c in fastest or fp32)
+    assert sorted(c.name for c in node_candidates(conv, precision="auto")) == sorted(c.name for c in fp32 + fastest)
+    assert node_candidates(depthwise, precision="bf16") == node_candidates(depthwise)  # no bf16 kernel: fp32
+    assert tuning_space(graph) == tuning_space(graph, precision="fp32")
+    auto = tuning_space(graph, precision="auto", space_size=3)
+    for name, candidates in tuning_space(graph, space_size=3).items():  # the fp32 space, and the first bf16 ones
+        bf16 = [c for c in auto[name] if precision.precision_of(c.knobs) == "bf16"]
+        expected = 0 if not SETTINGS or name.startswith(("depthwise", "concat")) else 1 if name == "dense_0" else 3
+        assert set(candidates) <= set(auto[name]) and len(bf16) == expected  # dense_0: one row, one layout pair
+
+
+@needs_bf16
+def test_a_plan_mixing_precisions_exports_checked_against_the_bf16_tolerance(tmp_path):
+    graph = extract_graph(residual_concat_net())
+    choices = dict(baseline_plan(graph, "nchw").choices)
+    (knobs,) = SETTINGS[:1]
+    choices["conv2d_1"] = Candidate("NCHW", "NCHW", knobs).name
+    choices["conv2d_4"] = Candidate("NCHW", "NCHW", SETTINGS[-1]).name
+    compiled = export(graph, Plan(choices, "tiny"), target=make_target(1), threads=1)
+    check = compiled.manifest["numerical_check"]
+    assert compiled.manifest["bf16_nodes"] == ["conv2d_1", "conv2d_4"]
+    assert check["tolerance"] == precision.TOLERANCE and 0 < check["relative_error"] <= precision.TOLERANCE
+    with pytest.raises(SearchError, match="numerical check failed"):
+        export(graph, Plan(choices, "tiny"), target=make_target(1), threads=1, max_error=1e-6)
+    fp32 = export(graph, baseline_plan(graph, "nchw"), target=make_target(1), threads=1)
+    assert fp32.manifest["bf16_nodes"] == [] and fp32.manifest["numerical_check"]["relative_error"] < 1e-5
+
+
+def test_a_host_without_bf16_instructions_offers_no_bf16_and_refuses_it(monkeypatch):
+    avx512 = dataclasses.replace(host(), features=frozenset({"avx2", "fma", "avx512f", "avx512_vnni"}))
+    monkeypatch.setattr(precision, "host", lambda: avx512)
+    assert isinstance(avx512, Host) and precision.bf16_settings() == []
+    with pytest.raises(SearchError, match="precision bf16 needs amx_bf16 or avx512_bf16, which this CPU"):
+        precision.check_precision("bf16")
+    graph = extract_graph(residual_concat_net())
+    with pytest.raises(SearchError, match="precision bf16 needs"):
+        tuning_space(graph, precision="bf16")
+    assert tuning_space(graph, precision="auto") == tuning_space(graph)  # auto is fp32 there
+    with pytest.raises(SearchError, match="precision must be one of fp32, bf16, auto"):
+        precision.check_precision("fp16")
+    assert precision.bf16_settings({"avx512_bf16"}) == [(("bf16", precision.DOT),)]
+    assert precision.bf16_settings({"amx_bf16", "avx512_bf16"}) == [(("bf16", precision.AMX),),
+                                                                      (("bf16", precision.DOT),)]
+
+
+def test_a_plan_with_bf16_on_a_host_without_it_is_refused_naming_the_instructions(monkeypatch):
+    from search.plan import validate
+
+    graph = extract_graph(residual_concat_net())
+    plan = Plan({**baseline_plan(graph, "nchw").choices, "conv2d_1": "NCHW>NCHW:bf16=1"}, "tiny")
+    monkeypatch.setattr(precision, "host", lambda: dataclasses.replace(host(), features=frozenset({"avx512_bf16"})))
+    with pytest.raises(SearchError, match=r"conv2d_1.*bf16=1' computes in bf16, which needs amx_bf16"):
+        validate(plan, graph)
+
+
+def test_the_micro_kernels_compile_to_amx_and_avx512_bf16_instructions_on_any_host(tmp_path):
+    import subprocess
+
+    from search import microkernels
+
+    assembly = tmp_path / "microkernels.s"
+    subprocess.run([microkernels.compiler(), "-S", *microkernels.OPTIONS, str(microkernels.SOURCE), "-o",
+                    str(assembly)], check=True)
+    text = assembly.read_text()
+    assert "tdpbf16ps" in text and "ldtilecfg" in text and "vdpbf16ps" in text
+
+
+def test_tirs_rounding_to_bf16_is_numpys_round_to_nearest_even():
+    import tvm
+    from tvm import te
+
+    from search.templates.bf16 import rounded
+
+    rng = np.random.default_rng(0)
+    ties = np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 2**-130, 0.0, -0.0, 3.4e38], np.float32)  # even, odd
+    values = np.concatenate([rng.standard_normal(4096).astype(np.float32) * 100, ties])
+    data = te.placeholder(values.shape, "float32", name="data")
+    out = te.compute(values.shape, lambda i: rounded(data[i]), name="out")
+    lib = tvm.compile(te.create_prim_func([data, out]).with_attr("global_symbol", "main"), target=make_target(1))
+    got = tvm.runtime.tensor(np.zeros(values.shape, np.uint16))
+    lib["main"](tvm.runtime.tensor(values), got)
+    assert np.array_equal(got.numpy(), precision.to_bf16_bits(values))
+    assert list(precision.to_bf16_bits(ties[:2])) == [0x3F80, 0x3F82]  # ties to even: down, then up
