@@ -250,9 +250,11 @@ def _run_export(args: argparse.Namespace) -> int:
 
     from experiments.deploy import export_plan
     from search.export import save_artifact
+    from search.precision import check_max_error
 
     check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
                             {"plan file": args.plan, "model file": args.model})
+    check_max_error(args.max_error)
     if not 1 <= args.threads <= MAX_COMPILE_THREADS:
         raise UsageError(f"--threads must be an integer from 1 to {MAX_COMPILE_THREADS} (cores to compile for), got "
                          f"{args.threads}")
