@@ -19,7 +19,7 @@ from solvers.base import make_solver
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
-SPACE = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c"}
+SPACE = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW"}
 needs_bf16 = pytest.mark.skipif(not precision.bf16_settings(), reason="this CPU has no bf16 instructions")
 
 
