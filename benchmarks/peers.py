@@ -107,7 +107,6 @@ def prepare_reduced(model: str, work: Path, args, graph, reference) -> tuple[Pat
     from experiments.budget import Budget, solve_within
     from experiments.extraction import extract
     from experiments.solving import make_solvers
-    from experiments.tune_summary import bf16_nodes
     from search.export import export
     from search.precision import DEFAULT_MAX_ERROR
 
@@ -121,7 +120,7 @@ def prepare_reduced(model: str, work: Path, args, graph, reference) -> tuple[Pat
     plan = extracted.plan(solved.solutions[solved.best])
     compiled = export(graph, plan, target=extracted.settings.target, threads=args.threads,
                       seed=extracted.args["seed"], reference=reference, max_error=budget.max_error)
-    nodes = bf16_nodes(plan)
+    nodes = plan.bf16_nodes
     facts = {"precision": args.precision, "tasks": extracted.tasks, "measured": extracted.new,
              "seconds": time.monotonic() - start, "predicted_ms": solved.solutions[solved.best].cost,
              "solver": solved.best, "bf16_nodes": len(nodes), "operators": len(plan.choices),

@@ -45,7 +45,7 @@ def solve_within(extracted: Extracted, chosen: list, budget: Budget, echo: Calla
         over: set[str] = set()
         for name, solution in solved.solutions.items():
             plan = extracted.plan(solution)
-            nodes = [node for node, choice in plan.choices.items() if _is_bf16(choice)]
+            nodes = plan.bf16_nodes
             if not nodes:
                 continue
             compiled = export(extracted.graph, plan, target=settings.target, threads=settings.threads,

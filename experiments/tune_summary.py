@@ -51,13 +51,6 @@ class PlanResult:
         return out
 
 
-def bf16_nodes(plan: Any) -> list[str]:
-    """The nodes ``plan`` (a ``search.plan.Plan``) runs in bf16, sorted."""
-    from search.precision import precision_of
-
-    return sorted(name for name in plan.choices if precision_of(plan.candidate(name).knobs) == "bf16")
-
-
 def solution_dict(solution: Any) -> dict[str, Any]:
     """A solver's solution as the summary reports it (without the assignment)."""
     return {key: value for key, value in solution.to_dict().items() if key != "assignment"}
@@ -91,7 +84,7 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
                          "failed": extracted.failed, "seconds": extracted.seconds},
         "solver": solution_dict(solutions[best]),
         "plan": {**plan.to_dict(), "operators": len(extracted.graph.tunable),
-                 "bf16_nodes": bf16_nodes(extracted.plan(solutions[best]))},
+                 "bf16_nodes": extracted.plan(solutions[best]).bf16_nodes},
         "baselines": baselines,
         "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
                   "artifact": str(directory / TUNED_ARTIFACT), "picture": str(directory / PICTURE)},

@@ -27,7 +27,7 @@ from search.isa import UNITS
 from search.lower import lower_and_compile
 from search.numerics import relative_error
 from search.plan import Plan, validate
-from search.precision import DEFAULT_MAX_ERROR, precision_of
+from search.precision import DEFAULT_MAX_ERROR
 from search.runtime import DEFAULT_RUNTIME, RuntimeSettings, export_options
 from search.templates.common import sized_for, unit
 
@@ -151,7 +151,7 @@ def export(
     if reference is None:
         reference = reference_outputs(graph, target, seed)
     error = relative_error(run_vm(executable, random_inputs(graph, seed)), reference)
-    bf16 = sorted(name for name, candidate in chosen.items() if precision_of(candidate.knobs) == "bf16")
+    bf16 = plan.bf16_nodes
     tolerance = max_error if max_error is not None else DEFAULT_MAX_ERROR if bf16 else TOLERANCE
     if not error <= tolerance:
         raise SearchError(f"numerical check failed: relative error {error:.3g} > {tolerance:g} against the stock "

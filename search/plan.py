@@ -26,6 +26,7 @@ from search.isa import UNITS
 from search.kinds import get_kind
 from search.kinds.base import VIEW_OF, VIEWS
 from search.op import Op
+from search.precision import precision_of
 from search.templates.common import unit
 from solvers.problem import write_json_atomic
 
@@ -86,6 +87,11 @@ class Plan:
 
     def candidate(self, node: str) -> Candidate:
         return Candidate.parse(self.choices[node])
+
+    @property
+    def bf16_nodes(self) -> list[str]:
+        """The nodes this plan runs in bf16 (``search.precision``), sorted."""
+        return sorted(name for name in self.choices if precision_of(self.candidate(name).knobs) == "bf16")
 
 
 def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:

@@ -33,15 +33,14 @@ def cheap_bf16(cache):
     """The tiny net's measured auto-precision problem with every bf16 candidate made free, so that the solver
     takes them all."""
     extracted = extract(residual_concat_net(), cache=cache, precision="auto", **SPACE)
-    free = extracted.problem.forbidding(lambda node, candidate: False)
+    problem = extracted.problem
     nodes = tuple(replace(node, costs=[0.0 if "bf16=" in c else cost for c, cost in zip(node.candidates, node.costs)])
-                  for node in free.nodes)
-    return replace(extracted, problem=replace(free, nodes=nodes))
+                  for node in problem.nodes)
+    return replace(extracted, problem=replace(problem, nodes=nodes))
 
 
 def _bf16_nodes(extracted, solved) -> list[str]:
-    plan = extracted.plan(solved.solutions[solved.best])
-    return [name for name, choice in plan.choices.items() if "bf16=" in choice]
+    return extracted.plan(solved.solutions[solved.best]).bf16_nodes
 
 
 @needs_bf16
