@@ -19,6 +19,7 @@ from search.kinds.epilogue import apply_epilogue, fused_activation
 from search.kinds.features import Extents, tiled_kernel_features
 from search.kinds.registry import register
 from search.layouts import layout
+from search.precision import KNOB
 from search.relax_exprs import static_shape
 from search.templates import batch_matmul as template
 from search.templates.workloads import BatchMatmulWorkload, Epilogue, KernelSpec
@@ -156,4 +157,5 @@ class BatchMatmulKind(TemplateKind):
         out = template.result_layout(spec.out_layout)
         row.update({f"permuted_{name}": float(order != template.VIEW)
                     for name, order in (("a", a), ("b", w), ("out", out))})
+        row["bf16"] = float(dict(spec.knobs).get(KNOB, 0))
         return row

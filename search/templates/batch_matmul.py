@@ -12,6 +12,8 @@ the rows in an unrolled register tile of ``reg_m`` and the reduction unrolled by
 column block) run in parallel. Where no block divides the columns (ViT's 197 tokens) or ``w``'s columns are not its
 innermost stored axis (keys read token-major), ``w`` is first copied into contiguous zero-padded columns; a row tile
 that does not divide the rows computes the last row again (``row_tiles``); the write-back drops what padding computed.
+On a host with bf16 instructions, the last settings compute in bf16 (knob ``bf16``, ``search.precision``), built by
+``search.templates.batch_matmul_bf16``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from tvm import te
 
 from search.errors import SearchError
 from search.layouts import Layout, LayoutError, layout
+from search.templates import batch_matmul_bf16
+from search.templates.bf16 import is_bf16
 from search.templates.common import (
     clamped,
     epilogue_compute,
@@ -106,10 +110,12 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
-    return knob_product(_choices(spec), size)
+    """The fp32 settings (``knob_product`` order), then the bf16 ones."""
+    space = knob_product(_choices(spec), None) + batch_matmul_bf16.knob_space(spec)
+    return space if size is None else space[: max(size, 0)]
 
 
-def _placeholder(name: str, stored: Layout, shape: tuple[int, ...], dtype: str
+def stored_placeholder(name: str, stored: Layout, shape: tuple[int, ...], dtype: str
                  ) -> tuple[te.Tensor, Callable[..., tvm.tirx.PrimExpr]]:
     """The argument ``name`` of logical ``shape`` stored in ``stored``, and its element at logical indices."""
     tensor, at = te.placeholder(stored.physical_shape(shape), dtype, name=name), stored.stored_coordinates()
@@ -117,14 +123,16 @@ def _placeholder(name: str, stored: Layout, shape: tuple[int, ...], dtype: str
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    if is_bf16(spec.knobs):
+        return batch_matmul_bf16.build(spec, target)
     check_layouts(spec)
     wl = spec.workload
     knobs = resolve_knobs(spec.knobs, _choices(spec))
     rows, columns = padded(wl.m, knobs["reg_m"]), padded(wl.n, knobs["n_bn"])
     outer = (wl.batch // wl.heads, wl.heads)
     a_stored, w_stored = (layout(name) for name in operand_layouts(spec.in_layout))
-    a, a_at = _placeholder("a", a_stored, (*outer, wl.m, wl.k), wl.dtype)
-    w, w_at = _placeholder("w", w_stored, (*outer, wl.k, wl.n), wl.dtype)
+    a, a_at = stored_placeholder("a", a_stored, (*outer, wl.m, wl.k), wl.dtype)
+    w, w_at = stored_placeholder("w", w_stored, (*outer, wl.k, wl.n), wl.dtype)
     packed = columns > wl.n or w_stored.axes[-1] != ("W", None)  # else w's columns are contiguous and complete
     if packed:
         w_pad = te.compute((*outer, wl.k, columns), lambda b, h, k, j: te.if_then_else(

@@ -23,6 +23,7 @@ from search.templates.workloads import KernelSpec, Knobs
 
 BLOCK = 32  # input channels per block: one 64-byte row of bf16
 LANES = 16  # output channels per block: one 64-byte row of fp32
+CHUNK = 64  # rows of a matmul per call: four AMX tiles of 16 rows, in two passes sharing each weight tile
 FUNCTIONS = {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"}
 
 

@@ -14,11 +14,9 @@ from tvm import te
 
 from search.layouts import layout
 from search.precision import STORAGE, bf16_settings
-from search.templates.bf16 import BLOCK, LANES, instruction_unit, pack_weights, rounded, row_calls, schedule_pass
+from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, pack_weights, rounded, row_calls, schedule_pass
 from search.templates.common import epilogue_compute, finish, padded
 from search.templates.workloads import KernelSpec, Knobs
-
-CHUNK = 64  # rows per call: four AMX tiles of 16 rows, in two passes sharing each weight tile
 
 
 def knob_space(spec: KernelSpec) -> list[Knobs]:

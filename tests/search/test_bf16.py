@@ -21,7 +21,7 @@ from search.layouts import layout
 from search.plan import Plan, baseline_plan
 from search.space import tuning_space
 from search.templates import conv2d_bf16
-from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
+from search.templates.workloads import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from tests.search.tiny_nets import residual_concat_net
 
 SETTINGS = precision.bf16_settings()
@@ -80,6 +80,16 @@ def test_a_bf16_linear_layer_matches_numpy_within_bf16s_tolerance(workload, pair
     for knobs in SETTINGS:
         spec = KernelSpec(workload, *pair, knobs, Epilogue(True, True, "gelu"))
         assert 1e-4 < kernel_error(spec, target=make_target(2)) <= precision.TOLERANCE
+
+
+@needs_bf16
+@pytest.mark.parametrize("workload, pair", [(BatchMatmulWorkload(6, 70, 40, 19, heads=3), ("NHCW+NWCH", "BIJ")),
+                                            (BatchMatmulWorkload(2, 3, 33, 32), ("BIJ", "BIJ"))])
+def test_a_bf16_batch_matmul_of_two_activations_matches_numpy_within_bf16s_tolerance(workload, pair):
+    for knobs in SETTINGS:  # rows in two chunks, the reduction and the columns padded; read and written permuted
+        spec = KernelSpec(workload, *pair, knobs, Epilogue(bias=False, activation="gelu"))
+        assert 1e-4 < kernel_error(spec, target=make_target(2)) <= precision.TOLERANCE
+    assert precision.precision_of(kernel_kind("batch_matmul").knob_space(spec)[-1]) == "bf16"
 
 
 def test_a_bf16_setting_takes_no_other_knob_and_no_prologue():

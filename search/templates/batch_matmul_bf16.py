@@ -1,0 +1,82 @@
+"""bfloat16 batched matmul of two activations ``out[b, h, i, j] = act(sum_k a[b, h, i, k] * w[b, h, k, j])``: both
+operands rounded to bf16 at run time, fp32 accumulation, each tensor in the layout its pair names (as the fp32
+template's, ``search.templates.batch_matmul``); the settings of ``search.precision``'s ``bf16`` knob.
+
+The linear layer's micro-kernel (``search.templates.bf16``) on every (batch, head): ``pack_a`` rounds ``a``'s rows in
+blocks of 32 of the reduction ``(B, H, K' // 32, m, 32)``; ``pack_w`` rounds ``w`` into the micro-kernel's weight
+order ``(B, H, N' // 16, K' // 32, 16, 16, 2)`` (a weight packed at run time: ``w`` is an activation); ``acc`` runs one
+call per (batch, head), block of 16 columns and chunk of up to ``CHUNK`` rows, in parallel, into
+``(B, H, N' // 16, m, 16)``; ``out`` applies the activation and writes the result's layout.
+"""
+
+from __future__ import annotations
+
+import tvm
+from tvm import te
+
+from search.layouts import layout
+from search.precision import STORAGE, bf16_settings
+from search.templates import batch_matmul as fp32
+from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, rounded, row_calls, schedule_pass
+from search.templates.common import epilogue_compute, finish, padded
+from search.templates.workloads import KernelSpec, Knobs
+
+
+def knob_space(spec: KernelSpec) -> list[Knobs]:
+    """The bf16 settings this host runs (``search.precision.bf16_settings``)."""
+    return bf16_settings()
+
+
+def _zero_padded(value: tvm.tirx.PrimExpr, inside: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
+    return tvm.tirx.if_then_else(inside, rounded(value), tvm.tirx.const(0, STORAGE))
+
+
+def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    fp32.check_layouts(spec)
+    instruction_unit(spec)
+    wl = spec.workload
+    outer = (wl.batch // wl.heads, wl.heads)
+    blocks, columns = padded(wl.k, BLOCK) // BLOCK, padded(wl.n, LANES) // LANES
+    chunks = -(-wl.m // CHUNK)
+    a_stored, w_stored = (layout(name) for name in fp32.operand_layouts(spec.in_layout))
+    a, a_at = fp32.stored_placeholder("a", a_stored, (*outer, wl.m, wl.k), wl.dtype)
+    w, w_at = fp32.stored_placeholder("w", w_stored, (*outer, wl.k, wl.n), wl.dtype)
+
+    def pack_a(b, h, kb, i, kc):
+        k = kb * BLOCK + kc
+        return _zero_padded(a_at(b, h, i, tvm.tirx.min(k, wl.k - 1)), k < wl.k)
+
+    def pack_w(b, h, jb, kb, pair, jc, e):
+        k, j = kb * BLOCK + 2 * pair + e, jb * LANES + jc
+        return _zero_padded(w_at(b, h, tvm.tirx.min(k, wl.k - 1), tvm.tirx.min(j, wl.n - 1)),
+                            tvm.tirx.all(k < wl.k, j < wl.n))
+
+    packed_a = te.compute((*outer, blocks, wl.m, BLOCK), pack_a, name="pack_a")
+    packed_w = te.compute((*outer, columns, blocks, BLOCK // 2, LANES, 2), pack_w, name="pack_w")
+
+    def offsets(call):  # one chunk of rows of one block of columns of one (batch, head)
+        matrix, rest = call // (columns * chunks), call % (columns * chunks)
+        column, first = rest // chunks, rest % chunks * CHUNK
+        return ((matrix * blocks * wl.m + first) * BLOCK, (matrix * columns + column) * blocks * BLOCK * LANES,
+                ((matrix * columns + column) * wl.m + first) * LANES)
+
+    def scalars(call):
+        width = tvm.tirx.min(CHUNK, wl.m - call % chunks * CHUNK)
+        return blocks, 0, wl.m * BLOCK, 1, 1, 1, 1, 1, width
+
+    acc = row_calls(packed_a, packed_w, (*outer, columns, wl.m, LANES), spec, wl.batch * columns * chunks, offsets,
+                    scalars)
+    result = layout(fp32.result_layout(spec.out_layout))
+    logical = result.logical_coordinates()
+
+    def source(*idx):
+        b, h, i, j = logical(*idx)
+        return b, h, j // LANES, i, j % LANES
+
+    out, _ = epilogue_compute(acc, spec.epilogue, wl.n, lambda *idx: idx[-1],
+                              shape=result.physical_shape((*outer, wl.m, wl.n)), source=source)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
+    schedule_pass(sch, "pack_a", 3)
+    schedule_pass(sch, "pack_w", 4)
+    schedule_pass(sch, "out", 3)
+    return finish(sch)
