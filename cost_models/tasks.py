@@ -1,8 +1,8 @@
 """What the cost layer measures: a template kernel or a layout transform, each with a canonical cache key and the
 PrimFunc that gets timed for it.
 
-The key holds only what determines the timing (kind, workload, layouts, knobs, epilogue), never where the task came
-from, so the same workload on two nodes or in two models is measured once.
+The key holds only what determines the timing (kind, workload, layouts, knobs, epilogue; a bf16 kernel's
+generation), never where the task came from, so the same workload on two nodes or in two models is measured once.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from search.followers import get_follower
 from search.kinds import KINDS, LayoutKind, kernel_kind
 from search.layouts import ACTIVATION_AXES, layout
 from search.lower import schedule_legalised
+from search.templates import bf16
 from search.templates.workloads import KernelSpec, epilogue_key
 
 TRANSFORM_DTYPE = "float32"
@@ -47,6 +48,7 @@ class KernelTask:
                 "out_layout": spec.out_layout,
                 "knobs": [list(pair) for pair in spec.knobs],
                 "epilogue": epilogue_key(spec.epilogue),
+                **({"bf16_version": bf16.VERSION} if bf16.is_bf16(spec.knobs) else {}),
             }
         )
 

@@ -24,6 +24,10 @@ from search.templates.workloads import KernelSpec, Knobs
 BLOCK = 32  # input channels per block: one 64-byte row of bf16
 LANES = 16  # output channels per block: one 64-byte row of fp32
 CHUNK = 64  # rows of a matmul per call: four AMX tiles of 16 rows, in two passes sharing each weight tile
+# Part of a bf16 kernel's cache key (``cost_models.tasks``): bump it whenever these kernels (their templates or the
+# micro-kernels) change what they generate, so that their old timings are not reused and the fp32 ones still are.
+# 2: a stride-1 convolution runs its output rows as one run of pixels per call; a strided 1x1 one packs what it reads.
+VERSION = 2
 FUNCTIONS = {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"}
 
 

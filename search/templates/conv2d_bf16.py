@@ -23,7 +23,7 @@ from tvm import te
 from search.errors import SearchError
 from search.layouts import layout, view_block
 from search.precision import STORAGE, bf16_settings
-from search.templates.bf16 import BLOCK, LANES, instruction_unit, pack_weights, rounded, row_calls, schedule_pass
+from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, pack_weights, rounded, row_calls, schedule_pass
 from search.templates.common import epilogue_compute, finish, padded, relayout_params
 from search.templates.workloads import KernelSpec, Knobs
 
@@ -59,8 +59,14 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     top, left, bottom, right = wl.padding
     ib = view_block(spec.in_layout, c)
     blocks, out_blocks = padded(c, BLOCK) // BLOCK, padded(wl.out_channels, LANES) // LANES
-    rows, cols = h + top + bottom, w + left + right
     oh, ow = wl.out_height, wl.out_width
+    subsampled = (kh, kw) == (1, 1) and not any(wl.padding)  # pack reads only the pixels the kernel reads
+    if subsampled:
+        rows, cols, (sh, sw) = oh, ow, (1, 1)
+        step_h, step_w = wl.strides
+    else:
+        rows, cols, step_h, step_w = h + top + bottom, w + left + right, 1, 1
+    flat = (sh, sw) == (1, 1)  # output row y, column x at y * cols + x: its pixels in one run per call
     data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")
     weight = te.placeholder((out_blocks, blocks, kh, kw, BLOCK // 2, LANES, 2), STORAGE, name="weight")
 
@@ -68,25 +74,44 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         channel = tvm.tirx.min(cb * BLOCK + ci, c - 1)
         y, x = tvm.tirx.min(tvm.tirx.max(hh - top, 0), h - 1), tvm.tirx.min(tvm.tirx.max(ww - left, 0), w - 1)
         inside = tvm.tirx.all(hh >= top, hh < h + top, ww >= left, ww < w + left, cb * BLOCK + ci < c)
-        value = rounded(data[nn, channel // ib, y, x, channel % ib])
+        value = rounded(data[nn, channel // ib, y * step_h, x * step_w, channel % ib])
         return tvm.tirx.if_then_else(inside, value, tvm.tirx.const(0, STORAGE))
 
     packed = te.compute((n, blocks, rows, cols, BLOCK), pack, name="pack")
+    weights = blocks * kh * kw * BLOCK * LANES
+    if flat:  # one run of the (oh - 1) * cols + ow pixels per block of output channels, in chunks
+        run, acc_cols = (oh - 1) * cols + ow, cols  # the columns past ow are computed and dropped
+        chunks = -(-run // CHUNK)
+        calls = n * out_blocks * chunks
 
-    def offsets(row):  # one output row of one block of output channels
-        image, rest = row // (out_blocks * oh), row % (out_blocks * oh)
-        block, y = rest // oh, rest % oh
-        return ((image * blocks * rows + y * sh) * cols * BLOCK, block * blocks * kh * kw * BLOCK * LANES,
-                ((image * out_blocks + block) * oh + y) * ow * LANES)
+        def offsets(call):
+            matrix, first = call // chunks, call % chunks * CHUNK  # matrix: (image, block of output channels)
+            return ((matrix // out_blocks * blocks * rows * cols + first) * BLOCK, matrix % out_blocks * weights,
+                    (matrix * oh * cols + first) * LANES)
 
-    acc = row_calls(packed, weight, (n, out_blocks, oh, ow, LANES), spec, n * out_blocks * oh, offsets,
-                    lambda row: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw, ow))
+        def width(call):
+            return tvm.tirx.min(CHUNK, run - call % chunks * CHUNK)
+    else:  # one output row per call
+        acc_cols, calls = ow, n * out_blocks * oh
+
+        def offsets(row):
+            image, rest = row // (out_blocks * oh), row % (out_blocks * oh)
+            block, y = rest // oh, rest % oh
+            return ((image * blocks * rows + y * sh) * cols * BLOCK, block * weights,
+                    ((image * out_blocks + block) * oh + y) * ow * LANES)
+
+        def width(row):
+            return ow
+
+    acc = row_calls(packed, weight, (n, out_blocks, oh, acc_cols, LANES), spec, calls, offsets,
+                    lambda call: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw, width(call)))
     logical = padded(wl.out_channels, LANES) != wl.out_channels or layout(spec.out_layout).block() != LANES
     if logical:  # written through the logical NCHW index, then re-indexed to the output layout
         out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, k, hh, ww: k, wl.out_shape,
                                       lambda nn, k, hh, ww: (nn, k // LANES, hh, ww, k % LANES))
     else:
-        out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, cb, hh, ww, ci: cb * LANES + ci)
+        out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, cb, hh, ww, ci: cb * LANES + ci,
+                                      (n, out_blocks, oh, ow, LANES))
     bias, others = extra[: int(spec.epilogue.bias)], extra[int(spec.epilogue.bias):]
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *bias, *others, out]))
     view = None if logical else LANES

@@ -29,7 +29,9 @@ needs_bf16 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no bf16 instr
 WORKLOADS = [
     Conv2DWorkload(1, 64, 9, 9, 64, (3, 3), (1, 1), (1, 1, 1, 1)),
     Conv2DWorkload(1, 20, 5, 37, 24, (1, 1), (1, 1), (0, 0, 0, 0)),  # channels padded; 37 wide: 16 + 16 + 5 pixels
-    Conv2DWorkload(1, 16, 11, 13, 32, (3, 3), (2, 2), (1, 1, 1, 1), (2, 2)),  # strided and dilated
+    Conv2DWorkload(1, 16, 11, 13, 32, (3, 3), (2, 2), (1, 1, 1, 1), (2, 2)),  # strided and dilated: row by row
+    Conv2DWorkload(2, 40, 9, 11, 16, (1, 1), (2, 2), (0, 0, 0, 0)),  # strided 1x1: the pixels it reads packed
+    Conv2DWorkload(1, 32, 7, 7, 48, (3, 2), (1, 1), (2, 0, 1, 3), (2, 1)),  # 6 rows of 10 (9 kept): one run of 59
 ]
 
 
@@ -41,7 +43,8 @@ def _bf16(values: np.ndarray) -> np.ndarray:
 
 @needs_bf16
 @pytest.mark.parametrize("knobs", SETTINGS, ids=lambda k: f"bf16={k[0][1]}")
-@pytest.mark.parametrize("workload", WORKLOADS, ids=["3x3", "1x1-padded", "strided-dilated"])
+@pytest.mark.parametrize("workload", WORKLOADS, ids=["3x3", "1x1-padded", "strided-dilated", "1x1-strided",
+                                                     "dilated-padded"])
 def test_a_bf16_convolution_is_the_convolution_of_bf16_rounded_operands(workload, knobs):
     spec = KernelSpec(workload, "NCHW", "NCHW16c" if workload.out_channels % 16 == 0 else "NCHW8c", knobs,
                       Epilogue(bias=False))
@@ -190,3 +193,14 @@ def test_tirs_rounding_to_bf16_is_numpys_round_to_nearest_even():
     lib["main"](tvm.runtime.tensor(values), got)
     assert np.array_equal(got.numpy(), precision.to_bf16_bits(values))
     assert list(precision.to_bf16_bits(ties[:2])) == [0x3F80, 0x3F82]  # ties to even: down, then up
+
+
+def test_a_new_generation_of_bf16_kernels_changes_their_cache_keys_alone(monkeypatch):
+    from cost_models.tasks import KernelTask
+    from search.templates import bf16
+
+    workload = WORKLOADS[0]
+    fp32, amx = (KernelTask(KernelSpec(workload, "NCHW", "NCHW", knobs)) for knobs in [(("reg_n", 4),), (("bf16", 1),)])
+    before = fp32.key, amx.key
+    monkeypatch.setattr(bf16, "VERSION", bf16.VERSION + 1)
+    assert fp32.key == before[0] and amx.key != before[1]
