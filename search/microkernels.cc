@@ -44,14 +44,18 @@ struct TileConfig {
   uint8_t rows[16] = {};
 };
 
-// Tiles 0 and 1 accumulate two blocks of up to 16 output pixels (rows m0, m1), 2 and 3 hold their input, 4 the
-// weights shared by both.
-__attribute__((target("amx-tile,amx-bf16"))) void LoadTiles(int m0, int m1) {
+// Tiles 0 to 3 accumulate up to four groups of 16 output pixels, the last one `last` pixels; the input of a whole
+// group goes through tile 4, that of the last group through tile 5 (a tile's rows are fixed by the configuration);
+// tile 6 holds the weights, shared by every group.
+constexpr int kGroups = 4;
+
+__attribute__((target("amx-tile,amx-bf16"))) void LoadTiles(int groups, int last) {
   TileConfig config;
-  for (int tile = 0; tile < 5; ++tile) config.colsb[tile] = 64;
-  config.rows[0] = config.rows[2] = m0;
-  config.rows[1] = config.rows[3] = m1 ? m1 : 1;
-  config.rows[4] = kBlock / 2;
+  for (int tile = 0; tile < 7; ++tile) config.colsb[tile] = 64;
+  for (int group = 0; group < kGroups; ++group) config.rows[group] = group < groups - 1 ? kLanes : last;
+  config.rows[4] = kLanes;
+  config.rows[5] = last;
+  config.rows[6] = kBlock / 2;
   asm volatile("" : : "r"(&config) : "memory");  // keep the stores: the compiler does not see ldtilecfg read them
   _tile_loadconfig(&config);
 }
@@ -71,35 +75,51 @@ struct Row {
   }
 };
 
+// Group `group` (a literal: the tile intrinsics take tile numbers as text) of the pixels from `column`: its input
+// into tile 4 (a whole group) or 5 (the last one), times the weights in tile 6, into tile `group`.
+#define TESSERA_AMX_GROUP(group, last)                                                        \
+  do {                                                                                        \
+    const uint16_t* input = r.input(block, i, j, column + (group) * kLanes);                  \
+    if (last) {                                                                               \
+      _tile_loadd(5, input, pixel_bytes);                                                     \
+      _tile_dpbf16ps(group, 5, 6);                                                            \
+    } else {                                                                                  \
+      _tile_loadd(4, input, pixel_bytes);                                                     \
+      _tile_dpbf16ps(group, 4, 6);                                                            \
+    }                                                                                         \
+  } while (0)
+#define TESSERA_AMX_STORE(group) _tile_stored(group, r.out + (long)(column + (group) * kLanes) * kLanes, 64)
+
 __attribute__((target("amx-tile,amx-bf16"))) void AmxRow(const Row& r) {
   const long pixel_bytes = 2L * kBlock * r.stride_w;
-  int loaded0 = -1, loaded1 = -1;
-  for (int column = 0; column < r.width; column += 2 * kLanes) {
-    const int m0 = r.width - column < kLanes ? r.width - column : kLanes;
-    const int rest = r.width - column - m0;
-    const int m1 = rest < kLanes ? rest : kLanes;
-    if (m0 != loaded0 || m1 != loaded1) {
-      LoadTiles(m0, m1);
-      loaded0 = m0;
-      loaded1 = m1;
+  int configured = -1;
+  for (int column = 0; column < r.width; column += kGroups * kLanes) {
+    const int left = r.width - column;
+    const int groups = left >= kGroups * kLanes ? kGroups : (left + kLanes - 1) / kLanes;
+    const int last = left - (groups - 1) * kLanes < kLanes ? left - (groups - 1) * kLanes : kLanes;
+    if (groups * (kLanes + 1) + last != configured) {
+      LoadTiles(groups, last);
+      configured = groups * (kLanes + 1) + last;
     }
     _tile_zero(0);
-    if (m1) _tile_zero(1);
+    if (groups > 1) _tile_zero(1);
+    if (groups > 2) _tile_zero(2);
+    if (groups > 3) _tile_zero(3);
     for (int block = 0; block < r.blocks; ++block) {
       for (int i = 0; i < r.kh; ++i) {
         for (int j = 0; j < r.kw; ++j) {
-          _tile_loadd(4, r.weights(block, i, j), 64);
-          _tile_loadd(2, r.input(block, i, j, column), pixel_bytes);
-          _tile_dpbf16ps(0, 2, 4);
-          if (m1) {
-            _tile_loadd(3, r.input(block, i, j, column + kLanes), pixel_bytes);
-            _tile_dpbf16ps(1, 3, 4);
-          }
+          _tile_loadd(6, r.weights(block, i, j), 64);
+          TESSERA_AMX_GROUP(0, groups == 1);
+          if (groups > 1) TESSERA_AMX_GROUP(1, groups == 2);
+          if (groups > 2) TESSERA_AMX_GROUP(2, groups == 3);
+          if (groups > 3) TESSERA_AMX_GROUP(3, true);
         }
       }
     }
-    _tile_stored(0, r.out + (long)column * kLanes, 64);
-    if (m1) _tile_stored(1, r.out + (long)(column + kLanes) * kLanes, 64);
+    TESSERA_AMX_STORE(0);
+    if (groups > 1) TESSERA_AMX_STORE(1);
+    if (groups > 2) TESSERA_AMX_STORE(2);
+    if (groups > 3) TESSERA_AMX_STORE(3);
   }
   _tile_release();
 }
