@@ -5,8 +5,8 @@ template's, ``search.templates.batch_matmul``); the settings of ``search.precisi
 The linear layer's micro-kernel (``search.templates.bf16``) on every (batch, head): ``pack_a`` rounds ``a``'s rows in
 blocks of 32 of the reduction ``(B, H, K' // 32, m, 32)``; ``pack_w`` rounds ``w`` into the micro-kernel's weight
 order ``(B, H, N' // 16, K' // 32, 16, 16, 2)`` (a weight packed at run time: ``w`` is an activation); ``acc`` runs one
-call per (batch, head), block of 16 columns and chunk of up to ``CHUNK`` rows, in parallel, into
-``(B, H, N' // 16, m, 16)``; ``out`` applies the activation and writes the result's layout.
+call per (batch, head), block of 16 columns and chunk of up to ``CHUNK`` rows, in parallel, each followed by the
+activation of its rows into the result's layout (``row_calls``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from search.layouts import layout
 from search.precision import STORAGE, bf16_settings
 from search.templates import batch_matmul as fp32
 from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, rounded, row_calls, schedule_pass
-from search.templates.common import epilogue_compute, finish, padded
+from search.templates.common import finish, padded
 from search.templates.workloads import KernelSpec, Knobs
 
 
@@ -55,28 +55,22 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     packed_w = te.compute((*outer, columns, blocks, BLOCK // 2, LANES, 2), pack_w, name="pack_w")
 
     def offsets(call):  # one chunk of rows of one block of columns of one (batch, head)
-        matrix, rest = call // (columns * chunks), call % (columns * chunks)
-        column, first = rest // chunks, rest % chunks * CHUNK
-        return ((matrix * blocks * wl.m + first) * BLOCK, (matrix * columns + column) * blocks * BLOCK * LANES,
-                ((matrix * columns + column) * wl.m + first) * LANES)
+        matrix, column = call // (columns * chunks), call // chunks % columns
+        weights = (matrix * columns + column) * blocks * BLOCK * LANES
+        return (matrix * blocks * wl.m + call % chunks * CHUNK) * BLOCK, weights
 
     def scalars(call):
         width = tvm.tirx.min(CHUNK, wl.m - call % chunks * CHUNK)
         return blocks, 0, wl.m * BLOCK, 1, 1, 1, 1, 1, width
 
-    acc = row_calls(packed_a, packed_w, (*outer, columns, wl.m, LANES), spec, wl.batch * columns * chunks, offsets,
-                    scalars)
-    result = layout(fp32.result_layout(spec.out_layout))
-    logical = result.logical_coordinates()
+    def place(call, row, column):
+        matrix = call // (columns * chunks)
+        return None, (matrix // wl.heads, matrix % wl.heads, call % chunks * CHUNK + row, column)
 
-    def source(*idx):
-        b, h, i, j = logical(*idx)
-        return b, h, j // LANES, i, j % LANES
-
-    out, _ = epilogue_compute(acc, spec.epilogue, wl.n, lambda *idx: idx[-1],
-                              shape=result.physical_shape((*outer, wl.m, wl.n)), source=source)
+    out, _ = row_calls(packed_a, packed_w, spec, fp32.result_layout(spec.out_layout), (*outer, wl.m, wl.n),
+                       wl.batch * columns * chunks, offsets, scalars, CHUNK, lambda call: call // chunks % columns,
+                       place, channel_axis=3)
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
     schedule_pass(sch, "pack_a", 3)
     schedule_pass(sch, "pack_w", 4)
-    schedule_pass(sch, "out", 3)
     return finish(sch)

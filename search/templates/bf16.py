@@ -1,11 +1,11 @@
-"""What the bf16 kernel templates (``conv2d_bf16``, ``dense_bf16``) share: the knob, the rounding of fp32 data to
-bf16 in TIR, the parallel loop of micro-kernel calls (``search.microkernels``), and the schedule of a whole-tensor
-pass.
+"""What the bf16 kernel templates (``conv2d_bf16``, ``dense_bf16``, ``batch_matmul_bf16``) share: the knob, the
+rounding of fp32 data to bf16 in TIR, the parallel loop of micro-kernel calls (``search.microkernels``) with the
+fused epilogue, and the schedule of a whole-tensor pass.
 
-Each such kernel is three stages: ``pack`` rounds the fp32 input (read in its layout) to bf16 into blocks of
-``BLOCK`` channels, zero-padded; ``acc`` calls the micro-kernel once per row of output pixels (or rows of a linear
-layer) and block of ``LANES`` output channels, in parallel, writing fp32 ``(..., LANES)`` blocks; ``out`` is the fused
-epilogue, written in the output layout.
+Each such kernel is two stages: ``pack`` rounds the fp32 input (read in its layout) to bf16 into blocks of ``BLOCK``
+channels, zero-padded; ``out`` calls the micro-kernel once per run of output pixels (or rows of a matmul) and block of
+``LANES`` output channels, in parallel, each call writing fp32 ``(pixels, LANES)`` into a scratch buffer of its own
+and applying the epilogue from it into the output layout.
 """
 
 from __future__ import annotations
@@ -17,17 +17,23 @@ import tvm
 from tvm import te
 
 from search.errors import SearchError
+from search.layouts import layout
 from search.precision import AMX, DOT, KNOB, STORAGE, to_bf16_bits
-from search.templates.common import padded, unit
+from search.templates.common import epilogue_value, padded, unit
 from search.templates.workloads import KernelSpec, Knobs
 
+Offsets = Callable[[tvm.tirx.Var], tuple[tvm.tirx.Expr, ...]]
+Scalars = Callable[[tvm.tirx.Var], Sequence[tvm.tirx.Expr]]
+Block = Callable[[tvm.tirx.Var], tvm.tirx.Expr]
+Place = Callable[[tvm.tirx.Var, tvm.tirx.Var, tvm.tirx.Expr], tuple[tvm.tirx.Expr | None, tuple]]
 BLOCK = 32  # input channels per block: one 64-byte row of bf16
 LANES = 16  # output channels per block: one 64-byte row of fp32
 CHUNK = 64  # rows of a matmul per call: four AMX tiles of 16 rows, in two passes sharing each weight tile
 # Part of a bf16 kernel's cache key (``cost_models.tasks``): bump it whenever these kernels (their templates or the
 # micro-kernels) change what they generate, so that their old timings are not reused and the fp32 ones still are.
 # 2: a stride-1 convolution runs its output rows as one run of pixels per call; a strided 1x1 one packs what it reads.
-VERSION = 2
+# 3: each call applies the epilogue to its own pixels (no separate pass over the whole output).
+VERSION = 3
 FUNCTIONS = {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"}
 
 
@@ -61,38 +67,68 @@ def rounded(value: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
     return ((bits + half + ((bits >> 16) & one)) >> 16).astype(STORAGE)
 
 
-def row_calls(
-    packed: te.Tensor,
-    weight: te.Tensor,
-    shape: Sequence[int],
-    spec: KernelSpec,
-    calls: int,
-    offsets: Callable[[tvm.tirx.Var], tuple[tvm.tirx.PrimExpr, tvm.tirx.PrimExpr, tvm.tirx.PrimExpr]],
-    scalars: Callable[[tvm.tirx.Var], Sequence[tvm.tirx.PrimExpr]],
-) -> te.Tensor:
-    """The fp32 tensor ``acc`` of ``shape``: ``calls`` calls of the spec's micro-kernel in a parallel loop, call
-    ``i`` reading ``packed`` and ``weight`` and writing ``acc`` at the element offsets ``offsets(i)``, with the
-    micro-kernel's integer arguments ``scalars(i)`` (see ``microkernels.cc``). A call that finds its instructions
-    missing raises an error."""
+def _call(spec: KernelSpec, x: tvm.tirx.Buffer, k: tvm.tirx.Buffer, out: tvm.tirx.Buffer, offsets: Offsets,
+          scalars: Scalars, index: tvm.tirx.Var) -> tvm.tirx.Stmt:
+    """Call ``index`` of the spec's micro-kernel: reads ``x`` and ``k``, writes ``out`` at the element offsets
+    ``offsets(index)``, with the integer arguments ``scalars(index)`` (``microkernels.cc``); an error if it finds its
+    instructions missing."""
     from search import microkernels
 
     function = FUNCTIONS[instruction_unit(spec)]
     microkernels.load()  # for a numerical check compiled in memory; libraries link them (``link_options``)
+    x_offset, k_offset, out_offset = offsets(index)
+    call = tvm.tirx.call_extern("int32", function, x.access_ptr("r", offset=x_offset),
+                                k.access_ptr("r", offset=k_offset), out.access_ptr("w", offset=out_offset),
+                                *scalars(index))
+    message = tvm.ir.StringImm(f"{function}: this CPU lacks its instructions")
+    return tvm.tirx.AssertStmt(call == 0, tvm.ir.StringImm("RuntimeError"), [message])
+
+
+def _operands(packed: te.Tensor, weight: te.Tensor) -> list[tvm.tirx.Buffer]:
+    return [tvm.tirx.decl_buffer(t.shape, t.dtype, name=name) for t, name in ((packed, "x"), (weight, "k"))]
+
+
+def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout: str, shape: Sequence[int],
+                    calls: int, offsets: Offsets, scalars: Scalars, pixels: int, block: Block, place: Place,
+                    channel_axis: int = 1) -> tuple[te.Tensor, list[te.Tensor]]:
+    """The output "out" of logical ``shape`` in ``out_layout``, and its epilogue's inputs (bias,
+    residual): ``calls`` calls of the spec's micro-kernel in a parallel loop, each writing up to ``pixels`` rows of
+    ``LANES`` channels into a scratch buffer of its own (``offsets(i)``: input and weight offsets; the last of
+    ``scalars(i)`` its width), from which the epilogue writes them, still in cache. Call ``i`` computes block
+    ``block(i)`` of the channels (axis ``channel_axis`` of ``shape``, along which the bias runs); its row ``p`` of
+    channel ``c`` is the output element ``place(i, p, c)`` = (valid, logical index), dropped where ``valid`` (None:
+    always) is false."""
+    epilogue, stored = spec.epilogue, layout(out_layout)
+    physical, channels = stored.physical_shape(shape), shape[channel_axis]
+    at = stored.stored_coordinates()
+    extra = ([te.placeholder((channels,), "float32", name="bias")] if epilogue.bias else []) + (
+        [te.placeholder(physical, "float32", name="residual")] if epilogue.residual else [])
 
     def body(ins, outs):
-        x, k, out = ins[0], ins[1], outs[0]
-        index = tvm.tirx.Var("row", "int32")
-        x_offset, k_offset, out_offset = offsets(index)
-        call = tvm.tirx.call_extern("int32", function, x.access_ptr("r", offset=x_offset),
-                                    k.access_ptr("r", offset=k_offset), out.access_ptr("w", offset=out_offset),
-                                    *scalars(index))
-        message = tvm.ir.StringImm(f"{function}: this CPU lacks its instructions")
-        check = tvm.tirx.AssertStmt(call == 0, tvm.ir.StringImm("RuntimeError"), [message])
-        return tvm.tirx.For(index, 0, calls, tvm.tirx.ForKind.PARALLEL, check)
+        x, k, *params = ins
+        bias, residual = (params[0] if epilogue.bias else None), (params[-1] if epilogue.residual else None)
+        out, index, pixel, lane = outs[0], *(tvm.tirx.Var(name, "int32") for name in ("call", "pixel", "lane"))
+        scratch = tvm.tirx.decl_buffer((pixels * LANES,), "float32", name="scratch")
+        channel = block(index) * LANES + lane
+        valid, logical = place(index, pixel, channel)
+        where = list(at(*logical))
+        value = epilogue_value(epilogue, tvm.tirx.BufferLoad(scratch, [pixel * LANES + lane]),
+                               None if bias is None else tvm.tirx.BufferLoad(bias, [channel]),
+                               None if residual is None else tvm.tirx.BufferLoad(residual, where))
+        store = tvm.tirx.BufferStore(out, value, where)
+        whole = channels % LANES == 0  # else the last block's padded channels are dropped, lane by lane
+        lanes = tvm.tirx.For(lane, 0, LANES, tvm.tirx.ForKind.VECTORIZED if whole else tvm.tirx.ForKind.SERIAL,
+                             store if whole else tvm.tirx.IfThenElse(channel < channels, store, None))
+        rows = tvm.tirx.For(pixel, 0, scalars(index)[-1], tvm.tirx.ForKind.SERIAL,
+                            lanes if valid is None else tvm.tirx.IfThenElse(valid, lanes, None))
+        call = _call(spec, x, k, scratch, lambda i: (*offsets(i), 0), scalars, index)
+        return tvm.tirx.For(index, 0, calls, tvm.tirx.ForKind.PARALLEL,
+                            tvm.tirx.SeqStmt([tvm.tirx.AllocBuffer(scratch), call, rows]))
 
-    buffers = [tvm.tirx.decl_buffer(t.shape, t.dtype, name=name) for t, name in ((packed, "x"), (weight, "k"))]
-    return te.extern(list(shape), [packed, weight], body, name="acc", dtype="float32", in_buffers=buffers,
-                     out_buffers=[tvm.tirx.decl_buffer(list(shape), "float32", name="conv")])
+    buffers = _operands(packed, weight) + [tvm.tirx.decl_buffer(t.shape, t.dtype, name=t.op.name) for t in extra]
+    out = te.extern(list(physical), [packed, weight, *extra], body, name="out", dtype="float32", in_buffers=buffers,
+                    out_buffers=[tvm.tirx.decl_buffer(list(physical), "float32", name="out")])
+    return out, extra
 
 
 def schedule_pass(sch: tvm.s_tir.Schedule, name: str, outer: int) -> None:

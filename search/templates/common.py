@@ -61,6 +61,20 @@ def relayout_params(sch: tvm.s_tir.Schedule, accesses: Sequence[tuple[str, str, 
             sch.transform_layout(block, (kind, index), to_physical(name, view))
 
 
+def epilogue_value(epilogue: Epilogue, value: tvm.tirx.PrimExpr, bias: tvm.tirx.PrimExpr | None = None,
+                   residual: tvm.tirx.PrimExpr | None = None) -> tvm.tirx.PrimExpr:
+    """``act(value + bias + residual)`` (``act(value + bias) + residual`` with ``epilogue.residual_after_activation``)
+    of one element, the bias and residual as given (None: the epilogue has none)."""
+    if bias is not None:
+        value = value + bias
+    late = epilogue.residual_after_activation
+    if residual is not None and not late:
+        value = value + residual
+    if epilogue.activation is not None:
+        value = activation_kind(epilogue.activation).tir(value, dict(epilogue.activation_attrs))
+    return value + residual if residual is not None and late else value
+
+
 def epilogue_compute(
     acc: te.Tensor,
     epilogue: Epilogue,
@@ -88,19 +102,10 @@ def epilogue_compute(
         residual = te.placeholder(shape, dtype, name="residual")
         extra.append(residual)
 
-    activation = None if epilogue.activation is None else activation_kind(epilogue.activation)
-    attrs = dict(epilogue.activation_attrs)
-    late = epilogue.residual_after_activation
-
     def body(*idx):
         value = acc[idx] if source is None else acc[source(*idx)]
-        if bias is not None:
-            value = value + bias[channel(*idx)]
-        if residual is not None and not late:
-            value = value + residual[idx]
-        if activation is not None:
-            value = activation.tir(value, attrs)
-        return value + residual[idx] if residual is not None and late else value
+        return epilogue_value(epilogue, value, None if bias is None else bias[channel(*idx)],
+                              None if residual is None else residual[idx])
 
     return te.compute(shape, body, name="out"), extra
 

@@ -1,14 +1,17 @@
 """bfloat16 2-D convolution (groups 1): bf16 data and weights, fp32 accumulation, for any pair of NCHW, NHWC and
 NCHW{c}c layouts; the settings of ``search.precision``'s ``bf16`` knob.
 
-Three stages (``search.templates.bf16``), each over the whole tensor:
+Two stages (``search.templates.bf16``):
 
 - ``pack``: the fp32 input, read in its layout, rounded to bf16 (to nearest, ties to even) into a zero-padded copy
   in blocks of 32 channels (the channels padded to a multiple of 32);
-- ``acc``: the convolution, one output row of one block of 16 output channels per call of a C++ micro-kernel
-  (``search.microkernels``: AMX tiles with knob value ``AMX``, AVX-512 BF16 dot products with ``DOT``), the rows
-  run in parallel; its fp32 result is ``(n, channels // 16, height, width, 16)``;
-- ``out``: the fused epilogue (bias, residual, activation) written in the output layout, in fp32.
+- ``out``: the convolution, one block of 16 output channels of a run of output pixels per call of a C++
+  micro-kernel (``search.microkernels``: AMX tiles with knob value ``AMX``, AVX-512 BF16 dot products with ``DOT``),
+  the calls run in parallel; each writes its fp32 pixels into a scratch buffer of its own, from which the fused
+  epilogue (bias, residual, activation) writes them, still in cache, in the output layout. A stride-1 convolution
+  runs the output rows as one run of pixels (``y * padded width + x``; the pixels of the padding columns are
+  computed and dropped), in chunks of ``CHUNK``; a strided 1x1 one without padding packs only the pixels it reads,
+  and is then a stride-1 one; any other runs one output row per call.
 
 The weights are converted once, when packed (``pack_weight``). A prologue or gate the data is read through is not
 supported (``supports``).
@@ -21,10 +24,19 @@ import tvm
 from tvm import te
 
 from search.errors import SearchError
-from search.layouts import layout, view_block
+from search.layouts import view_block
 from search.precision import STORAGE, bf16_settings
-from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, pack_weights, rounded, row_calls, schedule_pass
-from search.templates.common import epilogue_compute, finish, padded, relayout_params
+from search.templates.bf16 import (
+    BLOCK,
+    CHUNK,
+    LANES,
+    instruction_unit,
+    pack_weights,
+    rounded,
+    row_calls,
+    schedule_pass,
+)
+from search.templates.common import finish, padded, relayout_params
 from search.templates.workloads import KernelSpec, Knobs
 
 
@@ -80,45 +92,44 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     packed = te.compute((n, blocks, rows, cols, BLOCK), pack, name="pack")
     weights = blocks * kh * kw * BLOCK * LANES
     if flat:  # one run of the (oh - 1) * cols + ow pixels per block of output channels, in chunks
-        run, acc_cols = (oh - 1) * cols + ow, cols  # the columns past ow are computed and dropped
-        chunks = -(-run // CHUNK)
+        run = (oh - 1) * cols + ow  # the columns past ow are computed and dropped
+        chunks, pixels = -(-run // CHUNK), CHUNK
         calls = n * out_blocks * chunks
 
         def offsets(call):
             matrix, first = call // chunks, call % chunks * CHUNK  # matrix: (image, block of output channels)
-            return ((matrix // out_blocks * blocks * rows * cols + first) * BLOCK, matrix % out_blocks * weights,
-                    (matrix * oh * cols + first) * LANES)
+            return (matrix // out_blocks * blocks * rows * cols + first) * BLOCK, matrix % out_blocks * weights
 
         def width(call):
             return tvm.tirx.min(CHUNK, run - call % chunks * CHUNK)
+
+        def block(call):
+            return call // chunks % out_blocks
+
+        def place(call, pixel, channel):
+            at = call % chunks * CHUNK + pixel
+            return (at % cols < ow) if cols > ow else None, (call // chunks // out_blocks, channel, at // cols,
+                                                              at % cols)
     else:  # one output row per call
-        acc_cols, calls = ow, n * out_blocks * oh
+        calls, pixels = n * out_blocks * oh, ow
 
         def offsets(row):
-            image, rest = row // (out_blocks * oh), row % (out_blocks * oh)
-            block, y = rest // oh, rest % oh
-            return ((image * blocks * rows + y * sh) * cols * BLOCK, block * weights,
-                    ((image * out_blocks + block) * oh + y) * ow * LANES)
+            image, y = row // (out_blocks * oh), row % oh
+            return (image * blocks * rows + y * sh) * cols * BLOCK, block(row) * weights
 
         def width(row):
             return ow
 
-    acc = row_calls(packed, weight, (n, out_blocks, oh, acc_cols, LANES), spec, calls, offsets,
-                    lambda call: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw, width(call)))
-    logical = padded(wl.out_channels, LANES) != wl.out_channels or layout(spec.out_layout).block() != LANES
-    if logical:  # written through the logical NCHW index, then re-indexed to the output layout
-        out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, k, hh, ww: k, wl.out_shape,
-                                      lambda nn, k, hh, ww: (nn, k // LANES, hh, ww, k % LANES))
-    else:
-        out, extra = epilogue_compute(acc, spec.epilogue, wl.out_channels, lambda nn, cb, hh, ww, ci: cb * LANES + ci,
-                                      (n, out_blocks, oh, ow, LANES))
-    bias, others = extra[: int(spec.epilogue.bias)], extra[int(spec.epilogue.bias):]
-    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *bias, *others, out]))
-    view = None if logical else LANES
-    accesses = [("pack", "read", 0, spec.in_layout, ib), ("out", "write", 0, spec.out_layout, view)]
-    if spec.epilogue.residual:
-        accesses.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, view))
-    relayout_params(sch, accesses)
+        def block(row):
+            return row // oh % out_blocks
+
+        def place(row, pixel, channel):
+            return None, (row // (out_blocks * oh), channel, row % oh, pixel)
+
+    out, extra = row_calls(packed, weight, spec, spec.out_layout, wl.out_shape, calls, offsets,
+                                 lambda call: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw,
+                                               width(call)), pixels, block, place)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
+    relayout_params(sch, [("pack", "read", 0, spec.in_layout, ib)])
     schedule_pass(sch, "pack", 3)
-    schedule_pass(sch, "out", 3)
     return finish(sch)

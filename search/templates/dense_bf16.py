@@ -3,7 +3,8 @@ rows stored ``NC`` or ``CN{c}c`` on either side; the settings of ``search.precis
 
 The convolution's micro-kernel with a 1x1 window (``search.templates.bf16``): ``pack`` rounds the rows to bf16 in
 blocks of 32 features ``(I' // 32, rows, 32)``; ``acc`` runs one call per block of 16 output features and chunk of
-up to ``CHUNK`` rows, in parallel, into ``(O' // 16, rows, 16)``; ``out`` is the fused epilogue in the output layout.
+up to ``CHUNK`` rows, in parallel, each followed by the fused epilogue of its rows into the output layout
+(``row_calls``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from tvm import te
 from search.layouts import layout
 from search.precision import STORAGE, bf16_settings
 from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, pack_weights, rounded, row_calls, schedule_pass
-from search.templates.common import epilogue_compute, finish, padded
+from search.templates.common import finish, padded
 from search.templates.workloads import KernelSpec, Knobs
 
 
@@ -47,25 +48,18 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     packed = te.compute((blocks, rows, BLOCK), pack, name="pack")
 
     def offsets(call):  # one chunk of rows of one block of output features
-        block, first = call // chunks, call % chunks * CHUNK
-        return first * BLOCK, block * blocks * BLOCK * LANES, (block * rows + first) * LANES
+        return call % chunks * CHUNK * BLOCK, call // chunks * blocks * BLOCK * LANES
 
     def scalars(call):
         width = tvm.tirx.min(CHUNK, rows - call % chunks * CHUNK)
         return blocks, 0, rows * BLOCK, 1, 1, 1, 1, 1, width
 
-    acc = row_calls(packed, weight, (out_blocks, rows, LANES), spec, out_blocks * chunks, offsets, scalars)
-    out, extra = epilogue_compute(acc, spec.epilogue, wl.out_features, lambda b, k: k, (rows, wl.out_features),
-                                  lambda b, k: (k // LANES, b, k % LANES))
+    out, extra = row_calls(packed, weight, spec, spec.out_layout, (rows, wl.out_features), out_blocks * chunks,
+                                 offsets, scalars, CHUNK, lambda call: call // chunks,
+                                 lambda call, row, feature: (None, (call % chunks * CHUNK + row, feature)))
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
-    ob = layout(spec.out_layout).block()
-    stored = [("out", "write", 0)] + ([("out", "read", 2 if spec.epilogue.bias else 1)] if spec.epilogue.residual
-                                      else [])
-    for block, kind, index in stored if ob else []:  # CN{ob}c: (k // ob, b, k % ob)
-        sch.transform_layout(block, (kind, index), lambda b, k: (k // ob, b, k % ob))
     ib = layout(spec.in_layout).block()
     if ib is not None:
         sch.transform_layout("pack", ("read", 0), lambda b, i: (i // ib, b, i % ib))
     schedule_pass(sch, "pack", 2)
-    schedule_pass(sch, "out", 1)
     return finish(sch)
