@@ -1,14 +1,17 @@
-"""bf16 against fp32 on ResNet-50's convolutions: time and numerical error of each kernel.
+"""bf16 against fp32 on a network's kernels: time and numerical error of each.
 
-For each distinct layer (batch 1, 224x224; bias and ReLU fused, as in the network), in NCHW16c -> NCHW16c (the stem
-reads NCHW): the fastest of the fp32 template's first ``--fp32-settings`` knob settings (Winograd among them where it
-applies) and every bf16 setting the host runs (``search.precision``: AMX tiles, AVX-512 BF16 dot products), each
-timed like a kernel (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median
-and interquartile range), one at a time, and run once on random data against the float64 numpy reference
-(``search.kinds.checks.kernel_error``). The last line sums the layers once each (not weighted by how often the
+``--network resnet50``: ResNet-50's distinct convolutions (batch 1, 224x224; bias and ReLU fused, as in the network),
+in NCHW16c -> NCHW16c (the stem reads NCHW). ``--network bert_base``: BERT-base's linear layers (128 tokens; bias,
+and GELU or the residual fused, as in the network) in NC -> NC, and its attention's batched matmuls, read and
+written where the heads are split and merged. For each: the fastest of the fp32 template's first
+``--fp32-settings`` knob settings (Winograd among them where it applies) and every bf16 setting the host runs
+(``search.precision``: AMX tiles, AVX-512 BF16 dot products), each timed like a kernel
+(``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and interquartile
+range), one at a time, and run once on random data against the float64 numpy reference
+(``search.kinds.checks.kernel_error``). The last line sums the kernels once each (not weighted by how often the
 network repeats them). Run it with nothing else on the machine.
 
-    .venv/bin/python benchmarks/bf16_kernels.py --threads 2
+    .venv/bin/python benchmarks/bf16_kernels.py --threads 2 [--network bert_base]
 """
 
 from __future__ import annotations
@@ -25,37 +28,68 @@ from benchmarks.templates import resnet50_convs  # noqa: E402
 from cost_models.timer import time_kernel  # noqa: E402
 from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
-from search.kinds import get_kind  # noqa: E402
+from search.kinds import kernel_kind  # noqa: E402
 from search.kinds.checks import kernel_error  # noqa: E402
 from search.precision import INSTRUCTIONS, KNOB, bf16_settings, precision_of  # noqa: E402
-from search.templates import Epilogue, KernelSpec  # noqa: E402
+from search.templates import BatchMatmulWorkload, DenseWorkload, Epilogue, KernelSpec  # noqa: E402
 
 LAYOUT = "NCHW16c"
+
+
+def resnet50_kernels() -> list[tuple[str, str, KernelSpec]]:
+    """(name, shape, spec) of ResNet-50's distinct convolutions."""
+    kernels = []
+    for name, wl in resnet50_convs():
+        shape = f"{wl.in_channels}x{wl.height}x{wl.width} -> {wl.out_channels}, {wl.kernel[0]}x{wl.kernel[1]}/" \
+                f"{wl.strides[0]}"
+        kernels.append((name, shape, KernelSpec(wl, LAYOUT if wl.in_channels % 16 == 0 else "NCHW", LAYOUT, (),
+                                                Epilogue(True, False, "relu"))))
+    return kernels
+
+
+def bert_base_kernels(tokens: int = 128, width: int = 768, heads: int = 12) -> list[tuple[str, str, KernelSpec]]:
+    """(name, shape, spec) of BERT-base's distinct linear layers and attention matmuls."""
+    inner, head = 4 * width, width // heads
+    dense = [("projection", width, width, Epilogue(True, False)),
+             ("ffn.up", width, inner, Epilogue(True, False, "gelu")), ("ffn.down", inner, width, Epilogue(True, True))]
+    kernels = [(name, f"{tokens}x{i} -> {o}", KernelSpec(DenseWorkload(tokens, i, o), "NC", "NC", (), epilogue))
+               for name, i, o, epilogue in dense]
+    scores = BatchMatmulWorkload(heads, tokens, head, tokens, heads=heads)
+    context = BatchMatmulWorkload(heads, tokens, tokens, head, heads=heads)
+    none = Epilogue(bias=False)
+    return kernels + [
+        ("scores", f"{heads} x {tokens}x{head} @ {head}x{tokens}", KernelSpec(scores, "NHCW+NWCH", "BIJ", (), none)),
+        ("context", f"{heads} x {tokens}x{tokens} @ {tokens}x{head}",
+         KernelSpec(context, "NCHW+NHCW", "NHCW", (), none)),
+    ]
+
+
+NETWORKS = {"resnet50": resnet50_kernels, "bert_base": bert_base_kernels}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--fp32-settings", type=int, default=4, help="fp32 knob settings tried per layer")
+    parser.add_argument("--fp32-settings", type=int, default=4, help="fp32 knob settings tried per kernel")
+    parser.add_argument("--network", choices=sorted(NETWORKS), default="resnet50")
     args = parser.parse_args()
     if not 1 <= args.threads <= len(os.sched_getaffinity(0)) or min(args.repeat, args.fp32_settings) < 1:
         parser.error("--threads from 1 to the usable cores, --repeat and --fp32-settings positive")
     settings = bf16_settings()
     if not settings:
         parser.error(f"this CPU ({host().cpu}) has no bf16 instructions ({' or '.join(INSTRUCTIONS.values())})")
-    target, kind = make_target(args.threads), get_kind("conv2d")
+    target = make_target(args.threads)
     units = {value: INSTRUCTIONS[value] for (_, value), in settings}
     print(f"host: {host().cpu}, vector unit {HOST.name}, bf16 instructions {', '.join(units.values())}; "
-          f"{args.threads} threads, load {os.getloadavg()[0]:.2f}; {LAYOUT} out, bias + ReLU fused; "
+          f"{args.threads} threads, load {os.getloadavg()[0]:.2f}; {args.network}'s kernels, epilogues fused; "
           f"ms: median (IQR); error: max|out - ref| / max(1, max|ref|)\n")
     columns = " | ".join(f"bf16 {flag} | speed-up | error" for flag in units.values())
-    print(f"| layer | workload | fp32 best (setting) | error | {columns} |")
+    print(f"| kernel | workload | fp32 best (setting) | error | {columns} |")
     print("| --- | --- | --- | ---: |" + " ---: | ---: | ---: |" * len(units))
     totals = [0.0] * (1 + len(settings))
-    for name, workload in resnet50_convs():
-        spec = KernelSpec(workload, LAYOUT if workload.in_channels % 16 == 0 else "NCHW", LAYOUT, (),
-                          Epilogue(True, False, "relu"))
+    for name, shape, spec in NETWORKS[args.network]():
+        kind = kernel_kind(spec.workload.kind)
         fp32 = [k for k in kind.knob_space(spec) if precision_of(k) == "fp32"][: args.fp32_settings]
         timed = [(_time(kind, replace(spec, knobs=k), target, args), k) for k in fp32]
         best, knobs = min(timed, key=lambda item: item[0].median_ms)
@@ -68,8 +102,6 @@ def main() -> None:
             totals[index] += timing.median_ms
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{best.median_ms / timing.median_ms:.2f}x",
                     f"{kernel_error(built, target=target):.1e}"]
-        shape = f"{workload.in_channels}x{workload.height}x{workload.width} -> {workload.out_channels}, " \
-                f"{workload.kernel[0]}x{workload.kernel[1]}/{workload.strides[0]}"
         print(f"| {name} | {shape} | {' | '.join(row)} |", flush=True)
     sums = " | ".join(f"{t:.3f} | {totals[0] / t:.2f}x | " for t in totals[1:])
     print(f"| sum | | {totals[0]:.3f} | | {sums}|")

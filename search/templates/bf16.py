@@ -32,8 +32,9 @@ CHUNK = 64  # rows of a matmul per call: four AMX tiles of 16 rows, in two passe
 # Part of a bf16 kernel's cache key (``cost_models.tasks``): bump it whenever these kernels (their templates or the
 # micro-kernels) change what they generate, so that their old timings are not reused and the fp32 ones still are.
 # 2: a stride-1 convolution runs its output rows as one run of pixels per call; a strided 1x1 one packs what it reads.
-# 3: each call applies the epilogue to its own pixels (no separate pass over the whole output).
-VERSION = 3
+# 3: each call applies the epilogue to its own pixels (no separate pass over the whole output). 4: a row of taps that
+# fits one block with the channels (a stem's) is folded into the channels.
+VERSION = 4
 FUNCTIONS = {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"}
 
 

@@ -19,6 +19,9 @@ supported (``supports``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import tvm
 from tvm import te
@@ -56,9 +59,46 @@ def _check(spec: KernelSpec) -> None:
         raise SearchError(f"no bf16 kernel for {spec}: it needs groups 1 and no prologue or gate")
 
 
+@dataclass(frozen=True)
+class _Packing:
+    """How ``pack`` lays the input out for the micro-kernel: ``rows`` x ``cols`` pixels of ``channels`` channels
+    (before padding to blocks), convolved with ``kernel``, ``strides`` and ``dilation``; ``source(y, x, k)`` is the
+    input pixel (row, column, channel) that packed pixel (y, x) holds in channel k, read where all are in range and
+    ``k < channels``, zero elsewhere."""
+
+    rows: int
+    cols: int
+    channels: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilation: tuple[int, int]
+    source: Callable[..., tuple]
+
+
+def _packing(spec: KernelSpec) -> _Packing:
+    """Direct: the zero-padded input. A 1x1 convolution without padding: only the pixels it reads (then of stride 1).
+    A row of taps that fits one block with the channels (``kw x channels <= BLOCK``, as a stem's 3 channels): the taps
+    folded into the channels, each packed pixel holding the ``kw`` input pixels its output pixel reads (then a
+    ``kh x 1`` convolution of horizontal stride 1)."""
+    wl = spec.workload
+    _, c, h, w = wl.in_shape
+    (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilation
+    top, left, bottom, right = wl.padding
+    if (kh, kw) == (1, 1) and not any(wl.padding):
+        return _Packing(wl.out_height, wl.out_width, c, (1, 1), (1, 1), (1, 1), lambda y, x, k: (y * sh, x * sw, k))
+    if kw > 1 and c * kw <= BLOCK:
+        return _Packing(h + top + bottom, wl.out_width, c * kw, (kh, 1), (sh, 1), (dh, 1),
+                        lambda y, x, k: (y - top, x * sw + k // c * dw - left, k % c))
+    return _Packing(h + top + bottom, w + left + right, c, (kh, kw), (sh, sw), (dh, dw),
+                    lambda y, x, k: (y - top, x - left, k))
+
+
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
-    """OIHW -> ``search.templates.bf16.pack_weights``."""
+    """OIHW -> ``search.templates.bf16.pack_weights`` (taps folded into the channels: OIHW -> O (W I) H 1)."""
     _check(spec)
+    o, c, kh, kw = weight.shape
+    if _packing(spec).kernel != (kh, kw):
+        weight = weight.transpose(0, 3, 1, 2).reshape(o, kw * c, kh, 1)
     return pack_weights(weight)
 
 
@@ -66,27 +106,22 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     _check(spec)
     wl = spec.workload
     n, c, h, w = wl.in_shape
-    kh, kw = wl.kernel
-    (sh, sw), (dh, dw) = wl.strides, wl.dilation
-    top, left, bottom, right = wl.padding
+    packing = _packing(spec)
+    rows, cols, (kh, kw), (sh, sw), (dh, dw) = (packing.rows, packing.cols, packing.kernel, packing.strides,
+                                                packing.dilation)
     ib = view_block(spec.in_layout, c)
-    blocks, out_blocks = padded(c, BLOCK) // BLOCK, padded(wl.out_channels, LANES) // LANES
+    blocks, out_blocks = padded(packing.channels, BLOCK) // BLOCK, padded(wl.out_channels, LANES) // LANES
     oh, ow = wl.out_height, wl.out_width
-    subsampled = (kh, kw) == (1, 1) and not any(wl.padding)  # pack reads only the pixels the kernel reads
-    if subsampled:
-        rows, cols, (sh, sw) = oh, ow, (1, 1)
-        step_h, step_w = wl.strides
-    else:
-        rows, cols, step_h, step_w = h + top + bottom, w + left + right, 1, 1
     flat = (sh, sw) == (1, 1)  # output row y, column x at y * cols + x: its pixels in one run per call
     data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")
     weight = te.placeholder((out_blocks, blocks, kh, kw, BLOCK // 2, LANES, 2), STORAGE, name="weight")
 
     def pack(nn, cb, hh, ww, ci):
-        channel = tvm.tirx.min(cb * BLOCK + ci, c - 1)
-        y, x = tvm.tirx.min(tvm.tirx.max(hh - top, 0), h - 1), tvm.tirx.min(tvm.tirx.max(ww - left, 0), w - 1)
-        inside = tvm.tirx.all(hh >= top, hh < h + top, ww >= left, ww < w + left, cb * BLOCK + ci < c)
-        value = rounded(data[nn, channel // ib, y * step_h, x * step_w, channel % ib])
+        y, x, channel = packing.source(hh, ww, cb * BLOCK + ci)
+        inside = tvm.tirx.all(y >= 0, y < h, x >= 0, x < w, cb * BLOCK + ci < packing.channels)
+        y, x = (tvm.tirx.min(tvm.tirx.max(value, 0), extent - 1) for value, extent in ((y, h), (x, w)))
+        channel = tvm.tirx.min(channel, c - 1)
+        value = rounded(data[nn, channel // ib, y, x, channel % ib])
         return tvm.tirx.if_then_else(inside, value, tvm.tirx.const(0, STORAGE))
 
     packed = te.compute((n, blocks, rows, cols, BLOCK), pack, name="pack")

@@ -32,6 +32,8 @@ WORKLOADS = [
     Conv2DWorkload(1, 16, 11, 13, 32, (3, 3), (2, 2), (1, 1, 1, 1), (2, 2)),  # strided and dilated: row by row
     Conv2DWorkload(2, 40, 9, 11, 16, (1, 1), (2, 2), (0, 0, 0, 0)),  # strided 1x1: the pixels it reads packed
     Conv2DWorkload(1, 32, 7, 7, 48, (3, 2), (1, 1), (2, 0, 1, 3), (2, 1)),  # 6 rows of 10 (9 kept): one run of 59
+    Conv2DWorkload(1, 3, 15, 17, 16, (7, 7), (2, 2), (3, 3, 3, 3)),  # a stem: 7 taps x 3 channels in one block
+    Conv2DWorkload(1, 8, 9, 10, 24, (3, 3), (1, 1), (1, 2, 1, 0), (1, 2)),  # 3 dilated taps x 8 channels, stride 1
 ]
 
 
@@ -44,7 +46,7 @@ def _bf16(values: np.ndarray) -> np.ndarray:
 @needs_bf16
 @pytest.mark.parametrize("knobs", SETTINGS, ids=lambda k: f"bf16={k[0][1]}")
 @pytest.mark.parametrize("workload", WORKLOADS, ids=["3x3", "1x1-padded", "strided-dilated", "1x1-strided",
-                                                     "dilated-padded"])
+                                                     "dilated-padded", "stem-folded", "folded-dilated"])
 def test_a_bf16_convolution_is_the_convolution_of_bf16_rounded_operands(workload, knobs):
     spec = KernelSpec(workload, "NCHW", "NCHW16c" if workload.out_channels % 16 == 0 else "NCHW8c", knobs,
                       Epilogue(bias=False))
@@ -68,9 +70,10 @@ def test_a_bf16_convolution_is_the_convolution_of_bf16_rounded_operands(workload
 
 
 @needs_bf16
-@pytest.mark.parametrize("pair", [("NHWC", "NCHW"), ("NCHW8c", "NHWC")])
-def test_a_bf16_convolution_with_its_epilogue_passes_the_conformance_check_in_any_layouts(pair):
-    workload = Conv2DWorkload(1, 16, 6, 7, 24, (3, 3), (1, 1), (1, 1, 1, 1))
+@pytest.mark.parametrize("channels, pair", [(16, ("NHWC", "NCHW")), (16, ("NCHW8c", "NHWC")),
+                                            (4, ("NHWC", "NCHW8c")), (8, ("NCHW8c", "NCHW"))])  # 4, 8: taps folded
+def test_a_bf16_convolution_with_its_epilogue_passes_the_conformance_check_in_any_layouts(channels, pair):
+    workload = Conv2DWorkload(1, channels, 6, 7, 24, (3, 3), (1, 1), (1, 1, 1, 1))
     for knobs in SETTINGS:
         spec = KernelSpec(workload, *pair, knobs, Epilogue(True, True, "silu", residual_after_activation=True))
         assert kernel_error(spec, target=make_target(1)) <= precision.TOLERANCE
