@@ -1,14 +1,17 @@
-// tessera's bfloat16 micro-kernels: one output row of a convolution from bf16 data and weights, accumulated in fp32,
-// either on AMX tiles (tdpbf16ps) or with AVX-512 BF16 dot products (vdpbf16ps). The kernel templates call them from
-// TIR (search/templates/conv2d_bf16.py); each function carries its own target attributes, so the file compiles with
-// the plain options of any other source and nothing here runs unless a kernel calls it.
+// tessera's bfloat16 micro-kernels: a run of output pixels of a convolution (or rows of a matmul, a 1x1 one) from bf16
+// data and weights, accumulated in fp32, either on AMX tiles (tdpbf16ps) or with AVX-512 BF16 dot products
+// (vdpbf16ps). The kernel templates call them from TIR (search/templates/bf16.py); each function carries its own
+// target attributes, so the file compiles with the plain options of any other source and nothing here runs unless a
+// kernel calls it.
 //
-// Operands, for a row of `width` output pixels and one block of 16 output channels:
+// Operands, for a run of `width` output pixels (pixel p at input column p * stride_w of the first input row it
+// reads; a run longer than the row continues on the next rows, as their pixels follow in memory) and one block of 16
+// output channels:
 //   x    the zero-padded input in blocks of 32 channels, (blocks, padded height, padded width, 32) bf16, at the first
-//        input row the output row reads; `row_stride` and `block_stride` are its row and block strides in elements;
+//        input row the run reads; `row_stride` and `block_stride` are its row and block strides in elements;
 //   w    the weights of the 16 output channels, (blocks, kh, kw, 16 channel pairs, 16, 2) bf16: each 64-byte row
 //        holds a pair of input channels for every output channel, as the dot-product instructions read them;
-//   out  the row, (width, 16) fp32.
+//   out  the run, (width, 16) fp32.
 // Both return 0, or -1 when this CPU (or the kernel's permission for AMX state) lacks the instructions.
 #include <cpuid.h>
 #include <immintrin.h>

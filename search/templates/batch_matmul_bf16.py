@@ -16,7 +16,7 @@ from tvm import te
 
 from search.layouts import layout
 from search.precision import STORAGE, bf16_settings
-from search.templates import batch_matmul as fp32
+from search.templates import batch_matmul_layouts as layouts
 from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, rounded, row_calls, schedule_pass
 from search.templates.common import finish, padded
 from search.templates.workloads import KernelSpec, Knobs
@@ -32,15 +32,15 @@ def _zero_padded(value: tvm.tirx.PrimExpr, inside: tvm.tirx.PrimExpr) -> tvm.tir
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-    fp32.check_layouts(spec)
+    layouts.check_layouts(spec)
     instruction_unit(spec)
     wl = spec.workload
     outer = (wl.batch // wl.heads, wl.heads)
     blocks, columns = padded(wl.k, BLOCK) // BLOCK, padded(wl.n, LANES) // LANES
     chunks = -(-wl.m // CHUNK)
-    a_stored, w_stored = (layout(name) for name in fp32.operand_layouts(spec.in_layout))
-    a, a_at = fp32.stored_placeholder("a", a_stored, (*outer, wl.m, wl.k), wl.dtype)
-    w, w_at = fp32.stored_placeholder("w", w_stored, (*outer, wl.k, wl.n), wl.dtype)
+    a_stored, w_stored = (layout(name) for name in layouts.operand_layouts(spec.in_layout))
+    a, a_at = layouts.stored_placeholder("a", a_stored, (*outer, wl.m, wl.k), wl.dtype)
+    w, w_at = layouts.stored_placeholder("w", w_stored, (*outer, wl.k, wl.n), wl.dtype)
 
     def pack_a(b, h, kb, i, kc):
         k = kb * BLOCK + kc
@@ -67,7 +67,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         matrix = call // (columns * chunks)
         return None, (matrix // wl.heads, matrix % wl.heads, call % chunks * CHUNK + row, column)
 
-    out, _ = row_calls(packed_a, packed_w, spec, fp32.result_layout(spec.out_layout), (*outer, wl.m, wl.n),
+    out, _ = row_calls(packed_a, packed_w, spec, layouts.result_layout(spec.out_layout), (*outer, wl.m, wl.n),
                        wl.batch * columns * chunks, offsets, scalars, CHUNK, lambda call: call // chunks % columns,
                        place, channel_axis=3)
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))

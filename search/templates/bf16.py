@@ -22,13 +22,13 @@ from search.precision import AMX, DOT, KNOB, STORAGE, to_bf16_bits
 from search.templates.common import epilogue_value, padded, unit
 from search.templates.workloads import KernelSpec, Knobs
 
-Offsets = Callable[[tvm.tirx.Var], tuple[tvm.tirx.Expr, ...]]
+Offsets = Callable[[tvm.tirx.Var], tuple[tvm.tirx.Expr, tvm.tirx.Expr]]
 Scalars = Callable[[tvm.tirx.Var], Sequence[tvm.tirx.Expr]]
 Block = Callable[[tvm.tirx.Var], tvm.tirx.Expr]
 Place = Callable[[tvm.tirx.Var, tvm.tirx.Var, tvm.tirx.Expr], tuple[tvm.tirx.Expr | None, tuple]]
 BLOCK = 32  # input channels per block: one 64-byte row of bf16
 LANES = 16  # output channels per block: one 64-byte row of fp32
-CHUNK = 64  # rows of a matmul per call: four AMX tiles of 16 rows, in two passes sharing each weight tile
+CHUNK = 64  # pixels (or rows of a matmul) per call: the AMX micro-kernel's four tiles of 16, sharing each weight tile
 # Part of a bf16 kernel's cache key (``cost_models.tasks``): bump it whenever these kernels (their templates or the
 # micro-kernels) change what they generate, so that their old timings are not reused and the fp32 ones still are.
 # 2: a stride-1 convolution runs its output rows as one run of pixels per call; a strided 1x1 one packs what it reads.
@@ -68,37 +68,21 @@ def rounded(value: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
     return ((bits + half + ((bits >> 16) & one)) >> 16).astype(STORAGE)
 
 
-def _call(spec: KernelSpec, x: tvm.tirx.Buffer, k: tvm.tirx.Buffer, out: tvm.tirx.Buffer, offsets: Offsets,
-          scalars: Scalars, index: tvm.tirx.Var) -> tvm.tirx.Stmt:
-    """Call ``index`` of the spec's micro-kernel: reads ``x`` and ``k``, writes ``out`` at the element offsets
-    ``offsets(index)``, with the integer arguments ``scalars(index)`` (``microkernels.cc``); an error if it finds its
-    instructions missing."""
+def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout: str, shape: Sequence[int],
+              calls: int, offsets: Offsets, scalars: Scalars, pixels: int, block: Block, place: Place,
+              channel_axis: int = 1) -> tuple[te.Tensor, list[te.Tensor]]:
+    """The output "out" of logical ``shape`` in ``out_layout``, and its epilogue's inputs (bias, residual):
+    ``calls`` calls of the spec's micro-kernel in a parallel loop, call ``i`` reading ``packed`` and ``weight`` at
+    the element offsets ``offsets(i)`` with the micro-kernel's integer arguments ``scalars(i)`` (``microkernels.cc``;
+    the last is its width) and writing up to ``pixels`` rows of ``LANES`` channels into a scratch buffer of its own,
+    from which the epilogue writes them, still in cache. Call ``i`` computes block ``block(i)`` of the channels (axis
+    ``channel_axis`` of ``shape``, along which the bias runs); its row ``p`` of channel ``c`` is the output element
+    ``place(i, p, c)`` = (valid, logical index), dropped where ``valid`` (None: always) is false. A call that finds
+    its instructions missing raises an error."""
     from search import microkernels
 
     function = FUNCTIONS[instruction_unit(spec)]
     microkernels.load()  # for a numerical check compiled in memory; libraries link them (``link_options``)
-    x_offset, k_offset, out_offset = offsets(index)
-    call = tvm.tirx.call_extern("int32", function, x.access_ptr("r", offset=x_offset),
-                                k.access_ptr("r", offset=k_offset), out.access_ptr("w", offset=out_offset),
-                                *scalars(index))
-    message = tvm.ir.StringImm(f"{function}: this CPU lacks its instructions")
-    return tvm.tirx.AssertStmt(call == 0, tvm.ir.StringImm("RuntimeError"), [message])
-
-
-def _operands(packed: te.Tensor, weight: te.Tensor) -> list[tvm.tirx.Buffer]:
-    return [tvm.tirx.decl_buffer(t.shape, t.dtype, name=name) for t, name in ((packed, "x"), (weight, "k"))]
-
-
-def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout: str, shape: Sequence[int],
-                    calls: int, offsets: Offsets, scalars: Scalars, pixels: int, block: Block, place: Place,
-                    channel_axis: int = 1) -> tuple[te.Tensor, list[te.Tensor]]:
-    """The output "out" of logical ``shape`` in ``out_layout``, and its epilogue's inputs (bias,
-    residual): ``calls`` calls of the spec's micro-kernel in a parallel loop, each writing up to ``pixels`` rows of
-    ``LANES`` channels into a scratch buffer of its own (``offsets(i)``: input and weight offsets; the last of
-    ``scalars(i)`` its width), from which the epilogue writes them, still in cache. Call ``i`` computes block
-    ``block(i)`` of the channels (axis ``channel_axis`` of ``shape``, along which the bias runs); its row ``p`` of
-    channel ``c`` is the output element ``place(i, p, c)`` = (valid, logical index), dropped where ``valid`` (None:
-    always) is false."""
     epilogue, stored = spec.epilogue, layout(out_layout)
     physical, channels = stored.physical_shape(shape), shape[channel_axis]
     at = stored.stored_coordinates()
@@ -122,11 +106,16 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
                              store if whole else tvm.tirx.IfThenElse(channel < channels, store, None))
         rows = tvm.tirx.For(pixel, 0, scalars(index)[-1], tvm.tirx.ForKind.SERIAL,
                             lanes if valid is None else tvm.tirx.IfThenElse(valid, lanes, None))
-        call = _call(spec, x, k, scratch, lambda i: (*offsets(i), 0), scalars, index)
+        x_offset, k_offset = offsets(index)
+        result = tvm.tirx.call_extern("int32", function, x.access_ptr("r", offset=x_offset),
+                                      k.access_ptr("r", offset=k_offset), scratch.access_ptr("w"), *scalars(index))
+        message = tvm.ir.StringImm(f"{function}: this CPU lacks its instructions")
+        call = tvm.tirx.AssertStmt(result == 0, tvm.ir.StringImm("RuntimeError"), [message])
         return tvm.tirx.For(index, 0, calls, tvm.tirx.ForKind.PARALLEL,
                             tvm.tirx.SeqStmt([tvm.tirx.AllocBuffer(scratch), call, rows]))
 
-    buffers = _operands(packed, weight) + [tvm.tirx.decl_buffer(t.shape, t.dtype, name=t.op.name) for t in extra]
+    buffers = [tvm.tirx.decl_buffer(t.shape, t.dtype, name=name)
+               for t, name in ((packed, "x"), (weight, "k"), *((t, t.op.name) for t in extra))]
     out = te.extern(list(physical), [packed, weight, *extra], body, name="out", dtype="float32", in_buffers=buffers,
                     out_buffers=[tvm.tirx.decl_buffer(list(physical), "float32", name="out")])
     return out, extra

@@ -10,8 +10,9 @@ Two stages (``search.templates.bf16``):
   the calls run in parallel; each writes its fp32 pixels into a scratch buffer of its own, from which the fused
   epilogue (bias, residual, activation) writes them, still in cache, in the output layout. A stride-1 convolution
   runs the output rows as one run of pixels (``y * padded width + x``; the pixels of the padding columns are
-  computed and dropped), in chunks of ``CHUNK``; a strided 1x1 one without padding packs only the pixels it reads,
-  and is then a stride-1 one; any other runs one output row per call.
+  computed and dropped), in chunks of ``CHUNK``; any other, one output row per call. ``pack`` may make a
+  convolution of stride 1 (``_packing``): a strided 1x1 one without padding packs only the pixels it reads; a row of
+  taps that fits one block with the channels (a stem's 7 x 3) is folded into the channels.
 
 The weights are converted once, when packed (``pack_weight``). A prologue or gate the data is read through is not
 supported (``supports``).
