@@ -2,7 +2,7 @@
 rows stored ``NC`` or ``CN{c}c`` on either side; the settings of ``search.precision``'s ``bf16`` knob.
 
 The convolution's micro-kernel with a 1x1 window (``search.templates.bf16``): ``pack`` rounds the rows to bf16 in
-blocks of 32 features ``(I' // 32, rows, 32)``; ``acc`` runs one call per block of 16 output features and chunk of
+blocks of 32 features ``(I' // 32, rows, 32)``; ``out`` runs one call per block of 16 output features and chunk of
 up to ``CHUNK`` rows, in parallel, each followed by the fused epilogue of its rows into the output layout
 (``row_calls``).
 """
