@@ -20,6 +20,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <array>
+#include <utility>
+
 namespace {
 
 constexpr int kBlock = 32;  // input channels per block: one 64-byte row of bf16
@@ -155,12 +158,23 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void DotTile(const Row& r
   for (int p = 0; p < Pixels; ++p) _mm512_storeu_ps(r.out + (long)(column + p) * kLanes, acc[p]);
 }
 
+// DotTile<1> to DotTile<sizeof...(Sizes)>, indexed by the tile's pixels minus one.
+template <int... Sizes>
+constexpr auto DotTiles(std::integer_sequence<int, Sizes...>) {
+  return std::array<void (*)(const Row&, int), sizeof...(Sizes)>{&DotTile<Sizes + 1>...};
+}
+
+// The run in as few tiles as fit the registers, of sizes that differ by at most one pixel (15 pixels: 8 and 7, not
+// 14 and 1): each tile's accumulators are enough to hide the dot product's latency.
 void DotRow(const Row& r) {
   constexpr int kTile = 14;  // 14 accumulators, the weights and a broadcast: within the 32 registers
-  int column = 0;
-  for (; column + kTile <= r.width; column += kTile) DotTile<kTile>(r, column);
-  for (; column + 4 <= r.width; column += 4) DotTile<4>(r, column);
-  for (; column < r.width; ++column) DotTile<1>(r, column);
+  static constexpr auto tiles = DotTiles(std::make_integer_sequence<int, kTile>());
+  const int count = (r.width + kTile - 1) / kTile;
+  for (int tile = 0, column = 0; tile < count; ++tile) {
+    const int size = r.width / count + (tile < r.width % count);
+    tiles[size - 1](r, column);
+    column += size;
+  }
 }
 
 }  // namespace

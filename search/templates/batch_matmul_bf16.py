@@ -17,7 +17,7 @@ from tvm import te
 from search.layouts import layout
 from search.precision import STORAGE, bf16_settings
 from search.templates import batch_matmul_layouts as layouts
-from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, rounded, row_calls, schedule_pass
+from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, packed, row_calls, schedule_pass
 from search.templates.common import finish, padded
 from search.templates.workloads import KernelSpec, Knobs
 
@@ -25,10 +25,6 @@ from search.templates.workloads import KernelSpec, Knobs
 def knob_space(spec: KernelSpec) -> list[Knobs]:
     """The bf16 settings this host runs (``search.precision.bf16_settings``)."""
     return bf16_settings()
-
-
-def _zero_padded(value: tvm.tirx.PrimExpr, inside: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
-    return tvm.tirx.if_then_else(inside, rounded(value), tvm.tirx.const(0, STORAGE))
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
@@ -44,15 +40,14 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
 
     def pack_a(b, h, kb, i, kc):
         k = kb * BLOCK + kc
-        return _zero_padded(a_at(b, h, i, tvm.tirx.min(k, wl.k - 1)), k < wl.k)
+        return a_at(b, h, i, tvm.tirx.min(k, wl.k - 1)), k < wl.k
 
     def pack_w(b, h, jb, kb, pair, jc, e):
         k, j = kb * BLOCK + 2 * pair + e, jb * LANES + jc
-        return _zero_padded(w_at(b, h, tvm.tirx.min(k, wl.k - 1), tvm.tirx.min(j, wl.n - 1)),
-                            tvm.tirx.all(k < wl.k, j < wl.n))
+        return w_at(b, h, tvm.tirx.min(k, wl.k - 1), tvm.tirx.min(j, wl.n - 1)), tvm.tirx.all(k < wl.k, j < wl.n)
 
-    packed_a = te.compute((*outer, blocks, wl.m, BLOCK), pack_a, name="pack_a")
-    packed_w = te.compute((*outer, columns, blocks, BLOCK // 2, LANES, 2), pack_w, name="pack_w")
+    packed_a = packed((*outer, blocks, wl.m, BLOCK), pack_a, "pack_a")
+    packed_w = packed((*outer, columns, blocks, BLOCK // 2, LANES, 2), pack_w, "pack_w")
 
     def offsets(call):  # one chunk of rows of one block of columns of one (batch, head)
         matrix, column = call // (columns * chunks), call // chunks % columns

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import tvm
+import tvm.sym
 from tvm import te
 
 from search.errors import SearchError
@@ -33,8 +34,9 @@ CHUNK = 64  # pixels (or rows of a matmul) per call: the AMX micro-kernel's four
 # micro-kernels) change what they generate, so that their old timings are not reused and the fp32 ones still are.
 # 2: a stride-1 convolution runs its output rows as one run of pixels per call; a strided 1x1 one packs what it reads.
 # 3: each call applies the epilogue to its own pixels (no separate pass over the whole output). 4: a row of taps that
-# fits one block with the channels (a stem's) is folded into the channels.
-VERSION = 4
+# fits one block with the channels (a stem's) is folded into the channels. 5: the AVX-512 BF16 kernel splits a run into
+# tiles of even sizes (a row of 7 pixels: one tile of 7, not 4 + 1 + 1 + 1); packing drops the bounds that always hold.
+VERSION = 5
 FUNCTIONS = {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"}
 
 
@@ -66,6 +68,24 @@ def rounded(value: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
     bits = tvm.tirx.reinterpret("uint32", value)
     half, one = tvm.tirx.const(0x7FFF, "uint32"), tvm.tirx.const(1, "uint32")
     return ((bits + half + ((bits >> 16) & one)) >> 16).astype(STORAGE)
+
+
+def packed(shape: Sequence[int], source: Callable[..., tuple[tvm.tirx.PrimExpr, tvm.tirx.PrimExpr]],
+           name: str) -> te.Tensor:
+    """The bf16 tensor ``name`` of ``shape``: element ``source(*index) = (value, inside)`` is ``value`` (fp32)
+    rounded where ``inside`` holds and zero elsewhere. The terms of ``inside`` that hold for every index are dropped
+    first: a condition left on the vectorised axis would make the pass scalar."""
+    def element(*index):
+        value, inside = source(*index)
+        analyzer = tvm.sym.Analyzer()
+        for axis, extent in zip(index, shape):
+            analyzer.bind(axis, tvm.ir.Range(0, extent))
+        inside = analyzer.simplify(inside)
+        if isinstance(inside, tvm.tirx.IntImm) and inside.value:
+            return rounded(value)
+        return tvm.tirx.if_then_else(inside, rounded(value), tvm.tirx.const(0, STORAGE))
+
+    return te.compute(tuple(shape), element, name=name)
 
 
 def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout: str, shape: Sequence[int],

@@ -36,7 +36,7 @@ from search.templates.bf16 import (
     LANES,
     instruction_unit,
     pack_weights,
-    rounded,
+    packed,
     row_calls,
     schedule_pass,
 )
@@ -122,10 +122,9 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         inside = tvm.tirx.all(y >= 0, y < h, x >= 0, x < w, cb * BLOCK + ci < packing.channels)
         y, x = (tvm.tirx.min(tvm.tirx.max(value, 0), extent - 1) for value, extent in ((y, h), (x, w)))
         channel = tvm.tirx.min(channel, c - 1)
-        value = rounded(data[nn, channel // ib, y, x, channel % ib])
-        return tvm.tirx.if_then_else(inside, value, tvm.tirx.const(0, STORAGE))
+        return data[nn, channel // ib, y, x, channel % ib], inside
 
-    packed = te.compute((n, blocks, rows, cols, BLOCK), pack, name="pack")
+    packed_data = packed((n, blocks, rows, cols, BLOCK), pack, "pack")
     weights = blocks * kh * kw * BLOCK * LANES
     if flat:  # one run of the (oh - 1) * cols + ow pixels per block of output channels, in chunks
         run = (oh - 1) * cols + ow  # the columns past ow are computed and dropped
@@ -162,7 +161,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         def place(row, pixel, channel):
             return None, (row // (out_blocks * oh), channel, row % oh, pixel)
 
-    out, extra = row_calls(packed, weight, spec, spec.out_layout, wl.out_shape, calls, offsets,
+    out, extra = row_calls(packed_data, weight, spec, spec.out_layout, wl.out_shape, calls, offsets,
                                  lambda call: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw,
                                                width(call)), pixels, block, place)
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))

@@ -15,7 +15,7 @@ from tvm import te
 
 from search.layouts import layout
 from search.precision import STORAGE, bf16_settings
-from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, pack_weights, rounded, row_calls, schedule_pass
+from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, pack_weights, packed, row_calls, schedule_pass
 from search.templates.common import finish, padded
 from search.templates.workloads import KernelSpec, Knobs
 
@@ -42,10 +42,9 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
 
     def pack(cb, b, ci):
         feature = cb * BLOCK + ci
-        value = rounded(data[b, tvm.tirx.min(feature, features - 1)])
-        return tvm.tirx.if_then_else(feature < features, value, tvm.tirx.const(0, STORAGE))
+        return data[b, tvm.tirx.min(feature, features - 1)], feature < features
 
-    packed = te.compute((blocks, rows, BLOCK), pack, name="pack")
+    packed_data = packed((blocks, rows, BLOCK), pack, "pack")
 
     def offsets(call):  # one chunk of rows of one block of output features
         return call % chunks * CHUNK * BLOCK, call // chunks * blocks * BLOCK * LANES
@@ -54,7 +53,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         width = tvm.tirx.min(CHUNK, rows - call % chunks * CHUNK)
         return blocks, 0, rows * BLOCK, 1, 1, 1, 1, 1, width
 
-    out, extra = row_calls(packed, weight, spec, spec.out_layout, (rows, wl.out_features), out_blocks * chunks,
+    out, extra = row_calls(packed_data, weight, spec, spec.out_layout, (rows, wl.out_features), out_blocks * chunks,
                                  offsets, scalars, CHUNK, lambda call: call // chunks,
                                  lambda call, row, feature: (None, (call % chunks * CHUNK + row, feature)))
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))

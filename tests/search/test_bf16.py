@@ -180,6 +180,33 @@ def test_the_micro_kernels_compile_to_amx_and_avx512_bf16_instructions_on_any_ho
     assert "tdpbf16ps" in text and "ldtilecfg" in text and "vdpbf16ps" in text
 
 
+@needs_bf16
+@pytest.mark.parametrize("knobs", SETTINGS, ids=[f"bf16={value}" for (_, value), in SETTINGS])
+def test_the_micro_kernel_computes_every_run_width_exactly_in_fp32_from_bf16_values(knobs):
+    import ctypes
+
+    from search import microkernels
+    from search.templates.bf16 import BLOCK, FUNCTIONS, LANES, pack_weights
+
+    rng = np.random.default_rng(1)
+    blocks, widest = 2, 45  # runs of 1 to 45 pixels: three tiles of 14 and every remainder
+    bits = precision.to_bf16_bits(rng.standard_normal((blocks, widest, BLOCK)).astype(np.float32))
+    weight = rng.standard_normal((LANES, blocks * BLOCK, 1, 1)).astype(np.float32)
+    packed = np.ascontiguousarray(pack_weights(weight))
+    values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    weights = (packed.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    weights = weights.reshape(blocks, BLOCK // 2, LANES, 2).transpose(0, 1, 3, 2).reshape(blocks * BLOCK, LANES)
+    function = getattr(microkernels.load(), FUNCTIONS[dict(knobs)[precision.KNOB]])
+    pointer = ctypes.POINTER(ctypes.c_uint16)
+    for width in range(1, widest + 1):
+        out = np.full((width, LANES), np.nan, np.float32)
+        assert function(bits.ctypes.data_as(pointer), packed.ctypes.data_as(pointer),
+                        out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), blocks, 0, widest * BLOCK, 1, 1, 1, 1,
+                        1, width) == 0
+        expected = values[:, :width].transpose(1, 0, 2).reshape(width, -1) @ weights
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4, err_msg=f"a run of {width} pixels")
+
+
 def test_tirs_rounding_to_bf16_is_numpys_round_to_nearest_even():
     import tvm
     from tvm import te
