@@ -73,14 +73,15 @@ def rounded(value: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
 def packed(shape: Sequence[int], source: Callable[..., tuple[tvm.tirx.PrimExpr, tvm.tirx.PrimExpr]],
            name: str) -> te.Tensor:
     """The bf16 tensor ``name`` of ``shape``: element ``source(*index) = (value, inside)`` is ``value`` (fp32)
-    rounded where ``inside`` holds and zero elsewhere. The terms of ``inside`` that hold for every index are dropped
-    first: a condition left on the vectorised axis would make the pass scalar."""
+    rounded where ``inside`` holds and zero elsewhere. Both are simplified first for the index's range (a bound that
+    always holds dropped, a clamp that never applies removed): a condition or clamp left on the vectorised axis would
+    make the pass scalar."""
     def element(*index):
         value, inside = source(*index)
         analyzer = tvm.sym.Analyzer()
         for axis, extent in zip(index, shape):
             analyzer.bind(axis, tvm.ir.Range(0, extent))
-        inside = analyzer.simplify(inside)
+        value, inside = analyzer.simplify(value), analyzer.simplify(inside)
         if isinstance(inside, tvm.tirx.IntImm) and inside.value:
             return rounded(value)
         return tvm.tirx.if_then_else(inside, rounded(value), tvm.tirx.const(0, STORAGE))
