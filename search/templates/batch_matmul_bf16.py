@@ -15,7 +15,7 @@ import tvm
 from tvm import te
 
 from search.layouts import layout
-from search.precision import STORAGE, bf16_settings
+from search.precision import bf16_settings
 from search.templates import batch_matmul_layouts as layouts
 from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, packed, row_calls, schedule_pass
 from search.templates.common import finish, padded
