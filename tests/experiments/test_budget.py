@@ -14,6 +14,7 @@ from experiments.show import draw_plan
 from experiments.tune import tune
 from search import precision
 from search.graph import extract_graph
+from search.host import host
 from search.plan import Plan, baseline_plan
 from solvers.base import make_solver
 from tests.cli_helpers import one_error_line
@@ -92,8 +93,9 @@ def test_an_unknown_precision_is_one_error_line(tmp_path, capsys):
     assert exited.value.code == 2 and "invalid choice: 'fp16'" in one_error_line(capsys)
 
 
-@needs_bf16
-def test_the_plan_picture_names_each_operators_precision_and_the_error(tmp_path):
+def test_the_plan_picture_names_each_operators_precision_and_the_error(tmp_path, monkeypatch):
+    both = frozenset({"amx_bf16", "avx512_bf16"})  # a host with both units, whatever this one has
+    monkeypatch.setattr(precision, "host", lambda: replace(host(), features=both))
     graph = extract_graph(residual_concat_net())
     choices = {**baseline_plan(graph, "nchw").choices, "conv2d_1": "NCHW>NCHW:bf16=1", "conv2d_4": "NCHW>NCHW:bf16=2"}
     Plan(choices, "tiny").save(tmp_path / "plan.json")

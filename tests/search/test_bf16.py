@@ -182,7 +182,7 @@ def test_the_micro_kernels_compile_to_amx_and_avx512_bf16_instructions_on_any_ho
 
 @needs_bf16
 @pytest.mark.parametrize("knobs", SETTINGS, ids=[f"bf16={value}" for (_, value), in SETTINGS])
-def test_the_micro_kernel_computes_every_run_width_exactly_in_fp32_from_bf16_values(knobs):
+def test_the_micro_kernels_sum_the_products_of_bf16_values_for_every_run_width(knobs):
     import ctypes
 
     from search import microkernels
