@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from experiments.extraction import Extracted
-from experiments.solving import Solved, solve_all
-from search.precision import precision_of
+from experiments.solving import Solved
+from search.precision import DEFAULT_MAX_ERROR, precision_of
+from solvers.problem import Problem
 
 
 @dataclass
@@ -32,18 +33,27 @@ class Budget:
         return {"max_error": self.max_error, "forbidden": sorted(self.forbidden), "checks": self.checks}
 
 
-def solve_within(extracted: Extracted, chosen: list, budget: Budget, echo: Callable[[str], None]) -> Solved:
-    """``solve_all`` on the extraction's problem, again with more nodes forbidden bf16 until every solver's plan
-    holds ``budget`` (see the module docstring)."""
+def budget_for(extracted: Extracted) -> Budget | None:
+    """The budget a search of ``extracted`` is held to: None for fp32, else its ``max_error`` (default
+    ``search.precision.DEFAULT_MAX_ERROR``)."""
+    return None if extracted.precision == "fp32" else Budget(extracted.max_error or DEFAULT_MAX_ERROR)
+
+
+def solve_within(extracted: Extracted, solve: Callable[[Problem], Solved], budget: Budget,
+                 echo: Callable[[str], None]) -> Solved:
+    """``solve`` on the extraction's problem, again with more nodes forbidden bf16 until every plan it finds holds
+    ``budget`` (see the module docstring)."""
     from search.export import export, reference_outputs
 
     settings = extracted.settings
     reference = reference_outputs(extracted.graph, settings.target, settings.seed)
     while True:
         problem = _forbidden(extracted.problem, budget.forbidden)
-        solved = solve_all(problem, chosen)
+        solved = solve(problem)
         over: set[str] = set()
         for name, solution in solved.solutions.items():
+            if not solution.assignment:
+                continue
             plan = extracted.plan(solution)
             nodes = plan.bf16_nodes
             if not nodes:

@@ -114,6 +114,8 @@ class Tracker:
         self.client.log_batch(run_id, metrics=metrics, params=_params(params))
         if result.solution is not None:
             self.client.log_dict(run_id, result.solution, "solution.json")
+        if result.budget is not None:
+            self.client.log_dict(run_id, result.budget, "budget.json")
         log = list(result.log) + ([f"error: {result.error}"] if result.error else [])
         self.client.log_text(run_id, "\n".join(log) + "\n", "solver.log")
         self.client.set_terminated(run_id, "FAILED" if result.status == ERROR else "FINISHED",

@@ -1,8 +1,10 @@
 """Run one trial in the current process and return everything the driver logs (workers never talk to MLflow).
 
 A solver trial solves the instance with ``solvers.solve``; an LP-bound trial computes ``solvers.bound.lp_lower_bound``.
-With ``latency`` metrics a solver trial on a model instance also exports its plan (``search.export.export``, which
-checks it numerically against the stock build) and times it end to end (``search.artifact.measure_latency``).
+A model instance with bf16 candidates holds its solver's plan to the instance's error budget as ``tune`` does
+(``experiments.budget``). With ``latency`` metrics a solver trial on a model instance also exports its plan
+(``search.export.export``, which checks it numerically against the stock build) and times it end to end
+(``search.artifact.measure_latency``).
 A ``SolverError``, ``ProblemError`` or ``SearchError`` (a solver refusing the instance, a bad problem file, a model
 that cannot be measured) becomes a result with status ``"error"`` and the message, so one refusal never stops the
 experiment; any other exception is the runner's to record (as ``Type: message``), on Ray and in-process alike.
@@ -67,6 +69,8 @@ class TrialResult:
     """Kernels and transforms measured anew to build the problem (0 when the cache had them all)."""
     numerical_error: float | None = None
     """Relative error of the exported plan's output against the stock NCHW build."""
+    budget: dict[str, Any] | None = None
+    """The error budget the plan was held to, with its checks (``experiments.budget.Budget``); None for fp32."""
     started_at: float = 0.0
     """Unix time the trial started and ended in its worker (its MLflow run's start and end: shows which trials
     overlapped); 0 when the trial never ran to an end in a worker."""
@@ -112,7 +116,7 @@ def run_trial(trial: Trial, report: Callable[[str], None] | None = None) -> Tria
         if trial.solver == LP_BOUND:
             result = _bound(trial, problem)
         else:
-            result = _solve(trial, problem)
+            result = _solve(trial, problem, extracted, report)
             if trial.timed_end_to_end and result["solution"]["assignment"]:
                 report("exporting and timing the plan and the baselines")
                 result.update(_latency(extracted, result["solution"]["assignment"]))
@@ -129,12 +133,21 @@ def _bound(trial: Trial, problem) -> dict[str, Any]:
     return {"trial_id": trial.id, "status": "bound", "lower_bound": bound, "seconds": time.perf_counter() - start}
 
 
-def _solve(trial: Trial, problem) -> dict[str, Any]:
-    solution = solve(problem, trial.solver, **trial.params)
+def _solve(trial: Trial, problem, extracted: Extracted | None, report: Callable[[str], None]) -> dict[str, Any]:
+    from experiments.budget import budget_for, solve_within
+    from experiments.solving import Solved
+
+    def solve_one(instance) -> Solved:
+        return Solved({trial.solver: solve(instance, trial.solver, **trial.params)}, {})
+
+    budget = None if extracted is None else budget_for(extracted)
+    solved = solve_one(problem) if budget is None else solve_within(extracted, solve_one, budget, report)
+    solution = solved.solutions[trial.solver]
     cost = None if math.isinf(solution.cost) else solution.cost
     bound = solution.cost if solution.optimal else solution.lower_bound
     return {"trial_id": trial.id, "status": solution.status, "cost": cost, "lower_bound": bound,
-            "gap": solution.gap, "seconds": solution.seconds, "solution": solution.to_dict(), "log": solution.log}
+            "gap": solution.gap, "seconds": solution.seconds, "solution": solution.to_dict(), "log": solution.log,
+            "budget": None if budget is None else budget.to_dict()}
 
 
 def _latency(extracted: Extracted, assignment: dict[str, str]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.budget import Budget, solve_within
+from experiments.budget import budget_for, solve_within
 from experiments.calibrate import (
     PROFILE_RUNS,
     Round,
@@ -27,7 +27,6 @@ from experiments.solving import Solved, make_solvers, solve_all
 from experiments.timing import predicted_cost, time_plans, timing_line
 from experiments.tune_summary import PICTURE, TUNED_ARTIFACT, PlanResult, format_summary, solver_label, summary
 from search.errors import SearchError
-from search.precision import DEFAULT_MAX_ERROR
 
 if TYPE_CHECKING:
     import tvm
@@ -92,12 +91,12 @@ def tune(
     directory.mkdir(parents=True, exist_ok=True)
     extracted.problem.save(directory / "problem.json")
     echo(f"solving with {', '.join(instance.name for instance in chosen)}")
-    budget = None if extracted.precision == "fp32" else Budget(extracted.max_error or DEFAULT_MAX_ERROR)
+    budget = budget_for(extracted)
 
     def solve(problem_of: Extracted) -> Solved:
         if budget is None:
             return solve_all(problem_of.problem, chosen)
-        return solve_within(problem_of, chosen, budget, echo)
+        return solve_within(problem_of, lambda problem: solve_all(problem, chosen), budget, echo)
 
     first = _timed_pass(extracted, solve(extracted), directory, repeat=repeat, profile=calibrate > 0,
                         check=calibrate > 0, echo=echo)

@@ -1,5 +1,5 @@
 """The error budget of a search with bf16 candidates, on a tiny network measured here: plans are held to it by
-giving up bf16 nodes; a budget too tight for any gives the fp32 plan; tune reports it."""
+giving up bf16 nodes; a budget too tight for any gives the fp32 plan; tune and experiment trials report it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import pytest
 
 from experiments.budget import Budget, solve_within
 from experiments.cli import main
+from experiments.config import ProblemSpec, Trial
 from experiments.extraction import extract
 from experiments.show import draw_plan
+from experiments.solving import solve_all
+from experiments.trials import run_trial
 from experiments.tune import tune
 from search import precision
 from search.graph import extract_graph
@@ -40,6 +43,10 @@ def cheap_bf16(cache):
     return replace(extracted, problem=replace(problem, nodes=nodes))
 
 
+def _dp(problem):
+    return solve_all(problem, [make_solver("dp")])
+
+
 def _bf16_nodes(extracted, solved) -> list[str]:
     return extracted.plan(solved.solutions[solved.best]).bf16_nodes
 
@@ -47,7 +54,7 @@ def _bf16_nodes(extracted, solved) -> list[str]:
 @needs_bf16
 def test_a_loose_budget_keeps_the_bf16_plan(cheap_bf16):
     budget, lines = Budget(1.0), []
-    solved = solve_within(cheap_bf16, [make_solver("dp")], budget, lines.append)
+    solved = solve_within(cheap_bf16, _dp, budget, lines.append)
     nodes = _bf16_nodes(cheap_bf16, solved)
     assert len(nodes) == 7 and not budget.forbidden  # every conv2d
     (check,) = budget.checks
@@ -58,7 +65,7 @@ def test_a_loose_budget_keeps_the_bf16_plan(cheap_bf16):
 @needs_bf16
 def test_a_budget_too_tight_for_any_bf16_node_gives_the_fp32_plan(cheap_bf16):
     budget = Budget(1e-9)
-    solved = solve_within(cheap_bf16, [make_solver("dp")], budget, lambda line: None)
+    solved = solve_within(cheap_bf16, _dp, budget, lambda line: None)
     assert _bf16_nodes(cheap_bf16, solved) == [] and len(budget.forbidden) == 7
     assert [c["bf16_nodes"] for c in budget.checks] == [7, 4, 2, 1]  # half the bf16 nodes given up each time
     assert not any(c["within"] for c in budget.checks)
@@ -103,3 +110,14 @@ def test_the_plan_picture_names_each_operators_precision_and_the_error(tmp_path,
     text = (tmp_path / "plan.svg").read_text()
     assert "9 tuned operators (2 in bf16)" in text and "output error 3.0e-03 against fp32" in text
     assert "bf16 (amx_bf16)" in text and "bf16 (avx512_bf16)" in text
+
+
+@needs_bf16
+def test_an_experiment_trial_holds_its_plan_to_the_budget(cheap_bf16, monkeypatch):
+    loose = replace(cheap_bf16, max_error=1.0)
+    monkeypatch.setattr(ProblemSpec, "extract", lambda self, progress=None: loose)
+    result = run_trial(Trial("tiny/dp/r0", "hash", ProblemSpec(model="tiny", precision="auto", max_error=1.0), "dp"))
+    assert result.status == "optimal" and result.budget["max_error"] == 1.0 and not result.budget["forbidden"]
+    (check,) = result.budget["checks"]
+    assert check["solver"] == "dp" and check["bf16_nodes"] == 7 and check["within"]
+    assert sum("bf16=" in choice for choice in result.solution["assignment"].values()) == 7
