@@ -104,18 +104,17 @@ def prepare_reduced(model: str, work: Path, args, graph, reference) -> tuple[Pat
     """``tessera-auto``: the space with bf16 candidates (``--precision``), solved with pbqp and ilp within the error
     budget, exported and checked against it."""
     from cost_models.sources import MeasuredSource
-    from experiments.budget import Budget, solve_within
+    from experiments.budget import budget_for, solve_within
     from experiments.extraction import extract
-    from experiments.solving import make_solvers
+    from experiments.solving import make_solvers, solve_all
     from search.export import export
-    from search.precision import DEFAULT_MAX_ERROR
 
     start = time.monotonic()
     extracted = extract(model, image_size=args.image_size, threads=args.threads, costs=MeasuredSource(args.timing),
                         layouts=args.layouts, space_size=args.space_size, precision=args.precision,
                         max_error=args.max_error, **({"cache": args.cache} if args.cache else {}))
-    budget = Budget(args.max_error or DEFAULT_MAX_ERROR)
-    solved = solve_within(extracted, make_solvers("pbqp,ilp", 60.0), budget,
+    budget, chosen = budget_for(extracted), make_solvers("pbqp,ilp", 60.0)
+    solved = solve_within(extracted, lambda problem: solve_all(problem, chosen), budget,
                           lambda line: print(f"{model}: {line}", file=sys.stderr))
     plan = extracted.plan(solved.solutions[solved.best])
     compiled = export(graph, plan, target=extracted.settings.target, threads=args.threads,
