@@ -25,6 +25,7 @@ import xgboost as xgb
 
 from cost_models.features import FEATURE_NAMES, FEATURE_VERSION, INDEX, feature_matrix, group_key
 from search.isa import HOST
+from solvers.input_files import InputFileError, read_text
 
 FORMAT = "tessera-cost-model"
 OBJECTIVES = {"regression": "reg:squarederror", "rank": "rank:pairwise"}
@@ -155,8 +156,8 @@ class XGBCostModel:
         """Read a model file; ``ModelError`` names what is wrong with one that cannot be used."""
         path = Path(path)
         try:
-            document = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            document = json.loads(read_text(path))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, InputFileError) as exc:
             raise ModelError(f"{path}: not a readable cost-model file ({exc})") from exc
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise ModelError(f"{path}: not a tessera cost-model file")

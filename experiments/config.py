@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from experiments.compare import LP_BOUND
+from solvers.input_files import InputFileError, read_text
 from solvers.problem import Problem
 
 if TYPE_CHECKING:
@@ -220,9 +221,11 @@ def load_config(path: str | Path) -> ExperimentConfig:
     """Read and validate an experiment TOML file; every fault raises ``ConfigError``."""
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_text(path))
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    except InputFileError as exc:
+        raise ConfigError(str(exc)) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); is it an experiment file?") from exc
     except tomllib.TOMLDecodeError as exc:

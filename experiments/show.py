@@ -26,6 +26,7 @@ from search.errors import SearchError
 from search.plan import Plan
 from search.precision import INSTRUCTIONS, KNOB
 from solvers.formats import read_problem
+from solvers.input_files import read_text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -125,8 +126,8 @@ def _checked_error(plan_file: Path) -> float | None:
     """The relative error of the numerical check in the manifest beside an artifact's plan; None without one."""
     manifest = plan_file.parent / "manifest.json"
     try:
-        return float(json.loads(manifest.read_text())["numerical_check"]["relative_error"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return float(json.loads(read_text(manifest))["numerical_check"]["relative_error"])
+    except (OSError, ValueError, KeyError, TypeError):  # ValueError: also not a regular file (InputFileError)
         return None
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from experiments.config import ExperimentError
+from solvers.input_files import InputFileError, checked_input
 
 SERVER_SCHEMES = ("postgresql", "mysql", "mssql", "http", "https", "databricks")
 """Schemes of tracking URIs other than ``sqlite`` (a database URI may name its driver: ``postgresql+psycopg2``)."""
@@ -76,6 +77,10 @@ def _check_sqlite(uri: str, create: bool) -> None:
     if path.is_dir():
         raise ExperimentError(f"tracking URI {uri!r}: {path} is a directory, not a database file")
     if path.exists():
+        try:
+            checked_input(path, None)
+        except InputFileError as exc:
+            raise ExperimentError(f"tracking URI {uri!r}: {exc}") from exc
         with path.open("rb") as handle:
             header = handle.read(len(SQLITE_HEADER))
         if header and header != SQLITE_HEADER:

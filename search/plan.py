@@ -28,6 +28,7 @@ from search.kinds.base import VIEW_OF, VIEWS
 from search.op import Op
 from search.precision import precision_of
 from search.templates.common import unit
+from solvers.input_files import InputFileError, read_text
 from solvers.problem import write_json_atomic
 
 UNIFORM = {"nchw": "NCHW", "nhwc": "NHWC", "nchw8c": "NCHW8c", "nchw16c": "NCHW16c"}
@@ -75,7 +76,9 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> Plan:
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = json.loads(read_text(path))
+        except InputFileError as exc:
+            raise SearchError(str(exc)) from exc
         except UnicodeDecodeError as exc:
             raise SearchError(f"{path}: not UTF-8 text (byte {exc.start}); is it a plan file?") from exc
         except json.JSONDecodeError as exc:

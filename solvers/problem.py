@@ -25,6 +25,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from solvers.input_files import InputFileError, read_text
+
 COST_LIMIT = 1e300
 """The largest sum of the nodes' and edges' largest finite costs a problem may have (a float holds up to 1.8e308)."""
 
@@ -208,9 +210,11 @@ class Problem:
     def load(cls, path: str | Path) -> Problem:
         """Read a problem JSON file; any fault raises ``ProblemError`` naming the file."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_text(path)
         except OSError as exc:
             raise ProblemError(f"cannot read {path}: {exc.strerror}") from exc
+        except InputFileError as exc:
+            raise ProblemError(str(exc)) from exc
         except UnicodeDecodeError as exc:
             raise ProblemError(f"{path}: not UTF-8 text (byte {exc.start}); is it a problem file?") from exc
         try:

@@ -26,6 +26,7 @@ from typing import IO, Any
 from solvers.formats.cfn import read_cfn, write_cfn
 from solvers.formats.uai import read_uai, write_uai
 from solvers.formats.wcsp import read_wcsp, write_wcsp
+from solvers.input_files import InputFileError, checked_input, read_limited
 from solvers.problem import Problem, ProblemError, parse_json, write_text_atomic
 
 READERS: dict[str, Callable[[str], Problem]] = {".wcsp": read_wcsp, ".cfn": read_cfn, ".uai": read_uai}
@@ -54,12 +55,14 @@ def read_problem(path: str | Path) -> Problem:
     if kind == ".json" and not _compression(path):
         return Problem.load(path)
     try:
-        with _opener(path)(path, "rt") as stream:
-            text = stream.read()
+        with _opener(path)(checked_input(path), "rt") as stream:
+            text = read_limited(stream, path)
     except OSError as exc:
         raise ProblemError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except (EOFError, UnicodeDecodeError, lzma.LZMAError) as exc:
         raise ProblemError(f"cannot read {path}: {exc}") from exc
+    except InputFileError as exc:
+        raise ProblemError(str(exc)) from exc
     try:
         if kind == ".json":
             return Problem.from_dict(parse_json(text))
