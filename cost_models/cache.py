@@ -4,6 +4,11 @@ A record is keyed by everything that changes a timing: the machine context (targ
 template version) and the measured thing (kind, workload, layouts, knobs, epilogue), each as canonical JSON. Every
 ``put`` is its own transaction in WAL mode, so killing the process at any moment loses at most the measurement in
 flight and never corrupts the file, and several processes may read and write the same cache at once.
+
+A cache opened for writing is checked writable when it is first used (before anything is measured): a read-only file
+or folder, or a lock another process holds for longer than ``LOCK_SECONDS``, is a ``CacheError`` then, as it is on a
+later write. A cache opened read-only is never changed and nothing is left beside it: without a write-ahead log
+beside it (no writer has it open) it is read as an immutable file, which needs no lock or shared-memory file.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ DEFAULT_TIMING = "context"
 """The timing method of every measurement not told otherwise: of the three, the one whose isolated times come
 closest to the kernels' times inside exported networks (docs/fidelity.md, "Timing methods")."""
 
+LOCK_SECONDS = 60.0
+"""How long a write waits for another process's lock on the cache before it gives up."""
 _COLUMNS = ("context", "key", "median_ms", "spread_ms", "repeats", "error", "measured_at")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS costs (
@@ -109,22 +116,44 @@ class CostCache:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            try:
-                if self.read_only:  # an existing cache, never created or changed
-                    conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0)
-                    conn.execute("SELECT context, key, median_ms, spread_ms, repeats, error, measured_at FROM costs "
-                                 "LIMIT 1")
-                else:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
-                    conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-                    _refuse_other_databases(conn, self.path)
-                    conn.execute("PRAGMA journal_mode=WAL")
-                    conn.execute("PRAGMA synchronous=NORMAL")
-                    conn.execute(_SCHEMA)
-            except sqlite3.DatabaseError as exc:
-                raise CacheError(f"{self.path}: not a usable cost cache ({exc})") from exc
+            if self.read_only:  # an existing cache, never created or changed
+                logged = self.path.with_name(self.path.name + "-wal").exists()
+                uri = f"{self.path.resolve().as_uri()}?{'mode=ro' if logged else 'mode=ro&immutable=1'}"
+                conn = self._open(lambda: sqlite3.connect(uri, uri=True, timeout=LOCK_SECONDS),
+                                  "SELECT context, key, median_ms, spread_ms, repeats, error, measured_at FROM costs "
+                                  "LIMIT 1")
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = self._open(lambda: sqlite3.connect(self.path, timeout=LOCK_SECONDS, isolation_level=None),
+                                  "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", _SCHEMA,
+                                  "BEGIN IMMEDIATE", "ROLLBACK")  # the write lock taken: writable, not held
             self._conn = conn
         return self._conn
+
+    def _open(self, connect, *statements: str) -> sqlite3.Connection:
+        """``connect()`` then ``statements`` run on it; ``CacheError`` (the connection closed) on any fault."""
+        conn = None
+        try:
+            conn = connect()
+            if not self.read_only:
+                _refuse_other_databases(conn, self.path)
+            for statement in statements:
+                conn.execute(statement)
+        except sqlite3.DatabaseError as exc:
+            if conn is not None:
+                conn.close()
+            raise self._write_error(exc) from exc
+        return conn
+
+    def _write_error(self, exc: sqlite3.DatabaseError) -> CacheError:
+        """The ``CacheError`` of an sqlite fault: a lock held too long, a cache that cannot be written, or a file
+        that is no usable cache."""
+        if "locked" in str(exc):
+            return CacheError(f"{self.path}: locked by another process for over {LOCK_SECONDS:g} s; what was "
+                              "measured so far is kept, run the command again when it is done")
+        if "readonly" in str(exc) or "read-only" in str(exc):
+            return CacheError(f"{self.path}: this cost cache cannot be written ({exc}); give a writable --cache")
+        return CacheError(f"{self.path}: not a usable cost cache ({exc})")
 
     def get(self, context: Context, key: str) -> CostRecord | None:
         """The record for ``key`` under ``context``, or None if it was never measured."""
@@ -151,16 +180,24 @@ class CostCache:
 
     def put_many(self, context: Context, records: Mapping[str, CostRecord]) -> None:
         """Store several records in one transaction (all or none survive a crash)."""
-        conn, ctx = self._connect(), context.to_key()
-        rows = [
-            (ctx, key, r.median_ms, r.spread_ms, r.repeats, r.error, r.measured_at or time.time())
-            for key, r in records.items()
-        ]
-        conn.execute("BEGIN IMMEDIATE")
+        self.put_records((context, key, record) for key, record in records.items())
+
+    def put_records(self, records: Iterable[tuple[Context, str, CostRecord]]) -> None:
+        """Store records of any contexts in one transaction (all or none survive a crash or a kill); ``CacheError``
+        if the cache cannot be written or stays locked (``LOCK_SECONDS``)."""
+        conn = self._connect()
+        rows = [(context.to_key(), key, r.median_ms, r.spread_ms, r.repeats, r.error, r.measured_at or time.time())
+                for context, key, r in records]
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._write_error(exc) from exc
         try:
             conn.executemany("INSERT OR REPLACE INTO costs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
-        except BaseException:
+        except BaseException as exc:
             conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise self._write_error(exc) from exc
             raise
         conn.execute("COMMIT")
 

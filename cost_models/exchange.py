@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from cost_models.cache import CacheError, Context, CostCache, CostRecord, canonical
+from solvers.input_files import InputFileError, checked_input, read_line
 
 FIELDS = ("median_ms", "spread_ms", "repeats", "error", "measured_at")
 """The value fields of a line, besides ``context`` and ``key``."""
@@ -135,12 +136,14 @@ def read_records(path: str | Path) -> Iterator[tuple[Context, str, CostRecord]]:
     it)."""
     path = Path(path)
     try:
-        with _open(path, "r", path.suffix == ".gz") as lines:
-            for number, text in enumerate(lines, 1):
+        with _open(checked_input(path, None), "r", path.suffix == ".gz") as lines:
+            for number, text in enumerate(iter(lambda: read_line(lines, path), ""), 1):
                 if text.strip():
                     yield _parse(text, f"{path}:{number}")
     except (UnicodeDecodeError, gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise CacheError(f"{path}: not a cost record file ({exc})") from exc
+    except InputFileError as exc:
+        raise CacheError(str(exc)) from exc
 
 
 def _parse(text: str, where: str) -> tuple[Context, str, CostRecord]:
@@ -179,18 +182,22 @@ def _number(value: object) -> bool:
 
 def import_records(cache: CostCache, incoming: Iterable[tuple[Context, str, CostRecord]]) -> MergeCounts:
     """Add ``incoming`` records to ``cache``, a record measured twice resolved by ``prefer``. Every record is read
-    (and checked) before the first is written, so a bad one leaves the cache as it was."""
+    (and checked) before any is written, and all are written in one transaction: a bad record, a failure or a kill
+    leaves the cache as it was."""
     incoming = list(incoming)
     read = added = replaced = kept = 0
+    chosen: dict[tuple[str, str], tuple[Context, str, CostRecord]] = {}
     for context, key, record in incoming:
         read += 1
-        existing = cache.get(context, key)
+        slot = (context.to_key(), key)
+        existing = chosen[slot][2] if slot in chosen else cache.get(context, key)
         if existing is None or prefer(record, existing):
-            cache.put(context, key, record)
+            chosen[slot] = (context, key, record)
             added += existing is None
             replaced += existing is not None
         else:
             kept += 1
+    cache.put_records(chosen.values())
     return MergeCounts(read, added, replaced, kept)
 
 
@@ -202,5 +209,9 @@ def merge_caches(cache: CostCache, others: Iterable[str | Path]) -> MergeCounts:
             raise CacheError(f"{source.path}: no such cost cache")
         if source.path.resolve() == cache.path.resolve():
             raise CacheError(f"{source.path} is the cache merged into; name other caches")
-    return import_records(cache, ((Context(**json.loads(context)), key, record) for source in sources
-                                  for context, key, record in source.items()))
+    try:
+        return import_records(cache, ((Context(**json.loads(context)), key, record) for source in sources
+                                      for context, key, record in source.items()))
+    finally:
+        for source in sources:
+            source.close()

@@ -146,8 +146,9 @@ class LocalMeasurer:
         remove_orphaned_workdirs()
         self._workdir = tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         workdir = self._workdir.name
-        self._builders = WorkerPool(
-            f_build, size=builders, timeout=build_timeout, environment={}, log_dir=workdir, label="build"
+        self._builders = WorkerPool(  # TVM's build folders inside ours: gone with it, even a killed build's
+            f_build, size=builders, timeout=build_timeout, environment={"TMPDIR": workdir}, log_dir=workdir,
+            label="build",
         )
         self._runner = WorkerPool(
             f_run, size=1, timeout=run_timeout, environment=thread_variables(settings.threads),
@@ -300,8 +301,10 @@ class MeasuredCosts(CostProvider):
         return [records[task.key] for task in tasks]
 
     def close(self) -> None:
-        """Stop the worker processes and delete the build directory."""
+        """Stop the worker processes, delete the build directory and close the cache (its write-ahead log folded
+        back into the file and removed)."""
         self._measurer.close()
+        self.cache.close()
 
 
 @dataclass

@@ -140,6 +140,7 @@ def _serve(conn, function_path: str, environment: dict[str, str], log_path: str,
     """Worker main loop: receive argument tuples, reply ("ok", result) or ("error", message); EOF ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(environment)
+    tempfile.tempdir = None  # taken from the environment's TMPDIR at its next use
     os.dup2(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
     threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
     try:

@@ -5,6 +5,8 @@ public functions only (those that measure networks, in ``experiments.cli_measure
 ``experiments.cli_args``). Errors a user can cause (bad files, unknown names, impossible plans) end as one
 ``error: ...`` line and exit code 2; any other exception is an internal error, one line and exit code 3; ``--debug``
 (anywhere on the command line) shows the traceback instead. A solver that finds no finite-cost assignment exits 1.
+SIGTERM and SIGHUP end a command as Ctrl-C does (``Terminated``, a ``KeyboardInterrupt``): what it was doing is
+unwound, its temporary files removed, and it exits with 128 + the signal's number after one ``error:`` line.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import argparse
 import errno
 import importlib.metadata
 import json
+import signal
 import sys
+import threading
 import tomllib
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,14 +27,13 @@ from typing import NoReturn
 from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
 from experiments.cli_measure import add_measure_commands
 from search.runtime import DEFAULT_RUNTIME, POOLS
-from search.threads import reserve_pool
+from search.threads import MAX_THREADS, reserve_pool
 from solvers.errors import SolverError
+from solvers.input_files import InputFileError
 from solvers.problem import ProblemError
 
 USAGE_ERROR = 2
 INTERNAL_ERROR = 3
-MAX_COMPILE_THREADS = 1024
-"""The most cores ``tessera export --threads`` compiles for."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,6 +42,18 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(USAGE_ERROR, f"error: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the command is, so that it unwinds as after Ctrl-C."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -50,7 +65,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from search.errors import SearchError
 
     return (ProblemError, SolverError, SearchError, ExperimentError, ModelError, CostSourceError, CacheError,
-            UsageError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+            UsageError, InputFileError, FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
+            FileExistsError)
 
 
 BAD_PATH_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ELOOP})
@@ -255,8 +271,8 @@ def _run_export(args: argparse.Namespace) -> int:
     check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
                             {"plan file": args.plan, "model file": args.model})
     check_max_error(args.max_error)
-    if not 1 <= args.threads <= MAX_COMPILE_THREADS:
-        raise UsageError(f"--threads must be an integer from 1 to {MAX_COMPILE_THREADS} (cores to compile for), got "
+    if not 1 <= args.threads <= MAX_THREADS:
+        raise UsageError(f"--threads must be an integer from 1 to {MAX_THREADS} (cores to compile for), got "
                          f"{args.threads}")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UserWarning)
@@ -432,11 +448,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     reserve_pool()  # before any command first runs TVM: its pool is sized once, a command may ask for fewer threads
+    main_thread = threading.current_thread() is threading.main_thread()  # the only one that may handle signals
+    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGHUP)
+                if main_thread}
     try:
         return args.run(args)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+        print(f"error: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:  # e.g. `tessera solve ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
@@ -453,6 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: internal error ({type(exc).__name__}: {exc}); rerun with --debug for the traceback",
               file=sys.stderr)
         return INTERNAL_ERROR
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from experiments.cli_args import UsageError, add_input_shape, check_output_directory, check_output_file
 
 if TYPE_CHECKING:
+    from cost_models.cache import CostCache
     from cost_models.exchange import CacheStats
 
 
@@ -228,13 +229,21 @@ def _add_cache(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_cache(args: argparse.Namespace) -> int:
-    from cost_models import exchange
     from cost_models.cache import DEFAULT_CACHE, CacheError, CostCache
 
     writes = args.action in ("import", "merge")
     cache = CostCache(args.cache or DEFAULT_CACHE, read_only=not writes)
     if not writes and not cache.path.is_file():
         raise CacheError(f"{cache.path}: no such cost cache")
+    try:
+        return _cache_action(args, cache)
+    finally:
+        cache.close()  # a writer's write-ahead log folded back and removed: nothing left beside the cache
+
+
+def _cache_action(args: argparse.Namespace, cache: CostCache) -> int:
+    from cost_models import exchange
+
     if args.action == "stats":
         for line in _stats_lines(cache.path, exchange.stats(cache)):
             print(line)

@@ -148,6 +148,7 @@ def extract(
     from cost_models.pricing import build_problem
     from cost_models.sources import cost_source, refuse_cluster
     from search import space as spaces
+    from search.kinds import KINDS
 
     source = cost_source(costs)
     if transforms not in TRANSFORMS:
@@ -165,6 +166,8 @@ def extract(
     tally = _Tally(progress)
     graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
                                       input_shape=input_shape)  # a bad model file is refused before a cache is made
+    if not graph.tunable:
+        raise SearchError(f"{label}: nothing to tune: no operator of a kind tessera plans ({', '.join(KINDS)})")
     space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size,
                                 baselines=spaces.BASELINES if baselines is None else baselines, precision=precision)
     meta = {"model": label, "args": args, "threads": settings.threads, "layouts": list(layouts),

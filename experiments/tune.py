@@ -7,7 +7,9 @@ the measured problem alone is ``experiments.extraction.extract``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import shutil
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,7 +74,8 @@ def tune(
     precision, max_error, cache, costs, progress, ...) are ``extract``'s; with bf16 candidates (``precision`` bf16
     or auto) every plan is held to ``max_error`` (default ``search.precision.DEFAULT_MAX_ERROR``; see
     ``experiments.budget``). ``out`` receives ``problem.json``, ``plan.json``, its picture ``plan.svg``,
-    ``summary.json`` and the exported ``artifact/``. ``solver`` names one or more solvers (``"pbqp,ilp"``), each given
+    ``summary.json`` (written last) and the exported ``artifact/``, or, should the tune fail or be interrupted, nothing
+    (see ``_complete_or_absent``). ``solver`` names one or more solvers (``"pbqp,ilp"``), each given
     ``time_limit`` seconds if set: each one's plan is exported, checked and timed in the same interleaved rounds as the
     baselines; the lowest-cost plan is *the* plan, and with several solvers each one's is also ``plans/<solver>.json``
     (one that finds no plan is reported, the others go on). ``repeat``: rounds of the interleaved timing
@@ -87,33 +90,48 @@ def tune(
     _check_counts(repeat, calibrate)
     chosen = make_solvers(solver, time_limit)
     extracted = extract(model, **extract_args)
-    directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
-    extracted.problem.save(directory / "problem.json")
-    echo(f"solving with {', '.join(instance.name for instance in chosen)}")
-    budget = budget_for(extracted)
+    with _complete_or_absent(Path(out)) as directory:
+        extracted.problem.save(directory / "problem.json")
+        echo(f"solving with {', '.join(instance.name for instance in chosen)}")
+        budget = budget_for(extracted)
 
-    def solve(problem_of: Extracted) -> Solved:
-        if budget is None:
-            return solve_all(problem_of.problem, chosen)
-        return solve_within(problem_of, lambda problem: solve_all(problem, chosen), budget, echo)
+        def solve(problem_of: Extracted) -> Solved:
+            if budget is None:
+                return solve_all(problem_of.problem, chosen)
+            return solve_within(problem_of, lambda problem: solve_all(problem, chosen), budget, echo)
 
-    first = _timed_pass(extracted, solve(extracted), directory, repeat=repeat, profile=calibrate > 0,
-                        check=calibrate > 0, echo=echo)
-    last, rounds, round_pass, skipped = _calibrate(first, model, solve, extract_args, directory, repeat=repeat,
-                                                   rounds=calibrate, echo=echo)
-    report = _report(first, last, rounds, round_pass, directory)
-    if budget is not None:
-        report["budget"] = budget.to_dict()
-    if calibrate:
-        report["calibration"] = {"rounds": [r.to_dict() for r in rounds],
-                                 "converged": bool(rounds) and not rounds[-1].plan_changed, "skipped": skipped}
-    draw_plan(directory / "plan.json", directory / PICTURE, graph=extracted.graph,
-              error=report["plan"]["relative_error"])
-    write_json_atomic(directory / "summary.json", report)
-    for line in format_summary(report):
-        echo(line)
+        first = _timed_pass(extracted, solve(extracted), directory, repeat=repeat, profile=calibrate > 0,
+                            check=calibrate > 0, echo=echo)
+        last, rounds, round_pass, skipped = _calibrate(first, model, solve, extract_args, directory, repeat=repeat,
+                                                       rounds=calibrate, echo=echo)
+        report = _report(first, last, rounds, round_pass, directory)
+        if budget is not None:
+            report["budget"] = budget.to_dict()
+        if calibrate:
+            report["calibration"] = {"rounds": [r.to_dict() for r in rounds],
+                                     "converged": bool(rounds) and not rounds[-1].plan_changed, "skipped": skipped}
+        draw_plan(directory / "plan.json", directory / PICTURE, graph=extracted.graph,
+                  error=report["plan"]["relative_error"])
+        write_json_atomic(directory / "summary.json", report)
+        for line in format_summary(report):
+            echo(line)
     return report
+
+
+@contextlib.contextmanager
+def _complete_or_absent(directory: Path) -> Iterator[Path]:
+    """``directory`` for a tune's output: created if missing and, should the tune fail or be interrupted, removed
+    again if this run created it. An earlier output's ``summary.json`` (written last, the mark of a complete output)
+    is removed first, so that a half-written output never has one."""
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "summary.json").unlink(missing_ok=True)
+    try:
+        yield directory
+    except BaseException:
+        if created:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
 
 
 def _check_counts(repeat: int, calibrate: int) -> None:

@@ -19,9 +19,11 @@ import numpy as np
 
 from search.errors import SearchError
 from search.host import missing_instructions
+from search.op import INPUT_DTYPES
 from search.plan import Plan
 from search.runtime import RuntimeSettings, apply_runtime
-from search.threads import set_pool_size
+from search.threads import MAX_THREADS, set_pool_size
+from solvers.input_files import read_text
 
 INDEX_BOUND = 2
 """Integer inputs (token ids) are drawn from 0 to ``INDEX_BOUND`` - 1: valid indices of any table of that many rows
@@ -123,8 +125,8 @@ def load_artifact(directory: str | Path) -> Artifact:
     if missing:
         raise SearchError(f"{root} is not a tessera artifact (missing {', '.join(missing)})")
     try:
-        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    except ValueError as exc:  # not UTF-8, not JSON
+        manifest = json.loads(read_text(root / "manifest.json"))
+    except ValueError as exc:  # not UTF-8, not JSON, not a regular file or too large (InputFileError)
         raise SearchError(f"{root / 'manifest.json'} is corrupt ({exc}); export the artifact again") from exc
     shapes = manifest.get("input_shapes") if isinstance(manifest, dict) else None
     if not isinstance(shapes, dict) or not isinstance(manifest.get("library", ""), str):
@@ -133,6 +135,7 @@ def load_artifact(directory: str | Path) -> Artifact:
     try:
         RuntimeSettings.from_dict(manifest.get("runtime"))
         _check_library_and_target(manifest)
+        _check_inputs_and_threads(manifest)
     except SearchError as exc:
         raise SearchError(f"{root / 'manifest.json'} is corrupt ({exc}); export the artifact again") from exc
     mcpu = manifest.get("target", {}).get("mcpu")
@@ -165,6 +168,29 @@ def _check_library_and_target(manifest: dict[str, Any]) -> None:
     target = manifest.get("target", {})
     if not isinstance(target, dict) or not isinstance(target.get("mcpu", ""), str):
         raise SearchError(f"the target {target!r} does not name a CPU")
+
+
+def _check_inputs_and_threads(manifest: dict[str, Any]) -> None:
+    """SearchError unless every input has a shape of positive integers and a dtype of ``INPUT_DTYPES``, all inputs
+    together fit in this machine's memory, and the thread count is an integer from 1 to ``MAX_THREADS``."""
+    shapes, dtypes = manifest["input_shapes"], manifest.get("input_dtypes", {})
+    if not isinstance(dtypes, dict):
+        raise SearchError(f"the input dtypes {dtypes!r} are not a mapping of input names")
+    total = 0
+    for name, shape in shapes.items():
+        if not isinstance(shape, list) or not all(_is_integer(extent) and extent >= 1 for extent in shape):
+            raise SearchError(f"input {name!r} has the shape {shape!r}, not a list of positive integers")
+        dtype = dtypes.get(name, "float32")
+        if dtype not in INPUT_DTYPES:
+            raise SearchError(f"input {name!r} has the dtype {dtype!r}, not one of {', '.join(INPUT_DTYPES)}")
+        total += int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if total > memory:
+        raise SearchError(f"its inputs need {total / (1 << 30):.3g} GiB, more than this machine's "
+                          f"{memory / (1 << 30):.3g} GiB of memory")
+    threads = manifest.get("threads", 1)
+    if not _is_integer(threads) or not 1 <= threads <= MAX_THREADS:
+        raise SearchError(f"the thread count {threads!r} is not an integer from 1 to {MAX_THREADS}")
 
 
 def time_artifact(directory: str | Path, repeat: int = 10, threads: int | None = None,

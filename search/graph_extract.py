@@ -20,10 +20,8 @@ from search.errors import SearchError
 from search.followers import FOLLOWERS, longest_match
 from search.in_place import mark_in_place
 from search.kinds import KINDS, Match, OperatorKind
-from search.op import Op
+from search.op import INPUT_DTYPES, Op
 from search.relax_exprs import var_reads
-
-INPUT_DTYPES = ("float32", "int32", "int64")  # integer inputs index tables (token ids)
 
 
 class _Extractor:

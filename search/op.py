@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+INPUT_DTYPES = ("float32", "int32", "int64")
+"""The dtypes a graph's inputs may have: float32 data, integer indices into tables (token ids)."""
+
 
 @dataclass(frozen=True, eq=False)
 class Op:

@@ -11,6 +11,8 @@ import os
 
 from search.errors import SearchError
 
+MAX_THREADS = 1024
+"""The most threads a module is compiled for or an artifact may ask for."""
 VARIABLE = "TVM_NUM_THREADS"
 PEER_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 """The thread counts other engines (PyTorch, ONNX Runtime, OpenVINO's OpenMP parts) read."""

@@ -14,6 +14,7 @@ import json
 import os
 import shlex
 import sqlite3
+import stat
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import pytest
 
 import cost_models.cache
 from experiments.cli import build_parser, main
+from solvers.input_files import MAX_TEXT_BYTES
 
 BINARY = b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01"
 
@@ -56,7 +58,61 @@ def _other_database(path: Path) -> None:
     conn.close()
 
 
-MANIFEST = json.dumps({"library": "model.so", "input_shapes": {"data": [1, 3, 32, 32]}, "threads": 1}).encode()
+def _zero(path: Path) -> None:
+    """A name for ``/dev/zero``: a file without end."""
+    path.symlink_to("/dev/zero")
+
+
+def _fifo(path: Path) -> None:
+    """A named pipe nobody writes: reading it waits forever."""
+    os.mkfifo(path)
+
+
+def _sparse(path: Path) -> None:
+    """A file a byte larger than any text input may be, written in no time (sparse)."""
+    with path.open("wb") as handle:
+        handle.truncate(MAX_TEXT_BYTES + 1)
+
+
+def _relu_onnx(shape: list[int]) -> Callable[[Path], None]:
+    """An ONNX model that is one ReLU of an input of ``shape`` ([]: a scalar): nothing to plan."""
+    def write(path: Path) -> None:
+        import onnx
+        from onnx import TensorProto, helper
+
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                                  [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+    return write
+
+
+def _control_flow_onnx(path: Path) -> None:
+    """An ONNX model that branches on its input's sum (an ``If`` node named "branch")."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def branch(name: str, op: str):
+        return helper.make_graph([helper.make_node(op, ["x"], [name])], name, [],
+                                 [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 4])])
+
+    nodes = [helper.make_node("ReduceSum", ["x"], ["sum"], keepdims=0),
+             helper.make_node("Constant", [], ["zero"], value=helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])),
+             helper.make_node("Greater", ["sum", "zero"], ["positive"]),
+             helper.make_node("If", ["positive"], ["y"], name="branch", then_branch=branch("then", "Relu"),
+                              else_branch=branch("else", "Neg"))]
+    graph = helper.make_graph(nodes, "branching", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def _manifest(**fields) -> bytes:
+    return json.dumps({"library": "model.so", "input_shapes": {"data": [1, 3, 32, 32]}, "threads": 1,
+                       **fields}).encode()
+
+
+MANIFEST = _manifest()
 PLAN = json.dumps({"model": "resnet18", "args": {"batch": 1, "image_size": 32}, "choices": {}}).encode()
 RECORD = {"context": {"target": "llvm", "cpu": "cpu", "threads": 2, "tvm_version": "0.27", "template_version": "1",
                       "timing": "warm"},
@@ -65,7 +121,7 @@ RECORD = {"context": {"target": "llvm", "cpu": "cpu", "threads": 2, "tvm_version
 RECORDS = (json.dumps(RECORD) + "\n").encode()
 GRID = b'name = "grid"\n[[problems]]\ngenerator = "chain"\nnodes = 10\nseed = 0\n[[solvers]]\nname = "greedy"\n'
 
-INPUTS: dict[str, bytes | None] = {
+INPUTS: dict[str, bytes | Callable[[Path], None] | None] = {
     "p.json": _problem([1, 2]),
     "binary.json": BINARY,
     "binary.wcsp": BINARY,
@@ -111,8 +167,21 @@ INPUTS: dict[str, bytes | None] = {
     "grid.toml": GRID,
     "huge-grid.toml": GRID.replace(b'name = "grid"\n', b'name = "grid"\nrepeats = 200000\n'),
     "nodes-grid.toml": GRID.replace(b"nodes = 10", b"nodes = 1000000000"),
+    **{f"zero.{suffix}": _zero for suffix in ("json", "wcsp.gz", "onnx", "toml", "jsonl", "db")},
+    "fifo.json": _fifo,
+    "scalar.onnx": _relu_onnx([]),
+    "relu.onnx": _relu_onnx([1, 4]),
+    "branch.onnx": _control_flow_onnx,
+    "big.json": _sparse,
+    **{f"{name}-manifest/{file}": content for name, manifest in (
+        ("huge", _manifest(input_shapes={"data": [1, 3, 100000, 200000]})),  # 224 GiB
+        ("dtype", _manifest(input_dtypes={"data": "complex64"})),
+        ("shape", _manifest(input_shapes={"data": [1, 3, -32, 32]})),
+        ("threads", _manifest(threads=10**9)))
+       for file, content in (("manifest.json", manifest), ("plan.json", PLAN), ("model.so", b"\x7fELF\x02\x01\x01"))},
 }
-"""Input files by name (None: a directory); a row names the ones it needs (a directory name brings its files)."""
+"""Input files by name (None: a directory; a function: makes a special file at its path); a row names the ones it
+needs (a directory name brings its files)."""
 
 
 def row(argv: str, message: str, *files: str, code: int = 2):
@@ -148,6 +217,10 @@ ROWS = [
     row("solve", "the following arguments are required: problem"),
     row(f"solve {'x' * 300}.json", "File name too long"),
     row("solve deep.json", "nested too deeply", "deep.json"),
+    row("solve zero.json", "not a regular file", "zero.json"),
+    row("solve zero.wcsp.gz", "not a regular file", "zero.wcsp.gz"),
+    row("solve fifo.json", "not a regular file", "fifo.json"),
+    row("solve big.json", "1 GiB an input may have", "big.json"),
     row(f"solve p.json --out {'x' * 300}.json", "File name too long", "p.json"),
     # ---------------------------------------------------------------------------------------------- convert
     row("convert missing.json out.wcsp", "cannot read missing.json"),
@@ -165,6 +238,12 @@ ROWS = [
     row("models missing.onnx", "missing.onnx"),
     row("models binary.onnx", "binary.onnx", "binary.onnx"),
     row("models empty.onnx", "empty.onnx", "empty.onnx"),
+    row("models zero.onnx", "not a regular file", "zero.onnx"),
+    row("models scalar.onnx", "input 'x' is a scalar", "scalar.onnx"),
+    row("models branch.onnx", "operator If (branch) is control flow", "branch.onnx"),
+    row("extract branch.onnx --out q.json", "operator If (branch) is control flow", "branch.onnx"),
+    row("extract relu.onnx --out q.json", "relu.onnx: nothing to tune", "relu.onnx"),
+    row("tune relu.onnx --out tuned", "relu.onnx: nothing to tune", "relu.onnx"),
     row("models resnet18 --input-shape 1,3,-1,5", "dimension below 1"),
     row("models resnet18 --input-shape 1,3,x,5", "not a list of dimensions"),
     row("models resnet18 --input-shape 1,3,100000,100000", "elements"),
@@ -175,6 +254,7 @@ ROWS = [
     row("export resnet18 --plan binary.json --out built", "not UTF-8", "binary.json"),
     row("export resnet18 --plan empty.json --out built", "not valid JSON", "empty.json"),
     row("export resnet18 --plan folder.json --out built", "Is a directory", "folder.json"),
+    row("export resnet18 --plan zero.json --out built", "not a regular file", "zero.json"),
     row("export resnet18 --plan args-plan.json --out built", "args", "args-plan.json"),
     row("export resnet18 --plan unknown-node-plan.json --out built", "unknown node", "unknown-node-plan.json"),
     row("export resnet18 --plan nchw --out built --seed -1", "seed must be"),
@@ -196,6 +276,10 @@ ROWS = [
     row("run artifact --repeat 100000000000", "repeat must be", "artifact"),
     row("run artifact --threads 0", "threads must be", "artifact"),
     row("run artifact --threads 100000", "threads must be", "artifact"),
+    row("run huge-manifest", "more than this machine's", "huge-manifest"),
+    row("run dtype-manifest", "'complex64', not one of float32", "dtype-manifest"),
+    row("run shape-manifest", "not a list of positive integers", "shape-manifest"),
+    row("run threads-manifest", "thread count 1000000000", "threads-manifest"),
     # ---------------------------------------------------------------------------------------------- show
     row("show missing.json --out plan.svg", "missing.json"),
     row("show binary.json --out plan.svg", "not UTF-8", "binary.json"),
@@ -285,6 +369,7 @@ ROWS = [
     row("cache import nan-records.jsonl --cache fresh.sqlite", "median_ms", "nan-records.jsonl"),
     row("cache import date-records.jsonl --cache fresh.sqlite", "measured_at", "date-records.jsonl"),
     row("cache import corrupt.jsonl.gz --cache fresh.sqlite", "not a cost record file", "corrupt.jsonl.gz"),
+    row("cache import zero.jsonl --cache fresh.sqlite", "not a regular file", "zero.jsonl"),
     # ---------------------------------------------------------------------------------------------- generate
     row("generate resnet --seed 0 --out q.json", "invalid choice"),
     row("generate chain --seed -1 --out q.json", "seed must be a non-negative integer"),
@@ -307,6 +392,8 @@ ROWS = [
     row("ablate binary.toml", "not UTF-8", "binary.toml"),
     row("ablate empty.toml", "name", "empty.toml"),
     row("ablate truncated.toml", "not valid TOML", "truncated.toml"),
+    row("ablate zero.toml", "not a regular file", "zero.toml"),
+    row("ablate grid.toml --serial --tracking-uri sqlite:///zero.db", "not a regular file", "grid.toml", "zero.db"),
     row("ablate huge-grid.toml", "more than the 100000 trials", "huge-grid.toml"),
     row("ablate nodes-grid.toml --serial", "nodes must be at most", "nodes-grid.toml"),
     row("ablate grid.toml --address 127.0.0.1:1", "127.0.0.1:1", "grid.toml"),
@@ -338,12 +425,26 @@ def _create(root: Path, names: tuple[str, ...]) -> None:
             path.mkdir(parents=True, exist_ok=True)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(content)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                content(path)
 
 
-def _snapshot(root: Path) -> dict[str, bytes | None]:
-    """Every file (its bytes) and directory (None) under ``root``, hidden ones included."""
-    return {str(path.relative_to(root)): None if path.is_dir() else path.read_bytes() for path in root.rglob("*")}
+def _snapshot(root: Path) -> dict[str, object]:
+    """Every file and directory under ``root``, hidden ones included: a directory as None, a symbolic link as its
+    target, a special or large file as its kind, size and modification time, any other file as its bytes."""
+    def state(path: Path) -> object:
+        if path.is_symlink():
+            return os.readlink(path)
+        if path.is_dir():
+            return None
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > 1 << 20:
+            return info.st_mode, info.st_size, info.st_mtime_ns
+        return path.read_bytes()
+
+    return {str(path.relative_to(root)): state(path) for path in root.rglob("*")}
 
 
 def _refuse_constant(name: str) -> None:

@@ -97,3 +97,23 @@ def test_another_programs_database_is_refused_unchanged(tmp_path):
     with pytest.raises(CacheError, match="mlflow.db: an sqlite file but not a tessera cost cache .tables runs."):
         len(CostCache(other))
     assert other.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+
+
+def test_a_cache_locked_too_long_is_refused_at_its_first_use_and_keeps_what_it_holds(tmp_path, monkeypatch):
+    import cost_models.cache
+
+    path = tmp_path / "c.sqlite"
+    CostCache(path).put(CTX, "k", CostRecord(1.0, 0.1, 5))
+    monkeypatch.setattr(cost_models.cache, "LOCK_SECONDS", 0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing, for longer than a cache waits
+    try:
+        with pytest.raises(CacheError, match="locked by another process for over 0.2 s; what was measured so far"):
+            CostCache(path).get(CTX, "k")  # before anything would be measured
+        reader = CostCache(path, read_only=True)
+        assert reader.get(CTX, "k").median_ms == 1.0  # reading needs no write lock
+        reader.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert CostCache(path).get(CTX, "k").median_ms == 1.0

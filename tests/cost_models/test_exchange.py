@@ -114,3 +114,27 @@ def test_the_cache_command(tmp_path, capsys):
     (tmp_path / "r.jsonl.gz").write_bytes(b"\x1f\x8b garbage")
     assert main(["cache", "import", str(tmp_path / "r.jsonl.gz"), "--cache", cache]) == 2
     assert "not a cost record file" in one_error_line(capsys)
+
+
+def test_an_import_is_one_transaction_a_failed_write_leaves_the_cache_as_it_was(tmp_path):
+    cache = _fill(tmp_path / "a.sqlite", RECORDS[:1])
+    export_records(_fill(tmp_path / "b.sqlite", RECORDS), tmp_path / "records.jsonl")
+    conn = sqlite3.connect(cache.path)  # the fourth record's write fails, after the ones before it succeeded
+    conn.execute(f"CREATE TRIGGER refuse BEFORE INSERT ON costs WHEN NEW.key = '{RECORDS[3][1]}' "
+                 "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    conn.commit()
+    conn.close()
+    with pytest.raises(sqlite3.DatabaseError, match="refused"):
+        import_records(cache, read_records(tmp_path / "records.jsonl"))
+    assert [key for _, key, _ in cache.items()] == [RECORDS[0][1]]
+
+
+def test_commands_that_only_read_leave_nothing_beside_the_cache(tmp_path, capsys):
+    _fill(tmp_path / "a.sqlite", RECORDS).close()
+    _fill(tmp_path / "b.sqlite", RECORDS[:2]).close()
+    before = sorted(path.name for path in tmp_path.iterdir())
+    assert main(["cache", "stats", "--cache", str(tmp_path / "a.sqlite")]) == 0
+    assert main(["cache", "export", str(tmp_path / "out.jsonl"), "--cache", str(tmp_path / "a.sqlite")]) == 0
+    assert main(["cache", "merge", str(tmp_path / "a.sqlite"), "--cache", str(tmp_path / "b.sqlite")]) == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*before, "out.jsonl"])
+    assert "7 records read, 5 added" in capsys.readouterr().out

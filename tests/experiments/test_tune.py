@@ -228,3 +228,19 @@ def test_calibration_keeps_no_profile_of_a_machine_slower_than_its_records(tmp_p
     assert summary["drift"]["disturbed"] and any("the machine was disturbed" in line for line in lines)
     rows = connection.execute("SELECT COUNT(*) FROM costs WHERE context LIKE ?", [f'%"{NETWORK}"%'])
     assert rows.fetchone()[0] == 0
+
+
+def test_an_output_a_failed_tune_created_is_removed_and_an_earlier_one_loses_its_summary(tmp_path):
+    from experiments.tune import _complete_or_absent
+
+    with pytest.raises(SolverError), _complete_or_absent(tmp_path / "out") as directory:
+        (directory / "problem.json").write_text("{}")
+        raise SolverError("no plan")
+    assert not (tmp_path / "out").exists()
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    for name in ("plan.json", "summary.json"):
+        (earlier / name).write_text("{}")
+    with pytest.raises(KeyboardInterrupt), _complete_or_absent(earlier):
+        raise KeyboardInterrupt
+    assert [path.name for path in earlier.iterdir()] == ["plan.json"]  # no summary: not a complete output

@@ -4,7 +4,8 @@ An input's shape is the one given for it (``InputShape``: its name, or no name w
 dimensions in the file must agree with it. Without one, the file's dimensions are taken, a dynamic axis 0 (the
 batch) is bound to ``batch`` (default 1), and for a single (N, C, H, W) input ``batch`` and ``image_size`` are the
 shorthand of ``--batch`` / ``--image-size``: they must agree with static N, H, W and bind dynamic ones. A dynamic
-dimension left unbound is an error that names the input, the axis and its symbol. Every input must be float32.
+dimension left unbound is an error that names the input, the axis and its symbol. Every input must be a float32
+tensor (or an int32 / int64 index tensor), not a scalar.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ def bind_inputs(graph, shapes: tuple[InputShape, ...], batch: int | None, image_
                               "or int64 index inputs such as token ids) only")
         if not tensor.HasField("shape"):
             raise SearchError(f"{source}: input {info.name!r} has no shape in the file")
+        if not tensor.shape.dim:
+            raise SearchError(f"{source}: input {info.name!r} is a scalar; tessera takes tensor inputs (rank 1 or "
+                              "more): make it a constant of the graph, or a tensor of shape [1]")
     given = _given(inputs, shapes, source)
     shorthand = batch is not None or image_size is not None
     if shorthand and (len(inputs) != 1 or _rank(inputs[0]) != 4):

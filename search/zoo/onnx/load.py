@@ -18,6 +18,7 @@ from search.zoo.onnx.operators import OPERATORS
 from search.zoo.onnx.rewrite import rewrite
 from search.zoo.onnx.values import Unsupported
 from search.zoo.shapes import ShapesLike, input_shapes
+from solvers.input_files import MAX_MODEL_BYTES, InputFileError, checked_input
 
 
 def _require_onnx():
@@ -32,9 +33,10 @@ def _require_onnx():
 def read_onnx(path: str | Path):
     """The ``onnx.ModelProto`` in ``path``; ``FileNotFoundError`` or ``SearchError`` if there is none."""
     onnx = _require_onnx()
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(2, "No such file or directory", str(path))
+    try:
+        path = checked_input(path, MAX_MODEL_BYTES)
+    except InputFileError as exc:
+        raise SearchError(str(exc)) from exc
     try:
         return onnx.load(str(path))
     except Exception as exc:  # protobuf raises DecodeError and friends
@@ -63,12 +65,26 @@ def bound_model(model, *, batch: int | None = None, image_size: int | None = Non
 def import_onnx_model(model, *, batch: int | None = None, image_size: int | None = None,
                       input_shape: ShapesLike = None, source: str = "ONNX model") -> tvm.IRModule:
     """Convert an in-memory ``onnx.ModelProto``; see ``load_onnx``."""
+    _refuse_control_flow(model.graph, source)
     folded, shapes = bound_model(model, batch=batch, image_size=image_size, input_shape=input_shape, source=source)
     mod = _from_onnx(folded, shapes, source)
     try:
         return rewrite(mod, OPERATORS)
     except Unsupported as exc:
         raise SearchError(f"{source}: {exc}") from None
+
+
+CONTROL_FLOW = ("If", "Loop", "Scan")
+"""ONNX operators whose subgraphs run data-dependently: no fixed sequence of kernels to plan."""
+
+
+def _refuse_control_flow(graph, source: str) -> None:
+    """SearchError naming the first control-flow node of ``graph``."""
+    for node in graph.node:
+        if node.op_type in CONTROL_FLOW:
+            name = f" ({node.name})" if node.name else ""
+            raise SearchError(f"{source}: operator {node.op_type}{name} is control flow, which tessera cannot plan: "
+                              "export the model with it resolved (a fixed branch, an unrolled loop)")
 
 
 def _from_onnx(model, shapes: dict[str, tuple[int, ...]], source: str) -> tvm.IRModule:
