@@ -134,15 +134,18 @@ def _bound(trial: Trial, problem) -> dict[str, Any]:
 
 
 def _solve(trial: Trial, problem, extracted: Extracted | None, report: Callable[[str], None]) -> dict[str, Any]:
-    from experiments.budget import budget_for, solve_within
-    from experiments.solving import Solved
+    """The trial's solution; on a model with bf16 candidates, held to its error budget (``experiments.budget``,
+    imported only then: it imports TVM, which a trial on a problem file never needs)."""
+    budget = None
+    if extracted is not None and extracted.precision != "fp32":
+        from experiments.budget import budget_for, solve_within
+        from experiments.solving import Solved
 
-    def solve_one(instance) -> Solved:
-        return Solved({trial.solver: solve(instance, trial.solver, **trial.params)}, {})
-
-    budget = None if extracted is None else budget_for(extracted)
-    solved = solve_one(problem) if budget is None else solve_within(extracted, solve_one, budget, report)
-    solution = solved.solutions[trial.solver]
+        budget = budget_for(extracted)
+        solution = solve_within(extracted, lambda instance: Solved(
+            {trial.solver: solve(instance, trial.solver, **trial.params)}, {}), budget, report).solutions[trial.solver]
+    else:
+        solution = solve(problem, trial.solver, **trial.params)
     cost = None if math.isinf(solution.cost) else solution.cost
     bound = solution.cost if solution.optimal else solution.lower_bound
     return {"trial_id": trial.id, "status": solution.status, "cost": cost, "lower_bound": bound,
