@@ -13,6 +13,7 @@ from search.export import TOLERANCE, export
 from search.graph import extract_graph
 from search.plan import Plan, baseline_plan
 from search.zoo import load_model
+from tests.optional import needs
 from tests.search.tiny_nets import build
 
 SIZE = 32
@@ -28,6 +29,7 @@ def network(tmp_path_factory):
     return mod, export(graph, plan, threads=1).save(work / "nchw"), work
 
 
+@needs("onnxruntime")
 def test_contenders_are_timed_in_interleaved_rounds(network):
     mod, artifact, work = network
     contenders = [Contender("plan", "tvm", artifact), Contender("onnx", "onnxruntime", save_onnx(mod, work / "m.onnx"))]
@@ -37,7 +39,6 @@ def test_contenders_are_timed_in_interleaved_rounds(network):
         contenders.append(Contender("torch", "pytorch-cl", save_pytorch(mod, work / "m.pt")))
     except ImportError:
         pass
-    pytest.importorskip("onnxruntime")
     lines = []
     result = interleaved_peers(contenders, rounds=3, threads=1, echo=lines.append)
     assert set(result) == {c.label for c in contenders}
@@ -49,8 +50,8 @@ def test_contenders_are_timed_in_interleaved_rounds(network):
     assert sum(line.startswith("round ") for line in lines) == 3
 
 
+@needs("openvino")
 def test_openvino_runs_the_onnx_file_in_f32_and_in_the_precision_it_picks(network):
-    pytest.importorskip("openvino")
     mod, artifact, work = network
     onnx_file = save_onnx(mod, work / "ov.onnx")
     contenders = [Contender("plan", "tvm", artifact), Contender("ov", "openvino", onnx_file),

@@ -15,6 +15,7 @@ from search.zoo import load_model, reference_outputs
 from search.zoo.onnx import load_onnx
 from search.zoo.onnx.save import to_onnx
 from search.zoo.walk import walk
+from tests.optional import needs
 from tests.search.tiny_nets import unknown_ops_net
 
 # mobilenet_v2: depthwise convs, clip, residual adds, dense; densenet121: BatchNorm without conv (multiply), average
@@ -56,13 +57,14 @@ def test_walk_folds_biases_into_convolutions_and_dense_layers(network):
     assert len(net.outputs) == (2 if name.startswith("ssd") else 1)
 
 
+@needs("onnxruntime")
 def test_onnx_matches_tvm_and_loads_back_to_the_same_graph(network, tmp_path):
+    import onnx
+    import onnxruntime as ort
+
     name, mod, x = network
     path = tmp_path / "net.onnx"
-    import onnx
-
     onnx.save(to_onnx(mod), str(path))
-    ort = pytest.importorskip("onnxruntime")
     expected = _stock_output(mod, x)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     _close(session.run(None, {session.get_inputs()[0].name: x}), expected)
@@ -73,8 +75,10 @@ def test_onnx_matches_tvm_and_loads_back_to_the_same_graph(network, tmp_path):
         assert weighted and all(np.array_equal(a.params["weight"], b.params["weight"]) for a, b in weighted)
 
 
+@needs("torch")
 def test_pytorch_matches_tvm(network):
-    torch = pytest.importorskip("torch")
+    import torch
+
     from search.zoo.torch_net import torch_module
 
     _, mod, x = network
