@@ -142,10 +142,10 @@ class CostCache:
         except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
-            raise self._write_error(exc) from exc
+            raise self._error(exc) from exc
         return conn
 
-    def _write_error(self, exc: sqlite3.DatabaseError) -> CacheError:
+    def _error(self, exc: sqlite3.DatabaseError) -> CacheError:
         """The ``CacheError`` of an sqlite fault: a lock held too long, a cache that cannot be written, or a file
         that is no usable cache."""
         if "locked" in str(exc):
@@ -191,13 +191,13 @@ class CostCache:
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise self._write_error(exc) from exc
+            raise self._error(exc) from exc
         try:
             conn.executemany("INSERT OR REPLACE INTO costs VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
         except BaseException as exc:
             conn.execute("ROLLBACK")
             if isinstance(exc, sqlite3.OperationalError):
-                raise self._write_error(exc) from exc
+                raise self._error(exc) from exc
             raise
         conn.execute("COMMIT")
 
