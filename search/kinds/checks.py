@@ -2,8 +2,9 @@
 
 A kernel kind is checked on small workloads (its ``examples`` unless given): every supported layout pair fits the
 workload's shapes; the knob space is deterministic, distinct, sorted and has the default first (building ``()`` and
-the first setting give the same PrimFunc); every knob setting of every layout pair (up to the caps given; the bf16
-settings at least on each workload's first pair) builds a scheduled PrimFunc whose parameters have the packed
+the first setting give the same PrimFunc); every knob setting of every layout pair (up to the caps given, or the
+settings that hold every pair of knob values, ``settings="pairwise"``; the bf16 settings at least on each workload's
+first pair) builds a scheduled PrimFunc whose parameters have the packed
 shapes, and computes what the kind's numpy reference computes (``tolerance``), for every epilogue the kind lists;
 features, if the kind gives them, are finite numbers. A layout kind is run in every layout that fits its example
 inputs against its numpy reference. ``kind_checks`` yields the checks one by one (the test suite parametrises over
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from itertools import combinations
 from dataclasses import replace
 from typing import Any
 
@@ -32,6 +34,25 @@ from search.templates.workloads import Epilogue, KernelSpec
 
 TOLERANCE = 1e-4  # of max|out - reference| relative to max(1, max|reference|), float32 against float64
 Check = tuple[str, Callable[[], None]]
+Knobs = tuple[tuple[str, int], ...]
+
+
+def pairwise(space: Sequence[Knobs]) -> list[Knobs]:
+    """The settings of ``space``, in its order, that together hold every pair of knob values (and every value) that
+    some setting of it holds: all-pairs testing's cover, chosen greedily from the default (the first) on. A fault
+    that needs two knobs' values together shows in it as in the whole space, at a fraction of the builds."""
+    def pairs(knobs: Knobs) -> set[tuple]:
+        items = sorted(knobs)
+        return {*((item,) for item in items), *combinations(items, 2)}
+
+    wanted = set().union(*map(pairs, space))
+    chosen = list(space[:1])
+    wanted -= pairs(space[0]) if space else set()
+    while wanted:
+        best = max(space, key=lambda knobs: len(pairs(knobs) & wanted))  # ties: the first in the space's order
+        chosen.append(best)
+        wanted -= pairs(best)
+    return sorted(chosen, key=list(space).index)
 
 
 def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target) -> np.ndarray:
@@ -147,7 +168,7 @@ def _features_check(kind: KernelKind, spec: KernelSpec) -> None:
 
 
 def _kernel_checks(kind: KernelKind, workloads: Sequence[Any], epilogues: Sequence[Epilogue],
-                   pairs: int | None, settings: int | None, target) -> Iterator[Check]:
+                   pairs: int | None, settings: int | str | None, target) -> Iterator[Check]:
     for index, wl in enumerate(workloads):
         yield f"workload{index}-layouts", lambda wl=wl: _workload_check(kind, wl)
         chosen = kind.supported_layouts(wl)
@@ -161,7 +182,10 @@ def _kernel_checks(kind: KernelKind, workloads: Sequence[Any], epilogues: Sequen
 
             def numerics(spec=spec, first=place == 0) -> None:
                 full = kind.knob_space(spec)
-                space = [*full[:settings], *(k for k in full[settings:] if first and precision_of(k) != "fp32")]
+                if settings == "pairwise":
+                    space = pairwise(full)
+                else:
+                    space = [*full[:settings], *(k for k in full[settings:] if first and precision_of(k) != "fp32")]
                 for i, knobs in enumerate(space):
                     for j, epilogue in enumerate(epilogues if i == 0 else epilogues[-1:]):
                         _numerics_check(kind, replace(spec, knobs=knobs, epilogue=epilogue), target, 1000 * i + j)
@@ -206,7 +230,7 @@ def kind_checks(
     *,
     epilogues: Sequence[Epilogue] | None = None,
     pairs: int | None = None,
-    settings: int | None = None,
+    settings: int | str | None = None,
     target=None,
 ) -> Iterator[Check]:
     """The checks of ``kind`` as ``(name, callable)`` pairs; each callable raises ``AssertionError`` (or the kind's
@@ -223,10 +247,13 @@ def kind_checks(
         Default: the kind's ``epilogues``.
     pairs, settings : int, optional
         Caps on the layout pairs per workload (spread over the list) and the knob settings per pair (the first ones);
-        None checks them all.
+        None checks them all. ``settings="pairwise"``: the settings that hold every pair of knob values
+        (``pairwise``).
     target : tvm.target.Target, optional
         Default: the host CPU, one core.
     """
+    if isinstance(settings, str) and settings != "pairwise":
+        raise SearchError(f"settings must be a number, None or 'pairwise', got {settings!r}")
     target = target or make_target(1)
     examples = kind.examples if examples is None else examples
     if not examples:

@@ -3,6 +3,8 @@ that extracts, measures, solves and exports without any other module knowing it.
 
 from __future__ import annotations
 
+from itertools import combinations
+
 import pytest
 import tvm
 from tvm import relax
@@ -15,6 +17,7 @@ from search.export import export
 from search.graph import extract_graph
 from search.host import make_target
 from search.kinds import KINDS, KernelKind, check_kind, get_kind, kernel_kind, kind_checks, register
+from search.kinds.checks import pairwise
 from search.plan import baseline_plan, plan_from_assignment
 from search.space import tuning_space
 from search.templates.workloads import KernelSpec
@@ -33,9 +36,25 @@ def test_every_registered_kind_conforms(kind, check_name, check):
 
 @pytest.mark.parametrize(("name", "pairs"), [("conv2d", 2), ("depthwise_conv2d", 3), ("dense", 2),
                                              ("batch_matmul", None)])
-def test_every_knob_setting_on_one_workload(name, pairs):
+def test_every_pair_of_knob_values_on_one_workload(name, pairs):
     kind = KINDS[name]
-    check_kind(kind, kind.examples[:1], epilogues=kind.epilogues[-1:], pairs=pairs, target=TARGET)
+    check_kind(kind, kind.examples[:1], epilogues=kind.epilogues[-1:], pairs=pairs, settings="pairwise", target=TARGET)
+
+
+def test_the_pairwise_settings_hold_every_pair_of_knob_values_of_the_space():
+    space = [(("a", a), ("b", b), ("c", c)) for a in range(2) for b in range(2) for c in range(3)] + [(("bf16", 2),)]
+    chosen = pairwise(space)
+    assert chosen[0] == space[0] and chosen[-1] == (("bf16", 2),) and len(chosen) <= 8 < len(space)
+    held = {pair for knobs in chosen for pair in combinations(knobs, 2)}
+    assert held == {pair for knobs in space for pair in combinations(knobs, 2)}
+    for kind, spec in [("conv2d", KernelSpec(KINDS["conv2d"].examples[1], "NCHW8c", "NHWC")),
+                       ("dense", KernelSpec(KINDS["dense"].examples[0], "NC", "NC"))]:
+        full = KINDS[kind].knob_space(spec)
+        held = {pair for knobs in pairwise(full) for pair in combinations(sorted(knobs), 2)}
+        assert held == {pair for knobs in full for pair in combinations(sorted(knobs), 2)}
+        assert len(pairwise(full)) < len(full) / 2
+    with pytest.raises(SearchError, match="settings must be"):
+        check_kind(KINDS["dense"], settings="all")
 
 
 def test_the_suite_catches_a_wrong_kernel_and_a_wrong_default():

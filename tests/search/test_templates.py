@@ -13,6 +13,7 @@ from search.errors import SearchError
 from search.host import make_target
 from search.isa import AVX2, AVX512
 from search.kinds import KINDS, check_kernel, kernel_kind
+from search.kinds.checks import pairwise
 from search.precision import precision_of
 from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from search.templates.common import sized_for
@@ -108,8 +109,8 @@ def test_dense_matches_numpy(wl, epilogue, knobs):
         KernelSpec(DEPTHWISE, "NHWC", "NHWC", epilogue=FULL),
     ],
 )
-def test_every_knob_setting_is_correct(spec):
-    for knobs in knob_space(spec):
+def test_every_pair_of_knob_values_is_correct(spec):
+    for knobs in pairwise(knob_space(spec)):
         check_conv(replace(spec, knobs=knobs))
 
 
@@ -130,9 +131,9 @@ def test_the_dense_loop_order_is_a_knob_feature_blocks_outermost_first():
                      target=TARGET)
 
 
-def test_every_dense_knob_setting_is_correct():
+def test_every_pair_of_dense_knob_values_is_correct():
     spec = KernelSpec(DenseWorkload(4, 12, 32), "NC", "NC", epilogue=FULL)
-    for knobs in knob_space(spec):
+    for knobs in pairwise(knob_space(spec)):
         check_kernel(replace(spec, knobs=knobs), target=TARGET)
 
 
@@ -220,18 +221,18 @@ def test_knobs_pad_channels_and_width_only_where_divisors_waste_the_vector(unit,
 
 def test_matmuls_pad_prime_rows_and_columns_and_drop_the_padding():
     """ViT's 197 tokens: no register tile of 4 or more and no vector block divides them, so padded ones come first
-    (8 rows computed from 200, 16-lane blocks over 208 columns), every setting computes exactly, and the kernel's
+    (8 rows computed from 200, 16-lane blocks over 208 columns), every pair of knob values computes exactly, and the kernel's
     parameters keep the real shapes."""
     dense_spec = KernelSpec(DenseWorkload(13, 12, 32), "NC", "NC", epilogue=FULL)
     assert dict(knob_space(dense_spec)[0])["reg_b"] == 7  # 14 rows in 2 tiles: the least padded work of 4..8
     assert dict(knob_space(KernelSpec(DenseWorkload(197, 12, 32), "NC", "NC"))[0])["reg_b"] == 8
-    for knobs in knob_space(dense_spec):
+    for knobs in pairwise(knob_space(dense_spec)):
         check_kernel(replace(dense_spec, knobs=knobs), target=TARGET)
     scores = KernelSpec(BatchMatmulWorkload(2, 13, 8, 13), "BIJ", "BIJ", epilogue=Epilogue(bias=False))
     choices = knob_space(scores)
     blocks = {dict(k)["n_bn"] for k in choices if precision_of(k) == "fp32"}
     assert blocks >= {vector_unit().lanes} and 1 not in blocks
-    for knobs in choices:
+    for knobs in pairwise(choices):
         check_kernel(replace(scores, knobs=knobs), target=TARGET)
     func = build_kernel(replace(scores, knobs=choices[0]), TARGET)
     assert [tuple(int(e) for e in p.shape) for p in func.params] == [(2, 1, 13, 8), (2, 1, 8, 13), (2, 1, 13, 13)]
