@@ -23,16 +23,13 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
+from cost_models.errors import ModelError
 from cost_models.features import FEATURE_NAMES, FEATURE_VERSION, INDEX, feature_matrix, group_key
 from search.isa import HOST
 from solvers.input_files import InputFileError, read_text
 
 FORMAT = "tessera-cost-model"
 OBJECTIVES = {"regression": "reg:squarederror", "rank": "rank:pairwise"}
-
-
-class ModelError(ValueError):
-    """A model file that cannot be used (wrong format or feature version), or a model asked what it cannot do."""
 
 
 def log_work(features: np.ndarray) -> np.ndarray:

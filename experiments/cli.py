@@ -59,8 +59,7 @@ def _terminate(signum: int, frame: object) -> None:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean bad input rather than a bug in tessera."""
     from cost_models.cache import CacheError
-    from cost_models.errors import CostSourceError
-    from cost_models.xgb_model import ModelError
+    from cost_models.errors import CostSourceError, ModelError
     from experiments.config import ExperimentError
     from search.errors import SearchError
 
