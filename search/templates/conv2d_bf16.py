@@ -14,8 +14,9 @@ Two stages (``search.templates.bf16``):
   convolution of stride 1 (``_packing``): a strided 1x1 one without padding packs only the pixels it reads; a row of
   taps that fits one block with the channels (a stem's 7 x 3) is folded into the channels.
 
-The weights are converted once, when packed (``pack_weight``). A prologue or gate the data is read through is not
-supported (``supports``).
+The weights are converted once, when packed (``pack_weight``). A prologue the data is read through (a
+pre-activation ``relu(data * scale + shift)`` or a gate ``data * gate``, ``search.templates.conv2d``) is applied in
+``pack``, to each value before it is rounded; the zero padding stays zero, as it is applied after the prologue.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import tvm
 from tvm import te
 
 from search.errors import SearchError
-from search.layouts import view_block
+from search.layouts import layout, view_block
 from search.precision import STORAGE, bf16_settings
 from search.templates.bf16 import (
     BLOCK,
@@ -45,8 +46,8 @@ from search.templates.workloads import KernelSpec, Knobs
 
 
 def supports(spec: KernelSpec) -> bool:
-    """Groups 1, no prologue or gate."""
-    return spec.workload.groups == 1 and not spec.epilogue.reads_through
+    """Groups 1."""
+    return spec.workload.groups == 1
 
 
 def knob_space(spec: KernelSpec) -> list[Knobs]:
@@ -57,7 +58,7 @@ def knob_space(spec: KernelSpec) -> list[Knobs]:
 def _check(spec: KernelSpec) -> None:
     instruction_unit(spec)
     if not supports(spec):
-        raise SearchError(f"no bf16 kernel for {spec}: it needs groups 1 and no prologue or gate")
+        raise SearchError(f"no bf16 kernel for {spec}: it needs groups 1")
 
 
 @dataclass(frozen=True)
@@ -116,13 +117,13 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     flat = (sh, sw) == (1, 1)  # output row y, column x at y * cols + x: its pixels in one run per call
     data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")
     weight = te.placeholder((out_blocks, blocks, kh, kw, BLOCK // 2, LANES, 2), STORAGE, name="weight")
+    read, prologue = _prologue(spec, data, ib)
 
     def pack(nn, cb, hh, ww, ci):
         y, x, channel = packing.source(hh, ww, cb * BLOCK + ci)
         inside = tvm.tirx.all(y >= 0, y < h, x >= 0, x < w, cb * BLOCK + ci < packing.channels)
         y, x = (tvm.tirx.min(tvm.tirx.max(value, 0), extent - 1) for value, extent in ((y, h), (x, w)))
-        channel = tvm.tirx.min(channel, c - 1)
-        return data[nn, channel // ib, y, x, channel % ib], inside
+        return read(nn, y, x, tvm.tirx.min(channel, c - 1)), inside
 
     packed_data = packed((n, blocks, rows, cols, BLOCK), pack, "pack")
     weights = blocks * kh * kw * BLOCK * LANES
@@ -164,7 +165,30 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     out, extra = row_calls(packed_data, weight, spec, spec.out_layout, wl.out_shape, calls, offsets,
                                  lambda call: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw,
                                                width(call)), pixels, block, place)
-    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
+    bias, residual = extra[: int(spec.epilogue.bias)], extra[int(spec.epilogue.bias):]
+    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *bias, *prologue, *residual, out]))
     relayout_params(sch, [("pack", "read", 0, spec.in_layout, ib)])
     schedule_pass(sch, "pack", 3)
     return finish(sch)
+
+
+def _prologue(spec: KernelSpec, data: te.Tensor, ib: int) -> tuple[Callable[..., tvm.tirx.PrimExpr], list[te.Tensor]]:
+    """``read(image, y, x, channel)``, the input value the convolution sees (through the spec's pre-activation
+    ``relu(data * scale + shift)`` or gate ``data * gate``, if it has one), and the prologue's parameters: ``scale``
+    and ``shift`` (C,), or the gate, one value per image and channel stored in the input layout."""
+    n, c = spec.workload.in_shape[:2]
+
+    def value(nn, y, x, channel):
+        return data[nn, channel // ib, y, x, channel % ib]
+
+    if spec.epilogue.prologue:
+        scale, shift = (te.placeholder((c,), data.dtype, name=name) for name in ("scale", "shift"))
+        zero = tvm.tirx.const(0, data.dtype)
+        return (lambda nn, y, x, channel: te.max(value(nn, y, x, channel) * scale[channel] + shift[channel], zero),
+                [scale, shift])
+    if spec.epilogue.gate:
+        stored = layout(spec.in_layout)
+        gate = te.placeholder(stored.physical_shape((n, c, 1, 1)), data.dtype, name="gate")
+        at = stored.stored_coordinates()
+        return lambda nn, y, x, channel: value(nn, y, x, channel) * gate[tuple(at(nn, channel, 0, 0))], [gate]
+    return value, []

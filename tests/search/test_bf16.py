@@ -22,7 +22,7 @@ from search.plan import Plan, baseline_plan
 from search.space import tuning_space
 from search.templates import conv2d_bf16
 from search.templates.workloads import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
-from tests.search.tiny_nets import residual_concat_net
+from tests.search.tiny_nets import dense_block_net, residual_concat_net
 
 SETTINGS = precision.bf16_settings()
 needs_bf16 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no bf16 instructions (avx512_bf16, amx_bf16)")
@@ -80,6 +80,20 @@ def test_a_bf16_convolution_with_its_epilogue_passes_the_conformance_check_in_an
 
 
 @needs_bf16
+@pytest.mark.parametrize("epilogue", [Epilogue(activation="relu", prologue=True), Epilogue(bias=False, gate=True)],
+                         ids=["pre-activation", "gate"])
+@pytest.mark.parametrize("workload, pair", [
+    (Conv2DWorkload(1, 40, 6, 7, 16, (1, 1), (1, 1), (0, 0, 0, 0)), ("NCHW8c", "NCHW16c")),  # channels padded
+    (Conv2DWorkload(1, 16, 7, 9, 24, (3, 3), (2, 2), (1, 1, 1, 1)), ("NHWC", "NCHW")),  # strided, zero padding
+    (Conv2DWorkload(1, 4, 9, 9, 16, (3, 3), (1, 1), (1, 1, 1, 1)), ("NCHW", "NHWC"))])  # taps folded
+def test_a_bf16_convolution_reads_its_data_through_a_prologue(workload, pair, epilogue):
+    for knobs in SETTINGS:  # the padding is zero after the prologue: a wrong order shows as shift on the borders
+        spec = KernelSpec(workload, *pair, knobs, epilogue)
+        assert 1e-4 < kernel_error(spec, target=make_target(1)) <= precision.TOLERANCE
+    assert precision.precision_of(kernel_kind("conv2d").knob_space(spec)[-1]) == "bf16"
+
+
+@needs_bf16
 @pytest.mark.parametrize("workload, pair", [(DenseWorkload(130, 96, 48), ("CN32c", "CN16c")),  # 3 chunks of rows
                                             (DenseWorkload(1, 200, 100), ("NC", "NC"))])  # both sides padded
 def test_a_bf16_linear_layer_matches_numpy_within_bf16s_tolerance(workload, pair):
@@ -98,13 +112,13 @@ def test_a_bf16_batch_matmul_of_two_activations_matches_numpy_within_bf16s_toler
     assert precision.precision_of(kernel_kind("batch_matmul").knob_space(spec)[-1]) == "bf16"
 
 
-def test_a_bf16_setting_takes_no_other_knob_and_no_prologue():
+def test_a_bf16_setting_takes_no_other_knob_and_groups_1():
     workload = WORKLOADS[0]
     with pytest.raises(SearchError, match="one knob bf16"):
         conv2d_bf16.pack_weight(KernelSpec(workload, "NCHW", "NCHW", (("bf16", 1), ("reg_n", 4))), np.zeros(1))
-    with pytest.raises(SearchError, match="no prologue"):
-        conv2d_bf16.pack_weight(KernelSpec(workload, "NCHW", "NCHW", (("bf16", 1),), Epilogue(prologue=True)),
-                                np.zeros(1))
+    grouped = dataclasses.replace(workload, groups=2)
+    with pytest.raises(SearchError, match="groups 1"):
+        conv2d_bf16.pack_weight(KernelSpec(grouped, "NCHW", "NCHW", (("bf16", 1),)), np.zeros(1))
 
 
 def test_the_precision_searched_picks_the_settings_of_each_node():
@@ -139,6 +153,19 @@ def test_a_plan_mixing_precisions_exports_checked_against_the_bf16_tolerance(tmp
         export(graph, Plan(choices, "tiny"), target=make_target(1), threads=1, max_error=1e-6)
     fp32 = export(graph, baseline_plan(graph, "nchw"), target=make_target(1), threads=1)
     assert fp32.manifest["bf16_nodes"] == [] and fp32.manifest["numerical_check"]["relative_error"] < 1e-5
+
+
+@needs_bf16
+def test_convolutions_reading_through_a_pre_activation_or_a_gate_export_in_bf16():
+    from tests.search.test_channel_gate import se_net
+
+    for graph in (extract_graph(dense_block_net()), extract_graph(se_net())):
+        through = [op.name for op in graph.tunable if op.attrs.get("prologue") or op.attrs.get("gate")]
+        choices = dict(baseline_plan(graph, "nchw8c").choices)
+        choices.update({name: Candidate("NCHW8c", "NCHW8c", SETTINGS[0]).name for name in through})
+        compiled = export(graph, Plan(choices, "tiny"), target=make_target(1), threads=1)
+        assert through and compiled.manifest["bf16_nodes"] == through
+        assert 0 < compiled.manifest["numerical_check"]["relative_error"] <= precision.TOLERANCE
 
 
 def test_a_host_without_bf16_instructions_offers_no_bf16_and_refuses_it(monkeypatch):
