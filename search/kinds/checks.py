@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from itertools import combinations
 from dataclasses import replace
+from itertools import combinations
 from typing import Any
 
 import numpy as np

@@ -221,8 +221,8 @@ def test_knobs_pad_channels_and_width_only_where_divisors_waste_the_vector(unit,
 
 def test_matmuls_pad_prime_rows_and_columns_and_drop_the_padding():
     """ViT's 197 tokens: no register tile of 4 or more and no vector block divides them, so padded ones come first
-    (8 rows computed from 200, 16-lane blocks over 208 columns), every pair of knob values computes exactly, and the kernel's
-    parameters keep the real shapes."""
+    (8 rows computed from 200, 16-lane blocks over 208 columns), every pair of knob values computes exactly, and the
+    kernel's parameters keep the real shapes."""
     dense_spec = KernelSpec(DenseWorkload(13, 12, 32), "NC", "NC", epilogue=FULL)
     assert dict(knob_space(dense_spec)[0])["reg_b"] == 7  # 14 rows in 2 tiles: the least padded work of 4..8
     assert dict(knob_space(KernelSpec(DenseWorkload(197, 12, 32), "NC", "NC"))[0])["reg_b"] == 8
