@@ -4,11 +4,11 @@ A kernel kind is checked on small workloads (its ``examples`` unless given): eve
 workload's shapes; the knob space is deterministic, distinct, sorted and has the default first (building ``()`` and
 the first setting give the same PrimFunc); every knob setting of every layout pair (up to the caps given, or the
 settings that hold every pair of knob values, ``settings="pairwise"``; the bf16 settings at least on each workload's
-first pair) builds a scheduled PrimFunc whose parameters have the packed
-shapes, and computes what the kind's numpy reference computes (``tolerance``), for every epilogue the kind lists;
-features, if the kind gives them, are finite numbers. A layout kind is run in every layout that fits its example
-inputs against its numpy reference. ``kind_checks`` yields the checks one by one (the test suite parametrises over
-them); ``check_kind`` runs them all and raises ``AssertionError`` naming the first failure.
+first pair) builds a scheduled PrimFunc whose parameters have the packed shapes, and computes what the kind's numpy
+reference computes (``tolerance``), for every epilogue the kind lists; features, if the kind gives them, are finite
+numbers. A layout kind is run in every layout that fits its example inputs against its numpy reference.
+``kind_checks`` yields the checks one by one (the test suite parametrises over them); ``check_kind`` runs them all
+and raises ``AssertionError`` naming the first failure.
 """
 
 from __future__ import annotations
