@@ -76,7 +76,8 @@ class Cluster:
 
 
 def connect(cluster: Cluster) -> tuple[Any, bool]:
-    """``(ray module, whether this call connected)`` once this process is on ``cluster`` with token authentication.
+    """``(ray module, whether this call connected)`` once this process is on ``cluster`` with token authentication
+    (``check_cluster``).
 
     A process already on that cluster (a Ray worker of it, such as an experiment trial) stays on it and the call
     returns False; one on another cluster is refused.
@@ -84,24 +85,37 @@ def connect(cluster: Cluster) -> tuple[Any, bool]:
     Raises
     ------
     ClusterError
-        ``RAY_AUTH_MODE`` set to something other than ``token``, nothing answering at the address within
-        ``CONNECT_SECONDS``, a token the cluster refuses (or none), a cluster that admits connections without a token,
-        or a process already on another cluster.
+        What ``check_cluster`` raises, a process already on another cluster, or a cluster that cannot be joined.
     """
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    mode = os.environ.setdefault("RAY_AUTH_MODE", "token")
-    if mode != "token":
-        raise ClusterError(f"measuring on a cluster needs Ray's token authentication, but RAY_AUTH_MODE is {mode!r}; "
-                           "set it to token here and on every node")
-    if not _has_token():
-        raise ClusterError("measuring on a cluster needs the token its nodes were started with, and this process has "
-                           "none: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or write ~/.ray/auth_token)")
     import ray
 
     if ray.is_initialized():
+        _require_token_mode()
         if _cluster_id(ray.get_runtime_context().gcs_address) != _cluster_id(cluster.address):
             raise ClusterError(f"this process is already on another Ray cluster than {cluster.address}")
         return ray, False
+    check_cluster(cluster)
+    reload_ray_settings()
+    try:
+        with _quiet_stderr():
+            ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
+    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
+        raise ClusterError(f"cannot join the Ray cluster at {cluster.address}: {exc}") from exc
+    return ray, True
+
+
+def check_cluster(cluster: Cluster) -> None:
+    """Check, without joining it, that this process may join ``cluster``: Ray's token authentication on
+    (``RAY_AUTH_MODE=token``, also when unset), a token, something answering at the address within
+    ``CONNECT_SECONDS``, the cluster accepting the token, and refusing a process without one.
+
+    Raises
+    ------
+    ClusterError
+        ``RAY_AUTH_MODE`` set to something other than ``token``, no token, nothing answering at the address, a token
+        the cluster refuses, or a cluster that admits connections without a token.
+    """
+    _require_token_mode()
     try:
         with socket.create_connection(cluster.host_port, timeout=CONNECT_SECONDS):
             pass
@@ -113,15 +127,30 @@ def connect(cluster: Cluster) -> tuple[Any, bool]:
     if _lets_strangers_in(cluster.address):
         raise ClusterError(f"the Ray cluster at {cluster.address} admits connections without a token; restart its "
                            "nodes with RAY_AUTH_MODE=token and a shared RAY_AUTH_TOKEN (see docs/cluster.md)")
-    try:
-        with _quiet_stderr():
-            ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
-    except (ConnectionError, RuntimeError, ray.exceptions.RayError) as exc:
-        raise ClusterError(f"cannot join the Ray cluster at {cluster.address}: {exc}") from exc
-    return ray, True
 
 
-def _has_token() -> bool:
+def _require_token_mode() -> None:
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    mode = os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if mode != "token":
+        raise ClusterError(f"joining a Ray cluster needs Ray's token authentication, but RAY_AUTH_MODE is {mode!r}; "
+                           "set it to token here and on every node")
+    if not has_token():
+        raise ClusterError("joining a Ray cluster needs the token its nodes were started with, and this process has "
+                           "none: set RAY_AUTH_TOKEN (or RAY_AUTH_TOKEN_PATH, or write ~/.ray/auth_token)")
+
+
+def reload_ray_settings() -> None:
+    """Make this process's Ray read ``RAY_AUTH_MODE`` and its token from the environment again: it reads them once,
+    when first imported, so a process that imported Ray before setting them would keep the old ones (``ray.init``
+    does the same where it turns token authentication on itself)."""
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def has_token() -> bool:
     """Whether Ray finds a token for this process where it looks (without one its client aborts the process)."""
     if os.environ.get("RAY_AUTH_TOKEN", "").strip():
         return True

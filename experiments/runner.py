@@ -7,31 +7,29 @@ unexpected exception (on Ray or in-process alike), is a FAILED run with the exce
 other trials go on. Progress goes to ``experiments.progress.TrialProgress``.
 
 Ray: an embedded local node by default (the config's ``num_cpus``, no dashboard, node address 127.0.0.1 (Ray 2.60 still
-listens on every interface), usage stats off); with ``address`` it joins an existing cluster, after checking within
-``CONNECT_SECONDS`` that something listens there (``ray.init`` would wait for minutes); if Ray is already initialised
-in this process it is used as it is. Trials on synthetic or file problems take one CPU each and run in parallel.
-Trials that time the machine (a model instance, whose costs are measured) also take the node's one ``timing_slot``
-resource, so two never overlap on a node, and a fresh worker process each (TVM sizes its thread pool once per
-process). On a cluster start every node with ``ray start ... --resources '{"timing_slot": 1}'``. """
+listens on every interface, so the node takes a token: ``start_ray``), usage stats off); with ``address`` it joins an
+existing cluster with Ray's token authentication, after checking that something answers there, takes the token and
+refuses a process without one (``cost_models.cluster.check_cluster``; ``ray.init`` would wait for minutes); if Ray is
+already initialised in this process it is used as it is. Trials on synthetic or file problems take one CPU each and run
+in parallel. Trials that time the machine (a model instance, whose costs are measured) also take the node's one
+``timing_slot`` resource, so two never overlap on a node, and a fresh worker process each (TVM sizes its thread pool
+once per process). On a cluster start every node with ``ray start ... --resources '{"timing_slot": 1}'``. """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from cost_models.cluster import TIMING_SLOT
+from cost_models.cluster import TIMING_SLOT, Cluster, check_cluster, connect, has_token, reload_ray_settings
 from experiments.board import TrialBoard, overdue
 from experiments.config import ExperimentConfig, ExperimentError, Trial, expand
 from experiments.progress import TrialProgress, clock
 from experiments.tracking import Tracker
 from experiments.trials import ERROR, TrialResult, run_trial
-
-RAY_ENVIRONMENT = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
-"""Set (unless already set) before ``import ray``."""
 
 MAX_RETRIES = 2
 """Times Ray reruns a trial whose worker process died."""
@@ -39,9 +37,6 @@ MAX_RETRIES = 2
 
 POLL_SECONDS = 1.0
 """How often the driver refreshes the running trials' lines and checks their timeouts."""
-
-CONNECT_SECONDS = 10.0
-"""How long ``start_ray`` waits for a TCP connection to a cluster's address before giving up."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +67,7 @@ def run_experiment(
     >>> run_experiment(load_config("experiments/configs/solvers_synthetic.toml"))  # doctest: +SKIP
     """
     if address and not serial:
-        check_address(address)  # before the store is touched
+        check_cluster(Cluster(address))  # before the store is touched
     trials = expand(config)
     timeout = config.trial_timeout
     tracker = Tracker(config, tracking_uri)
@@ -241,38 +236,24 @@ def _options(trial: Trial) -> dict[str, Any]:
 
 
 def start_ray(*, address: str | None = None, num_cpus: int = 2) -> tuple[Any, bool]:
-    """``(ray module, whether this call started it)``: join ``address``, else start an embedded local node, unless
-    Ray is already initialised in this process."""
-    for key, value in RAY_ENVIRONMENT.items():
-        os.environ.setdefault(key, value)
+    """``(ray module, whether this call started or joined it)``: join the cluster at ``address`` with Ray's token
+    authentication (``cost_models.cluster.connect``), else start an embedded local node, unless Ray is already
+    initialised in this process. The embedded node uses token authentication too (Ray listens on every interface):
+    with ``RAY_AUTH_MODE`` unset it is ``token``, and a process without a token makes up one of its own, which the
+    node's workers inherit."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if address:
+        return connect(Cluster(address))
     import ray
 
     if ray.is_initialized():
         return ray, False
-    if address:
-        check_address(address)
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, resources={TIMING_SLOT: 1}, include_dashboard=False,
-                 _node_ip_address="127.0.0.1", log_to_driver=False)
+    if os.environ.setdefault("RAY_AUTH_MODE", "token") == "token" and not has_token():
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # kept for a later start in this process
+    reload_ray_settings()
+    ray.init(num_cpus=num_cpus, resources={TIMING_SLOT: 1}, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False)
     return ray, True
-
-
-def check_address(address: str) -> None:
-    """Raise ``ExperimentError`` unless something accepts a TCP connection at ``address`` (``HOST:PORT``, also as
-    ``ray://HOST:PORT``) within ``CONNECT_SECONDS``; an address without a port (``auto``) is left to Ray."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host:
-        return
-    if not (port.isascii() and port.isdigit()):
-        raise ExperimentError(f"Ray address {address!r} is not HOST:PORT")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        raise ExperimentError(f"no Ray cluster answers at {address} ({reason}); start its head node with "
-                              f"ray start --head, or leave out the address to run on a local one") from exc
 
 
 def _figure(result: TrialResult) -> str:

@@ -77,9 +77,16 @@ def _compile(cxx: str, mode: list[str], folder: Path, output: Path, *, source: b
     os.close(handle)
     try:
         inputs = [str(SOURCE), *OPTIONS] if source else list(OPTIONS)
-        done = subprocess.run([cxx, *mode, *inputs, "-o", partial], capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SearchError(f"compiling {SOURCE.name} failed:\n{done.stderr.strip()}")
+        with subprocess.Popen([cxx, *mode, *inputs, "-pipe", "-o", partial], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) as process:
+            try:
+                _, stderr = process.communicate()
+            except BaseException:  # interrupted: SIGTERM lets the compiler remove its temporary files, SIGKILL not
+                process.terminate()
+                process.wait()
+                raise
+        if process.returncode != 0:
+            raise SearchError(f"compiling {SOURCE.name} failed:\n{stderr.strip()}")
         os.replace(partial, output)
     finally:
         Path(partial).unlink(missing_ok=True)

@@ -396,7 +396,7 @@ ROWS = [
     row("ablate grid.toml --serial --tracking-uri sqlite:///zero.db", "not a regular file", "grid.toml", "zero.db"),
     row("ablate huge-grid.toml", "more than the 100000 trials", "huge-grid.toml"),
     row("ablate nodes-grid.toml --serial", "nodes must be at most", "nodes-grid.toml"),
-    row("ablate grid.toml --address 127.0.0.1:1", "127.0.0.1:1", "grid.toml"),
+    row("ablate grid.toml --address 127.0.0.1:1", "needs the token its nodes were started with", "grid.toml"),
     row("ablate grid.toml --serial --tracking-uri bogus://store", "bogus://store", "grid.toml"),
     row("ablate grid.toml --serial --tracking-uri http://127.0.0.1:1", "127.0.0.1:1", "grid.toml"),
     # ---------------------------------------------------------------------------------------------- report

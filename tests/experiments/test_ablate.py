@@ -206,6 +206,14 @@ def test_the_local_ray_listens_on_loopback_only(ray_session):
         listening
 
 
+def test_the_local_ray_lets_in_no_process_without_its_token(ray_session):
+    """Ray listens on every interface (above), so the embedded node takes a token: a process without one is refused."""
+    from cost_models.cluster import _lets_strangers_in
+
+    assert os.environ["RAY_AUTH_MODE"] == "token"
+    assert not _lets_strangers_in(ray_session.get_runtime_context().gcs_address)
+
+
 def one_conv_onnx(path):
     """A one-convolution ONNX network (3 -> 8 channels, 8x8 input): the cheapest model to measure."""
     import numpy as np
