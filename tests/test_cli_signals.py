@@ -77,7 +77,7 @@ def test_sigterm_while_tune_times_its_plans_leaves_no_output_and_no_plans(tmp_pa
     assert not out.exists()
 
 
-def test_sigterm_while_exporting_leaves_no_artifact_and_nothing_hidden_beside_it(tmp_path):
+def test_sighup_while_exporting_leaves_no_artifact_and_nothing_hidden_beside_it(tmp_path):
     out = tmp_path / "artifact"
     command = _tessera("export", "resnet18", "--plan", "nchw16c", "--image-size", "32", "--out", str(out))
     _interrupted(command, tmp_path, lambda scratch: any(scratch.iterdir()), signal.SIGHUP)  # compiling
