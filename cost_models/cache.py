@@ -7,9 +7,11 @@ flight and never corrupts the file, and several processes may read and write the
 
 A cache opened for writing is checked writable when it is first used (before anything is measured): a read-only file
 or folder, or a lock another process holds for longer than ``LOCK_SECONDS``, is a ``CacheError`` then, as it is on a
-later write. A cache opened read-only is never changed and nothing is left beside it: without a write-ahead log
-beside it (no writer has it open) it is read as an immutable file, which needs no lock or shared-memory file (a
-writer that opens it meanwhile is not seen, and a checkpoint it makes during the read could be misread).
+later write (``CacheLockedError``: ``MeasuredCosts`` then sets the batch it measured aside in a file for ``tessera
+cache import``, ``cost_models.exchange.set_aside``). A cache opened read-only is never changed and nothing is left
+beside it: without a write-ahead log beside it (no writer has it open) it is read as an immutable file, which needs no
+lock or shared-memory file (a writer that opens it meanwhile is not seen, and a checkpoint it makes during the read
+could be misread).
 """
 
 from __future__ import annotations
@@ -50,6 +52,10 @@ CREATE TABLE IF NOT EXISTS costs (
 
 class CacheError(RuntimeError):
     """The cache file cannot be opened or is not a tessera cost cache."""
+
+
+class CacheLockedError(CacheError):
+    """Another process held the cache's write lock for longer than ``LOCK_SECONDS``."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +156,7 @@ class CostCache:
         """The ``CacheError`` of an sqlite fault: a lock held too long, a cache that cannot be written, or a file
         that is no usable cache."""
         if "locked" in str(exc):
-            return CacheError(f"{self.path}: locked by another process for over {LOCK_SECONDS:g} s; what was "
+            return CacheLockedError(f"{self.path}: locked by another process for over {LOCK_SECONDS:g} s; what was "
                               "measured so far is kept, run the command again when it is done")
         if "readonly" in str(exc) or "read-only" in str(exc):
             return CacheError(f"{self.path}: this cost cache cannot be written ({exc}); give a writable --cache")

@@ -26,10 +26,11 @@ import json
 import math
 import os
 import tempfile
+import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -73,10 +74,13 @@ def prefer(incoming: CostRecord, existing: CostRecord) -> bool:
 def records(cache: CostCache) -> Iterator[dict[str, Any]]:
     """Every record of ``cache`` as one line's object (see the module docstring)."""
     for context, key, record in cache.items():
-        context_fields = json.loads(context)
-        context_fields.setdefault("timing", "warm")
-        yield {"context": context_fields, "key": json.loads(key),
-               **{name: getattr(record, name) for name in FIELDS}}
+        yield _line(context, key, record)
+
+
+def _line(context: str, key: str, record: CostRecord) -> dict[str, Any]:
+    context_fields = json.loads(context)
+    context_fields.setdefault("timing", "warm")
+    return {"context": context_fields, "key": json.loads(key), **{name: getattr(record, name) for name in FIELDS}}
 
 
 def stats(cache: CostCache) -> CacheStats:
@@ -116,12 +120,26 @@ def export_records(cache: CostCache, path: str | Path) -> int:
         raise CacheError(f"{path} is a directory; name the file to write")
     if path.exists() and path.resolve() == cache.path.resolve():
         raise CacheError(f"{path} is the cache itself; export to another file")
+    return _write_lines(path, records(cache))
+
+
+def set_aside(cache: CostCache, context: Context, measured: Sequence[tuple[str, CostRecord]]) -> Path:
+    """Write records that ``cache`` could not take (locked by another process) to a file of this format beside it,
+    ``<cache>.<pid>-<unix time>.pending.jsonl``, for ``tessera cache import`` once the lock is gone; its path."""
+    path = cache.path.with_name(f"{cache.path.name}.{os.getpid()}-{int(time.time())}.pending.jsonl")
+    _write_lines(path, (_line(context.to_key(), key, replace(record, measured_at=record.measured_at or time.time()))
+                        for key, record in measured))
+    return path
+
+
+def _write_lines(path: Path, lines: Iterable[dict[str, Any]]) -> int:
+    """Write ``lines`` to ``path`` atomically (compressed for ``.gz``); the number written."""
     handle, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(handle)
     count = 0
     try:
         with _open(Path(scratch), "w", path.suffix == ".gz") as out:
-            for line in records(cache):
+            for line in lines:
                 out.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
                 count += 1
         os.replace(scratch, path)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import tvm
 
-from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, Context, CostCache, CostRecord
+from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, CacheLockedError, Context, CostCache, CostRecord
+from cost_models.exchange import set_aside
 from cost_models.tasks import FREE, Task
 from cost_models.workers import PASSES, Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
 from search.host import host
@@ -288,8 +289,14 @@ class MeasuredCosts(CostProvider):
             self._measurer.start()  # imports in the background during the first builds
         pending = list(lookup.missing.items())
         for start in range(0, len(pending), self.batch_size):
-            for key, record in self._measurer.measure(pending[start : start + self.batch_size]):
-                self.cache.put(self.context, key, record)
+            batch = iter(self._measurer.measure(pending[start : start + self.batch_size]))
+            for key, record in batch:
+                try:
+                    self.cache.put(self.context, key, record)
+                except CacheLockedError as exc:  # the batch's records are timed: set aside, not lost
+                    aside = set_aside(self.cache, self.context, [(key, record), *batch])
+                    raise CacheLockedError(f"{exc}; the batch measured last is in {aside} (tessera cache import "
+                                           f"{aside} --cache {self.cache.path} adds it)") from exc
                 lookup.records[key] = record
                 tracker.finished(record.ok)
         return lookup.result()

@@ -208,3 +208,35 @@ def test_chains_are_measured_through_the_vm_and_cached_like_kernels(tmp_path):
         assert all(record.ok and record.median_ms > 0 for record in first)
         events.clear()
         assert costs.measure([copy, pooled, concat]) == first[::-1] and events[-1].total == 0  # from the cache
+
+
+def test_a_batch_the_cache_stays_locked_for_is_set_aside_for_an_import(tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    import cost_models.cache
+    from cost_models.cache import CacheLockedError
+    from experiments.cli import main
+
+    path = tmp_path / "c.sqlite"
+    tasks = [TransformTask((1, 8, 3, 3), "NCHW", "NCHW8c"), TransformTask((1, 8, 3, 13), "NCHW", "NHWC"), conv_task()]
+    monkeypatch.setattr(cost_models.cache, "LOCK_SECONDS", 0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+
+    def another_writer(progress) -> None:  # takes the lock once the cache was found writable, before anything is stored
+        if not holder.in_transaction:
+            holder.execute("BEGIN IMMEDIATE")
+
+    with provider(path, progress=another_writer, batch_size=2) as costs, pytest.raises(CacheLockedError) as caught:
+        costs.measure(tasks)
+    holder.execute("ROLLBACK")
+    holder.close()
+    (aside,) = tmp_path.glob("c.sqlite.*.pending.jsonl")
+    assert f"the batch measured last is in {aside} (tessera cache import {aside} --cache {path} adds it)" in str(
+        caught.value)
+    assert len(aside.read_text().splitlines()) == 2 and len(CostCache(path)) == 0
+    assert main(["cache", "import", str(aside), "--cache", str(path)]) == 0
+    assert "2 records read, 2 added" in capsys.readouterr().out
+    events = []
+    with provider(path, events) as costs:  # the import kept them: only the third is measured now
+        assert all(record.ok for record in costs.measure(tasks))
+    assert events[0].total == 1 and len(CostCache(path)) == 3
