@@ -294,7 +294,10 @@ class MeasuredCosts(CostProvider):
                 try:
                     self.cache.put(self.context, key, record)
                 except CacheLockedError as exc:  # the batch's records are timed: set aside, not lost
-                    aside = set_aside(self.cache, self.context, [(key, record), *batch])
+                    try:
+                        aside = set_aside(self.cache, self.context, [(key, record), *batch])
+                    except OSError:  # nowhere to set them aside: the lock is the error to report
+                        raise exc from None
                     raise CacheLockedError(f"{exc}; the batch measured last is in {aside} (tessera cache import "
                                            f"{aside} --cache {self.cache.path} adds it)") from exc
                 lookup.records[key] = record

@@ -45,11 +45,9 @@ def pairwise(space: Sequence[Knobs]) -> list[Knobs]:
         items = sorted(knobs)
         return {*((item,) for item in items), *combinations(items, 2)}
 
-    wanted = set().union(*map(pairs, space))
-    chosen = list(space[:1])
-    wanted -= pairs(space[0]) if space else set()
-    while wanted:
-        best = max(space, key=lambda knobs: len(pairs(knobs) & wanted))  # ties: the first in the space's order
+    wanted, chosen = set().union(*map(pairs, space)), []
+    while wanted:  # the default first, then the setting holding most pairs still wanted (ties: the space's order)
+        best = max(space, key=lambda knobs: len(pairs(knobs) & wanted)) if chosen else space[0]
         chosen.append(best)
         wanted -= pairs(best)
     return sorted(chosen, key=list(space).index)
