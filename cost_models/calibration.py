@@ -227,5 +227,8 @@ class CalibratedCosts(CostProvider):
                       "factors": factors.summary()}
         return out
 
+    def spent(self) -> dict[str, float]:
+        return self.measured.spent()
+
     def close(self) -> None:
         self.measured.close()

@@ -136,5 +136,8 @@ class HybridCosts(CostProvider):
             picks += ranked[: max(missing, 0)]
         return picks
 
+    def spent(self) -> dict[str, float]:
+        return self.measured.spent()
+
     def close(self) -> None:
         self.measured.close()

@@ -79,6 +79,11 @@ class CostProvider(ABC):
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         """One record per task, in the order given."""
 
+    def spent(self) -> dict[str, float]:
+        """Wall seconds spent so far building (``builds``) and timing (``timings``) tasks on this machine; empty
+        for a provider that measures nothing here."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - a deliberate no-op default, not an abstract method
         """Release processes and files (nothing by default)."""
 
@@ -138,7 +143,8 @@ class LocalMeasurer:
     the batch, each with its share of the repeats, and a task's record is its fastest pass (its median and spread,
     its repeats): a slow window of the host inflates the pass it falls into, not the record. A pass
     that fails makes the record a failure. Processes start on the first batch (``start`` starts the runner early, to
-    import while the first batch builds) and stop on ``close``, which also deletes the libraries.
+    import while the first batch builds) and stop on ``close``, which also deletes the libraries. ``seconds``: wall
+    seconds in builds and in timings.
     """
 
     def __init__(self, target: str, settings: RunSettings, *, builders: int, build_timeout: float,
@@ -155,6 +161,7 @@ class LocalMeasurer:
             f_run, size=1, timeout=run_timeout, environment=thread_variables(settings.threads),
             log_dir=workdir, label="run",
         )
+        self.seconds = {"builds": 0.0, "timings": 0.0}
 
     def start(self) -> None:
         """Start the runner process now (it imports TVM in the background)."""
@@ -172,7 +179,9 @@ class LocalMeasurer:
             else:
                 failed.append((key, CostRecord.failed(outcome.error)))
 
+        start = time.perf_counter()
         self._builders.map([(task, self.target, self._workdir.name) for _, task in batch], on_built)
+        self.seconds["builds"] += time.perf_counter() - start
         yield from failed
         timings: dict[str, list] = {key: [] for key, _ in built}
         try:
@@ -191,7 +200,9 @@ class LocalMeasurer:
     def _time(self, artifact: Artifact) -> Outcome:
         """One pass's timing of a built library in the runner process."""
         outcomes: list[Outcome] = []
+        start = time.perf_counter()
         self._runner.map([(artifact, self.settings.per_pass())], lambda _, outcome: outcomes.append(outcome))
+        self.seconds["timings"] += time.perf_counter() - start
         return outcomes[0]
 
     def close(self) -> None:
@@ -303,6 +314,9 @@ class MeasuredCosts(CostProvider):
                 lookup.records[key] = record
                 tracker.finished(record.ok)
         return lookup.result()
+
+    def spent(self) -> dict[str, float]:
+        return dict(self._measurer.seconds)
 
     def time_again(self, tasks: Sequence[Task]) -> list[CostRecord]:
         """``tasks`` built and timed now as ``measure`` times them, the cache neither read nor written."""

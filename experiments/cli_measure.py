@@ -126,6 +126,11 @@ def _add_tune(sub: argparse._SubParsersAction) -> None:
                    help="up to N calibration rounds: profile the exported plans inside the network, price the "
                         "problem with those in-network times and solve again until the plan stops changing "
                         "(default: 1; 0 predicts from isolated timings alone)")
+    from search.plan import BASELINES, UNIFORM
+
+    p.add_argument("--baselines", default=None, metavar="LIST",
+                   help=f"uniform plans to time beside the plan (their candidates are measured too), comma-separated "
+                        f"from {', '.join(UNIFORM)}, or none (default: {','.join(BASELINES)})")
     p.add_argument("--tracking-uri", default=None,
                    help="also log the run to this MLflow store (e.g. sqlite:///mlflow.db): the plans' latencies and "
                         "each calibration round's predictions and measurements, in the experiment tessera-tune")
@@ -141,12 +146,14 @@ def _run_tune(args: argparse.Namespace) -> int:
     check_output_directory(args.out, ("problem.json", "plan.json", "plan.svg", "summary.json", "artifact", "plans"),
                             _measurement_inputs(args))
     check_timing(args.repeat)  # rounds of timing, as many as `tessera run` takes
+    baselines = _baselines(args.baselines)
     if args.tracking_uri:
         check_tracking_uri(args.tracking_uri, create=True)  # a bad store is an error now, not after the tuning
     kwargs = _measurement_kwargs(args)
     try:
         summary = tune(args.model, args.out, solver=args.solver, time_limit=args.time_limit, repeat=args.repeat,
-                       calibrate=args.calibrate, echo=lambda line: print(line, flush=True), **kwargs)
+                       calibrate=args.calibrate, baselines=baselines, echo=lambda line: print(line, flush=True),
+                       **kwargs)
     finally:
         kwargs["progress"].close()
     if args.tracking_uri:
@@ -155,6 +162,17 @@ def _run_tune(args: argparse.Namespace) -> int:
         run_id = log_tune(summary, args.tracking_uri)
         print(f"logged to {args.tracking_uri}: experiment {TUNE_EXPERIMENT}, run {run_id}")
     return 0
+
+
+def _baselines(value: str | None) -> tuple[str, ...] | None:
+    """``--baselines``: None for the default, () for none, else the names checked."""
+    from search.plan import check_baselines
+
+    if value is None:
+        return None
+    if value.strip().lower() == "none":
+        return ()
+    return check_baselines([name.strip() for name in value.split(",")])
 
 
 # ---------------------------------------------------------------------------------------------------- costmodel

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,8 @@ class Extracted:
     the searched ``layouts``, ``space_size`` and ``precision`` with its error budget ``max_error`` (None: the export
     check's default), where the costs came from (``costs``, also the problem's
     ``meta["costs"]``), and measurement counts (``tasks`` distinct measurements needed, ``new`` of them measured now,
-    ``failed`` failures, in ``seconds``)."""
+    ``failed`` failures, in ``seconds``, of which ``spent`` went to builds and timings: ``CostProvider.spent``); the
+    uniform plans whose candidates the space holds (``baselines``)."""
 
     graph: OpGraph
     problem: Problem
@@ -48,6 +49,8 @@ class Extracted:
     seconds: float
     precision: str = "fp32"
     max_error: float | None = None
+    baselines: tuple[str, ...] = ()
+    spent: dict[str, float] = field(default_factory=dict)
 
     def plan(self, solution: Any) -> Plan:
         """A solver's solution of this problem as the ``search.plan.Plan`` that ``search.export.export`` compiles
@@ -149,6 +152,7 @@ def extract(
     from cost_models.sources import cost_source, refuse_cluster
     from search import space as spaces
     from search.kinds import KINDS
+    from search.plan import check_baselines
 
     source = cost_source(costs)
     if transforms not in TRANSFORMS:
@@ -163,22 +167,23 @@ def extract(
     space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
     check_precision(precision)
     max_error = check_max_error(max_error)
+    baselines = check_baselines(spaces.BASELINES if baselines is None else baselines)
     tally = _Tally(progress)
     graph, label, args = load_network(model, name, batch=batch, image_size=image_size, seed=seed,
                                       input_shape=input_shape)  # a bad model file is refused before a cache is made
     if not graph.tunable:
         raise SearchError(f"{label}: nothing to tune: no operator of a kind tessera plans ({', '.join(KINDS)})")
     space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size,
-                                baselines=spaces.BASELINES if baselines is None else baselines, precision=precision)
+                                baselines=baselines, precision=precision)
     meta = {"model": label, "args": args, "threads": settings.threads, "layouts": list(layouts),
             "space_size": space_size, "transforms": transforms, "precision": precision, "max_error": max_error}
     with source.open(settings.cache, settings.target, settings.threads, tally, **cluster) as provider:
         start = time.perf_counter()
         priced = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=transforms == "shared")
-        provenance = source.provenance(provider)
+        provenance, spent = source.provenance(provider), provider.spent()
     problem = replace(priced, meta={**priced.meta, "costs": provenance})
     return Extracted(graph, problem, label, args, settings, tuple(layouts), space_size, provenance, tally.tasks,
-                     tally.new, tally.failed, time.perf_counter() - start, precision, max_error)
+                     tally.new, tally.failed, time.perf_counter() - start, precision, max_error, baselines, spent)
 
 
 class _Tally:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.phases import PhaseClock
+
 if TYPE_CHECKING:
     from experiments.extraction import Extracted
     from search.artifact import Artifact
@@ -53,8 +55,9 @@ def timing_line(plans: Mapping[str, Plan], baselines: list[str], repeat: int, pr
     """What ``time_plans`` is about to do, as one progress line."""
     distinct = len({tuple(sorted(plan.choices.items())) for plan in plans.values()})
     profiled = ", then profiled inside the network" if profile else ""
-    return (f"exporting and checking {distinct} distinct plans (the solver's and the uniform baselines "
-            f"{', '.join(baselines)}), timing them in {repeat} interleaved rounds{profiled}")
+    which = f"the solver's and the uniform baselines {', '.join(baselines)}" if baselines else "no baselines"
+    return (f"exporting and checking {distinct} distinct plans ({which}), timing them in {repeat} interleaved "
+            f"rounds{profiled}")
 
 
 def predicted_cost(problem: Any, plan: Any) -> float | None:
@@ -69,13 +72,15 @@ def predicted_cost(problem: Any, plan: Any) -> float | None:
 
 
 def time_plans(extracted: Extracted, plans: Mapping[str, Plan], *, repeat: int,
-               keep: Mapping[str, Path] | None = None, profile_runs: int = 0) -> TimedPlans:
+               keep: Mapping[str, Path] | None = None, profile_runs: int = 0, clock: PhaseClock | None = None
+               ) -> TimedPlans:
     """Export and check each distinct plan once, then time them all in interleaved rounds, with the extraction's
     settings (target, threads, seed).
 
     ``plans`` maps labels to ``Plan``s; the artifact of a label in ``keep`` is saved to its directory, the others
     to a temporary one. Labels with identical plans share one export and timing. With ``profile_runs``, each
-    distinct plan is also profiled inside the network (``search.profile``).
+    distinct plan is also profiled inside the network (``search.profile``). ``clock`` is charged the phases
+    ``export``, ``latency`` and ``profile``.
     """
     from search.artifact import load_artifact
     from search.export import export, reference_outputs
@@ -83,11 +88,13 @@ def time_plans(extracted: Extracted, plans: Mapping[str, Plan], *, repeat: int,
 
     graph, problem, settings = extracted.graph, extracted.problem, extracted.settings
     target, threads, seed = settings.target, settings.threads, settings.seed
-    reference = reference_outputs(graph, target, seed)
     keep = keep or {}
     distinct: dict[tuple, str] = {}  # choices -> the first label with them
     results: dict[str, PlanTiming] = {}
     errors: dict[str, float] = {}
+    clock = PhaseClock() if clock is None else clock
+    with clock.phase("export"):  # the stock build every export is checked against
+        reference = reference_outputs(graph, target, seed)
     with tempfile.TemporaryDirectory(prefix="tessera-plans-") as scratch:
         artifacts = {}
         for index, (label, plan) in enumerate(plans.items()):
@@ -97,18 +104,23 @@ def time_plans(extracted: Extracted, plans: Mapping[str, Plan], *, repeat: int,
             distinct[key] = label
             # always loaded from a fresh path: a process that loaded a library keeps using it for that path
             where = Path(scratch) / f"plan{index}"
-            compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference,
-                              max_error=extracted.max_error)
-            compiled.save(where)
-            if label in keep:
-                shutil.copytree(where, keep[label], dirs_exist_ok=True)
-            artifacts[label] = load_artifact(where)
+            with clock.phase("export"):
+                compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference,
+                                  max_error=extracted.max_error)
+                compiled.save(where)
+                if label in keep:
+                    shutil.copytree(where, keep[label], dirs_exist_ok=True)
+                artifacts[label] = load_artifact(where)
             errors[label] = compiled.manifest["numerical_check"]["relative_error"]
         before = os.getloadavg()[0]
-        latencies = interleaved_latency(artifacts, rounds=repeat, threads=threads)
+        with clock.phase("latency"):
+            latencies = interleaved_latency(artifacts, rounds=repeat, threads=threads)
         load = (before, os.getloadavg()[0])
-        profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=seed)
-                    for label, artifact in artifacts.items()} if profile_runs else {}
+        profiles = {}
+        if profile_runs:
+            with clock.phase("profile"):
+                profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=seed)
+                            for label, artifact in artifacts.items()}
     for label, plan in plans.items():
         first = distinct[tuple(sorted(plan.choices.items()))]
         results[label] = PlanTiming(predicted_cost(problem, plan), errors[first], latencies[first])

@@ -173,7 +173,8 @@ def log_tune(summary: Mapping[str, Any], tracking_uri: str | None = None, experi
     """One finished ``tessera tune`` as a run of ``experiment``: the model, solver and measurement settings as
     params; the plan's and each baseline's measured (and, calibrated, predicted) latency as metrics; each calibration
     round's predicted and measured latency per plan as the metrics ``predicted_ms.<plan>`` and ``measured_ms.<plan>``
-    at step = the round; ``summary.json`` as an artifact. Returns the run id."""
+    at step = the round; the wall seconds of each phase as ``seconds.<phase>``; ``summary.json`` as an artifact.
+    Returns the run id."""
     from mlflow.entities import Metric
 
     mlflow_client = client(tracking_uri)
@@ -192,6 +193,8 @@ def log_tune(summary: Mapping[str, Any], tracking_uri: str | None = None, experi
         metrics.append(Metric(f"{label}.latency_ms", result["latency"]["median_ms"], now, 0))
         if result.get("predicted_ms") is not None:
             metrics.append(Metric(f"{label}.predicted_ms", result["predicted_ms"], now, 0))
+    metrics += [Metric(f"seconds.{phase}", seconds, now, 0)
+                for phase, seconds in summary.get("time", {}).get("phases", {}).items()]
     for entry in summary.get("calibration", {}).get("rounds", []):
         for kind in ("predicted_ms", "measured_ms"):
             metrics += [Metric(f"{kind}.{_key(label)}", value, now, entry["index"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,9 +26,18 @@ from experiments.calibrate import (
     window_factors,
 )
 from experiments.extraction import Extracted, extract
+from experiments.phases import PhaseClock
 from experiments.solving import Solved, make_solvers, solve_all
 from experiments.timing import predicted_cost, time_plans, timing_line
-from experiments.tune_summary import PICTURE, TUNED_ARTIFACT, PlanResult, format_summary, solver_label, summary
+from experiments.tune_summary import (
+    PICTURE,
+    TUNED_ARTIFACT,
+    PlanResult,
+    format_summary,
+    solver_label,
+    summary,
+    time_spent,
+)
 from search.errors import SearchError
 
 if TYPE_CHECKING:
@@ -62,6 +72,7 @@ def tune(
     time_limit: float | None = None,
     repeat: int = 10,
     calibrate: int = 1,
+    baselines: Sequence[str] | None = None,
     echo: Callable[[str], None] = print,
     **extract_args: Any,
 ) -> dict[str, Any]:
@@ -82,36 +93,46 @@ def tune(
     (``experiments.timing``). ``calibrate``: calibration rounds at most (the default, 1, predicted the networks measured
     within 5%: docs/fidelity.md; 0: the plans are predicted by isolated timings alone); they stop when the plan no
     longer changes, and every plan's prediction is then its calibrated cost plus the unpriced time of the other plans,
-    carried to the machine's speed of the last timing (``window``). ``echo`` receives each printed line.
+    carried to the machine's speed of the last timing (``window``). ``baselines``: the uniform plans timed beside the
+    solvers' (names of ``search.plan.UNIFORM``; default ``search.plan.BASELINES``, none: ``()``), their candidates
+    also measured. The summary's ``time`` says where the run's wall time went, by phase (``experiments.phases``).
+    ``echo`` receives each printed line.
     """
     from experiments.show import draw_plan
     from solvers.problem import write_json_atomic
 
+    started, clock = time.perf_counter(), PhaseClock()
     _check_counts(repeat, calibrate)
     chosen = make_solvers(solver, time_limit)
-    extracted = extract(model, **extract_args)
+    extract_args = {**extract_args, "baselines": baselines}
+    with clock.phase("measure"):
+        extracted = extract(model, **extract_args)
     with _complete_or_absent(Path(out)) as directory:
         extracted.problem.save(directory / "problem.json")
         echo(f"solving with {', '.join(instance.name for instance in chosen)}")
         budget = budget_for(extracted)
 
         def solve(problem_of: Extracted) -> Solved:
-            if budget is None:
-                return solve_all(problem_of.problem, chosen)
-            return solve_within(problem_of, lambda problem: solve_all(problem, chosen), budget, echo)
+            with clock.phase("solve"):
+                if budget is None:
+                    return solve_all(problem_of.problem, chosen)
+                return solve_within(problem_of, lambda problem: solve_all(problem, chosen), budget, echo)
 
         first = _timed_pass(extracted, solve(extracted), directory, repeat=repeat, profile=calibrate > 0,
-                            check=calibrate > 0, echo=echo)
+                            check=calibrate > 0, echo=echo, clock=clock)
         last, rounds, round_pass, skipped = _calibrate(first, model, solve, extract_args, directory, repeat=repeat,
-                                                       rounds=calibrate, echo=echo)
-        report = _report(first, last, rounds, round_pass, directory)
-        if budget is not None:
-            report["budget"] = budget.to_dict()
-        if calibrate:
-            report["calibration"] = {"rounds": [r.to_dict() for r in rounds],
-                                     "converged": bool(rounds) and not rounds[-1].plan_changed, "skipped": skipped}
-        draw_plan(directory / "plan.json", directory / PICTURE, graph=extracted.graph,
-                  error=report["plan"]["relative_error"])
+                                                       rounds=calibrate, echo=echo, clock=clock)
+        with clock.phase("report"):
+            report = _report(first, last, rounds, round_pass, directory)
+            if budget is not None:
+                report["budget"] = budget.to_dict()
+            if calibrate:
+                report["calibration"] = {"rounds": [r.to_dict() for r in rounds],
+                                         "converged": bool(rounds) and not rounds[-1].plan_changed,
+                                         "skipped": skipped}
+            draw_plan(directory / "plan.json", directory / PICTURE, graph=extracted.graph,
+                      error=report["plan"]["relative_error"])
+        report["time"] = time_spent(clock, time.perf_counter() - started, extracted.spent)
         write_json_atomic(directory / "summary.json", report)
         for line in format_summary(report):
             echo(line)
@@ -142,8 +163,7 @@ def _check_counts(repeat: int, calibrate: int) -> None:
 
 
 def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved], extract_args: dict[str, Any],
-               directory: Path, *,
-               repeat: int, rounds: int, echo: Callable[[str], None]
+               directory: Path, *, repeat: int, rounds: int, echo: Callable[[str], None], clock: PhaseClock
                ) -> tuple[TimedPass, list[Round], TimedPass, str | None]:
     """Up to ``rounds`` calibration rounds from the first pass: the last pass (its problem and solutions the
     calibrated ones), the rounds, the pass the last round calibrated on, and why calibration stopped on a disturbed
@@ -155,19 +175,20 @@ def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved
             echo(f"warning: calibration stopped: {skipped}")
             return current, done, calibrated_on, skipped
         echo(f"calibration round {index}: the profiles' in-network times priced into the problem, solved again")
-        extracted, solved, round_ = _calibration_round(index, model, current, solve, extract_args)
+        with clock.phase("calibration"):
+            extracted, solved, round_ = _calibration_round(index, model, current, solve, extract_args)
         done.append(round_)
         calibrated_on = current
         if not round_.plan_changed:  # the plans as timed, predicted and reported on the calibrated problem
             return replace(current, extracted=extracted, solved=solved), done, calibrated_on, None
         current = _timed_pass(extracted, solved, directory, repeat=repeat, profile=index < rounds, check=True,
-                              echo=echo)
+                              echo=echo, clock=clock)
         extracted.problem.save(directory / "problem.json")
     return current, done, calibrated_on, None
 
 
 def _timed_pass(extracted: Extracted, solved: Solved, directory: Path, *, repeat: int, profile: bool, check: bool,
-                echo: Callable[[str], None]) -> TimedPass:
+                echo: Callable[[str], None], clock: PhaseClock) -> TimedPass:
     """Save the solvers' plans, then export, check and time them with the baselines (profiling with ``profile``);
     with ``check``, the drift check of ``experiments.calibrate``: a disturbed window is timed (and profiled) once
     more."""
@@ -175,15 +196,17 @@ def _timed_pass(extracted: Extracted, solved: Solved, directory: Path, *, repeat
     keep = {solver_label(solved.best): directory / TUNED_ARTIFACT}
     runs = PROFILE_RUNS if profile else 0
     echo(timing_line(plans, [label for label in plans if label not in _solver_labels(solved)], repeat, profile))
-    timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs)
+    timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock)
     if not check:
         return TimedPass(extracted, solved, plans, timed, None)
-    drift = check_drift(extracted, plans)
+    with clock.phase("drift_check"):
+        drift = check_drift(extracted, plans)
     if drift.disturbed:
         again = "timing and profiling the plans again" if profile else "timing the plans again"
         echo(f"warning: {drift.describe()}: the machine is slower than when the costs were measured; {again}")
-        timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs)
-        drift = check_drift(extracted, plans)
+        timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock)
+        with clock.phase("drift_check"):
+            drift = check_drift(extracted, plans)
     return TimedPass(extracted, solved, plans, timed, drift)
 
 
@@ -243,7 +266,7 @@ def _solver_labels(solved: Solved) -> set[str]:
 def _save_plans(extracted: Extracted, solved: Solved, directory: Path) -> dict[str, Plan]:
     """Every plan to export and time by label: each solver's (the best one saved as ``plan.json``, and with several
     solvers each as ``plans/<solver>.json``) and the uniform baselines."""
-    from search.plan import BASELINES, baseline_plan
+    from search.plan import baseline_plan
 
     plans = {solver_label(name): extracted.plan(solution) for name, solution in solved.solutions.items()}
     plans[solver_label(solved.best)].save(directory / "plan.json")
@@ -251,6 +274,6 @@ def _save_plans(extracted: Extracted, solved: Solved, directory: Path) -> dict[s
         (directory / "plans").mkdir(exist_ok=True)
         for name in solved.solutions:
             plans[solver_label(name)].save(directory / "plans" / f"{name}.json")
-    for name in BASELINES:
+    for name in extracted.baselines:
         plans[name] = baseline_plan(extracted.graph, name, extracted.model, extracted.args)
     return plans

@@ -13,6 +13,7 @@ from search.threads import usable_cores
 
 if TYPE_CHECKING:
     from experiments.extraction import Extracted
+    from experiments.phases import PhaseClock
     from experiments.timing import PlanTiming, TimedPlans
 
 TUNED_ARTIFACT = "artifact"
@@ -100,6 +101,33 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
     return out
 
 
+PHASES = {"measure": "measuring", "solve": "solving", "export": "exporting and checking", "latency": "timing",
+          "profile": "profiling", "drift_check": "drift checks", "calibration": "calibrating",
+          "report": "reporting", "other": "other"}
+"""A tune's phases (``PhaseClock`` names) and how the summary's printed line calls them."""
+
+
+def time_spent(clock: PhaseClock, total: float, measuring: dict[str, float]) -> dict[str, Any]:
+    """Where a tune's ``total`` wall seconds went: the ``clock``'s phases (``other``: outside any), and the builds and
+    timings of the measuring phase (``measuring``: ``CostProvider.spent``)."""
+    phases = dict(clock.seconds)
+    phases["other"] = max(total - sum(phases.values()), 0.0)
+    return {"seconds": total, "phases": phases, "measure": dict(measuring)}
+
+
+def _time_line(spent: dict[str, Any]) -> str:
+    """The summary's ``time`` as one line: the total, then each phase (those under 0.05 s left out)."""
+    total, parts = spent["seconds"], []
+    for name, seconds in spent["phases"].items():
+        if seconds < 0.05:
+            continue
+        split = ", ".join(f"{what} {value:.1f} s" for what, value in spent["measure"].items()) \
+            if name == "measure" and spent["measure"] else ""
+        parts.append(f"{PHASES.get(name, name)} {seconds:.1f} s" + (f" ({split})" if split else ""))
+    minutes = f"{int(total // 60)} min {total % 60:.0f} s" if total >= 60 else f"{total:.1f} s"
+    return f"time: {minutes}: " + ", ".join(parts)
+
+
 def _shapes(shapes: dict[str, list[int]]) -> str:
     return ", ".join(f"{name} {'x'.join(map(str, shape))}" for name, shape in shapes.items())
 
@@ -115,9 +143,11 @@ def _solver_line(solver: dict[str, Any]) -> str:
     line = (f"solver {solver['solver']}: cost {_ms(solver['cost'])}, {solver['status']}, gap {gap} "
             f"(lower bound {_ms(solver['lower_bound'])}), {solver['seconds']:.3g} s")
     if "latency" in solver:
-        best = min(solver["speedup"].items(), key=lambda item: item[1])
         line += (f"; measured {_ms(solver['latency']['median_ms'])} median (spread "
-                 f"{_ms(solver['latency']['spread_ms'])}), {best[1]:.2f}x the best baseline ({best[0]})")
+                 f"{_ms(solver['latency']['spread_ms'])})")
+        if solver["speedup"]:
+            best = min(solver["speedup"].items(), key=lambda item: item[1])
+            line += f", {best[1]:.2f}x the best baseline ({best[0]})"
     return line
 
 
@@ -189,6 +219,8 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     bf16 = s["plan"].get("bf16_nodes", [])
     share = f" ({len(bf16)} of {s['plan']['operators']} operators in bf16)" if p.get("precision", "fp32") != "fp32" \
         else ""
+    if "time" in s:
+        lines.append(_time_line(s["time"]))
     lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}{share}; wrote "
                  f"{Path(s['files']['plan']).parent}: plan.json, {PICTURE}, problem.json, summary.json, "
                  f"{TUNED_ARTIFACT}/{extra}")

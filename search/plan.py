@@ -153,6 +153,18 @@ def baseline_plan(graph: OpGraph, name: str, model: str = "", args: dict[str, An
     return Plan(choices, model, dict(args or {}), unit().name)
 
 
+def check_baselines(names: str | Iterable[str]) -> tuple[str, ...]:
+    """``names`` (one name or several) as a tuple of uniform plans' names (``UNIFORM``); SearchError for an unknown or
+    repeated one."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    unknown = [name for name in names if name not in UNIFORM]
+    if unknown:
+        raise SearchError(f"unknown baseline {unknown[0]!r}; expected some of {', '.join(UNIFORM)}")
+    if len(set(names)) < len(names):
+        raise SearchError(f"a baseline is named twice: {', '.join(names)}")
+    return names
+
+
 def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None, *,
                          auxiliary: Iterable[str] = ()) -> Plan:
     """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices (less the

@@ -86,6 +86,31 @@ def test_a_second_run_on_the_same_cache_measures_nothing(runs):
     assert second["solver"]["cost"] == pytest.approx(first["solver"]["cost"])
 
 
+def test_the_summary_says_where_the_time_went(runs):
+    _, (first, second), (lines, _) = runs
+    spent = first["time"]
+    assert set(spent["phases"]) == {"measure", "solve", "export", "latency", "report", "other"}  # calibrate 0
+    assert sum(spent["phases"].values()) == pytest.approx(spent["seconds"])
+    assert min(spent["phases"].values()) >= 0 and spent["phases"]["measure"] > 0 and spent["phases"]["latency"] > 0
+    builds, timings = spent["measure"]["builds"], spent["measure"]["timings"]
+    assert builds > 0 and timings > 0 and builds + timings <= spent["phases"]["measure"]
+    assert second["time"]["measure"] == {"builds": 0.0, "timings": 0.0}  # a full cache: nothing built or timed
+    line = next(line for line in lines if line.startswith("time: "))
+    assert "measuring" in line and "(builds " in line and "timing " in line
+
+
+@pytest.mark.parametrize("baselines", [(), ("nchw8c",)])
+def test_tune_times_the_baselines_asked_for(baselines, tmp_path, warm_cache):
+    lines: list[str] = []
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=warm_cache, echo=lines.append, baselines=baselines,
+                   **SETTINGS)
+    assert tuple(summary["baselines"]) == baselines and summary["plan"]["latency"]["median_ms"] > 0
+    timing = next(line for line in lines if line.startswith("exporting and checking"))
+    assert ("no baselines" in timing) == (not baselines)
+    plan_line = next(line for line in lines if line.startswith("plan: "))
+    assert "speed-up" not in plan_line and not any(line.startswith("baseline ") for line in lines if not baselines)
+
+
 def test_several_solvers_are_timed_beside_the_baselines(tmp_path, warm_cache):
     lines: list[str] = []
     summary = tune(residual_concat_net(), tmp_path / "out", cache=warm_cache, echo=lines.append,
@@ -123,6 +148,9 @@ def test_a_solver_without_a_plan_is_reported_unless_it_is_the_only_one():
         (["tune", "resnet18", "--solver", "nosuch", "--out", "{tmp}/o"], "unknown solver"),
         (["tune", "resnet18", "--solver", "pbqp,,ilp", "--out", "{tmp}/o"], "no solver named"),
         (["tune", "resnet18", "--solver", "pbqp,pbqp", "--out", "{tmp}/o"], "named twice"),
+        (["tune", "resnet18", "--baselines", "nchw,nhcw", "--out", "{tmp}/o"], "unknown baseline 'nhcw'"),
+        (["tune", "resnet18", "--baselines", "nchw,nchw", "--out", "{tmp}/o"], "named twice"),
+        (["tune", "resnet18", "--baselines", "", "--out", "{tmp}/o"], "unknown baseline ''"),
     ],
 )
 def test_cli_bad_input_is_one_error_line(argv, message, tmp_path, capsys):
@@ -207,6 +235,8 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     assert [m.step for m in history] == [r["index"] for r in rounds]
     assert [m.value for m in history] == [r["measured_ms"]["solver:auto"] for r in rounds]
     assert run.data.metrics["plan.predicted_ms"] == pytest.approx(plan["predicted_ms"])
+    assert run.data.metrics["seconds.calibration"] == pytest.approx(summary["time"]["phases"]["calibration"])
+    assert {"profile", "drift_check", "calibration"} <= set(summary["time"]["phases"])
 
 
 def test_calibration_keeps_no_profile_of_a_machine_slower_than_its_records(tmp_path, warm_cache):
