@@ -187,16 +187,19 @@ class CalibratedCosts(CostProvider):
     """In-network times where the cache has them, else isolated times (measured as ``measured`` does) scaled by
     their kind's calibration factor (see the module docstring).
 
-    ``stats`` reports how many tasks were priced each way and the factor of each kind.
+    ``stats`` reports how many tasks were priced each way and the factor of each kind. ``isolated`` prices the
+    isolated times (default: ``measured``, which measures what its cache lacks; else a provider wrapping
+    ``measured``, closed with it); ``measured``'s cache holds the in-network times.
     """
 
-    def __init__(self, measured: MeasuredCosts) -> None:
+    def __init__(self, measured: MeasuredCosts, isolated: CostProvider | None = None) -> None:
         self.measured = measured
+        self.isolated = measured if isolated is None else isolated
         self.stats: dict[str, Any] = {}
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         tasks = list(tasks)
-        isolated = self.measured.measure(tasks)
+        isolated = self.isolated.measure(tasks)
         keys = [task.key for task in tasks if not task.free]
         network = self.measured.cache.get_many(network_context(self.measured.context), keys)
         ratios = {}
@@ -231,4 +234,4 @@ class CalibratedCosts(CostProvider):
         return self.measured.spent()
 
     def close(self) -> None:
-        self.measured.close()
+        self.isolated.close()

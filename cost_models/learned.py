@@ -20,18 +20,20 @@ from cost_models.tasks import FREE, Task
 from cost_models.xgb_model import ModelError, XGBCostModel
 
 
-def _require_times(model: XGBCostModel) -> XGBCostModel:
+def require_times(model: XGBCostModel) -> XGBCostModel:
+    """``model`` if it predicts times, else ``ModelError``."""
     if not model.predicts_times:
         raise ModelError(f"a {model.objective} model orders candidates but does not predict times, so it cannot "
                          "price a problem; train one with objective 'regression'")
     return model
 
 
-def _predicted(ms: float) -> CostRecord:
+def predicted_record(ms: float) -> CostRecord:
+    """A prediction as a cost record."""
     return CostRecord(float(ms), None, 0)  # repeats = 0: a prediction, not a measurement
 
 
-def _featurisable(keys: Sequence[str]) -> tuple[list[str], dict[str, CostRecord]]:
+def featurisable(keys: Sequence[str]) -> tuple[list[str], dict[str, CostRecord]]:
     """The keys the model can featurise, and a failed record for each of the others naming why."""
     usable, failed = [], {}
     for key in keys:
@@ -62,14 +64,14 @@ class PredictedCosts(CostProvider):
     """Price every task with the model's prediction; nothing is built or timed."""
 
     def __init__(self, model: XGBCostModel) -> None:
-        self.model = _require_times(model)
+        self.model = require_times(model)
         self.stats: dict[str, Any] = {}
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         keys = [None if task.free else task.key for task in tasks]
         distinct = list(dict.fromkeys(key for key in keys if key is not None))
-        usable, records = _featurisable(distinct)
-        records.update(zip(usable, map(_predicted, self.model.predict(usable))))
+        usable, records = featurisable(distinct)
+        records.update(zip(usable, map(predicted_record, self.model.predict(usable))))
         self.stats = {"source": "xgboost", "tasks": len(distinct), "measured": 0, "predicted": len(usable)}
         return [FREE if key is None else records[key] for key in keys]
 
@@ -95,13 +97,13 @@ class HybridCosts(CostProvider):
     """
 
     def __init__(self, measured: MeasuredCosts, model: XGBCostModel, *, fraction: float = 0.2, rounds: int = 2) -> None:
-        self.measured, self.model = measured, _require_times(model)
+        self.measured, self.model = measured, require_times(model)
         self.fraction, self.rounds = check_fraction(fraction), check_rounds(rounds)
         self.stats: dict[str, Any] = {}
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         by_key = {task.key: task for task in tasks if not task.free}
-        usable, failed = _featurisable(list(by_key))
+        usable, failed = featurisable(list(by_key))
         groups: dict[str, list[str]] = {}
         for key in usable:
             groups.setdefault(group_key(key), []).append(key)
@@ -117,7 +119,7 @@ class HybridCosts(CostProvider):
             if ok:
                 model = model.refit(list(ok), list(ok.values()), note=f"hybrid round {round_}: {len(ok)} known")
         unknown = [key for key in usable if key not in known]
-        records = {**failed, **known, **dict(zip(unknown, map(_predicted, model.predict(unknown))))}
+        records = {**failed, **known, **dict(zip(unknown, map(predicted_record, model.predict(unknown))))}
         self.model = model
         self.stats = {"source": "hybrid", "tasks": len(by_key), "measured": new, "cached": cached,
                       "predicted": len(unknown), "fraction": self.fraction, "rounds": self.rounds}

@@ -5,8 +5,9 @@ A source is a frozen dataclass whose fields are its parameters, checked when it 
 ``meta["costs"]``). The command line's ``--costs`` and an experiment file's ``costs`` offer exactly the sources of
 ``COST_SOURCES``, so a new source is a subclass decorated with ``@register``; each parameter is declared once, with
 ``parameter`` (its flag, what it is, its help and the kind of value), and ``source_parameters`` gives the command line
-its flags and an experiment file its keys. This module imports neither TVM nor XGBoost; opening a source (or checking
-a hybrid one's parameters) does.
+its flags and an experiment file its keys. A source prices a space through its provider with ``price`` (every task at
+once by default). This module imports neither TVM nor XGBoost; opening a source (or checking a hybrid one's
+parameters) does.
 
 Built in:
 
@@ -18,22 +19,26 @@ Built in:
   plans left one in the cache, else by its isolated time scaled by its kind's in-network ratio (read off the tasks
   measured nearest in time; ``cost_models.calibration.CalibratedCosts``);
 - ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit
-  rounds and predict the rest (``cost_models.learned.HybridCosts``), measuring with a timing method as ``measured``.
+  rounds and predict the rest (``cost_models.learned.HybridCosts``), measuring with a timing method as ``measured``;
+- ``selective``: measure the best-predicted candidates of each node, then every task of the plan solved on the costs
+  known so far, until the plan's tasks are all measured; the model refit on what is known predicts the rest
+  (``cost_models.selective``). ``tune``'s calibration rounds after it keep pricing this way (``calibrated``
+  otherwise: ``CostSource.calibrated``).
 
 Examples
 --------
 >>> cost_source("xgboost", model="model.json")
 XGBoostSource(model='model.json')
->>> cost_source("simulated")
+>>> cost_source("simulated")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-cost_models.errors.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated
+cost_models.errors.CostSourceError: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, ...
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -44,10 +49,15 @@ from cost_models.errors import CostSourceError
 if TYPE_CHECKING:
     import tvm
 
+    from cost_models.cache import CostRecord
     from cost_models.cluster import Cluster
     from cost_models.cluster_costs import ClusterCosts
     from cost_models.measure import CostProvider, MeasuredCosts, Progress
+    from cost_models.tasks import Task
     from cost_models.xgb_model import XGBCostModel
+    from search.candidates import Candidate
+    from search.graph import OpGraph
+    from solvers.problem import Problem
 
 DEFAULT = "measured"
 """The source used when none is named."""
@@ -151,6 +161,19 @@ class CostSource(ABC):
         """Where the costs priced by ``provider`` (opened by this source) came from, for a problem's
         ``meta["costs"]``; subclasses add their own entries."""
         return {"source": self.name, "provider": type(provider).__name__}
+
+    def price(self, provider: CostProvider, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
+              measure: Callable[[list[Task]], Sequence[CostRecord]], **problem_args: Any) -> Problem:
+        """The problem of ``space`` priced through ``measure`` (``provider.measure``, perhaps counted): every task
+        asked at once (``cost_models.pricing.build_problem``, which takes ``problem_args``); a source that decides
+        what to measure from the plans it finds overrides it."""
+        from cost_models.pricing import build_problem
+
+        return build_problem(graph, space, measure, **problem_args)
+
+    def calibrated(self, timing: str) -> CostSource:
+        """The source of ``tune``'s calibration rounds after this one: ``calibrated``, measuring with ``timing``."""
+        return CalibratedSource(timing)
 
 
 COST_SOURCES: dict[str, type[CostSource]] = {}
@@ -373,3 +396,68 @@ class CalibratedSource(CostSource):
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
         return {**super().provenance(provider), **_measured(provider.measured), "calibration": provider.stats}
+
+
+@register
+@dataclass(frozen=True)
+class SelectiveSource(CostSource):
+    """Measure only what can change the plan: the best-predicted candidates of each node, then every task of the plan
+    solved on the costs known so far, until that plan's tasks are all measured; the model in the file ``model``,
+    refit on what is known, predicts the rest (``cost_models.selective``)."""
+
+    name = "selective"
+    description = "measure the best-predicted candidates and every task of the plan, predict the rest"
+    model: str | Path = _model_file()
+    timing: str = _timing()
+
+    def __post_init__(self) -> None:
+        _check_timing(self.timing)
+
+    def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
+             progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
+        from cost_models.selective import SelectiveCosts
+
+        model = _model(self.model)
+        return SelectiveCosts(MeasuredSource(self.timing).open(cache, target, threads, progress, cluster), model)
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        return {**super().provenance(provider), **_measured(provider.measured), "model": str(self.model),
+                **provider.stats}
+
+    def price(self, provider: CostProvider, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
+              measure: Callable[[list[Task]], Sequence[CostRecord]], **problem_args: Any) -> Problem:
+        from cost_models.selective import price_selectively
+
+        return price_selectively(provider, graph, space, measure, **problem_args)
+
+    def calibrated(self, timing: str) -> CostSource:
+        return CalibratedSelectiveSource(self.model, timing)
+
+
+@dataclass(frozen=True)
+class CalibratedSelectiveSource(CostSource):
+    """``calibrated`` pricing over ``selective`` costs, for ``tune``'s calibration rounds after a selective first
+    round: in-network times where profiles left them, else the known or predicted isolated time scaled by its kind's
+    factor, the plan's tasks measured as ``selective`` measures them. Not offered by name."""
+
+    name = "calibrated-selective"
+    description = "calibrated pricing over selective measurement"
+    model: str | Path = _model_file()
+    timing: str = _timing()
+
+    def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
+             progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
+        from cost_models.calibration import CalibratedCosts
+
+        selective = SelectiveSource(self.model, self.timing).open(cache, target, threads, progress, cluster)
+        return CalibratedCosts(selective.measured, isolated=selective)
+
+    def provenance(self, provider: CostProvider) -> dict[str, Any]:
+        return {**provider.isolated.stats, **super().provenance(provider), **_measured(provider.measured),
+                "model": str(self.model), "calibration": provider.stats}
+
+    def price(self, provider: CostProvider, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
+              measure: Callable[[list[Task]], Sequence[CostRecord]], **problem_args: Any) -> Problem:
+        from cost_models.selective import price_selectively
+
+        return price_selectively(provider.isolated, graph, space, measure, **problem_args)

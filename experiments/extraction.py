@@ -148,7 +148,6 @@ def extract(
     from dataclasses import replace
 
     from cost_models.cluster import Cluster
-    from cost_models.pricing import build_problem
     from cost_models.sources import cost_source, refuse_cluster
     from search import space as spaces
     from search.kinds import KINDS
@@ -179,7 +178,8 @@ def extract(
             "space_size": space_size, "transforms": transforms, "precision": precision, "max_error": max_error}
     with source.open(settings.cache, settings.target, settings.threads, tally, **cluster) as provider:
         start = time.perf_counter()
-        priced = build_problem(graph, space, tally.wrap(provider.measure), meta=meta, shared=transforms == "shared")
+        priced = source.price(provider, graph, space, tally.wrap(provider.measure), meta=meta,
+                              shared=transforms == "shared")
         provenance, spent = source.provenance(provider), provider.spent()
     problem = replace(priced, meta={**priced.meta, "costs": provenance})
     return Extracted(graph, problem, label, args, settings, tuple(layouts), space_size, provenance, tally.tasks,

@@ -215,11 +215,12 @@ def _calibration_round(index: int, model: Any, current: TimedPass, solve: Callab
     """Keep the profiles' in-network times, price the problem again with the calibrated source, predict the
     measured plans and solve again: the calibrated extraction, the solutions, and the round (whether the best plan
     changed; see ``experiments.calibrate``)."""
-    from cost_models.sources import CalibratedSource
+    from cost_models.sources import cost_source
 
     measured = current.timed.medians()
     keep_network_times(current.extracted, current.plans, current.timed.profiles, measured)
-    calibrated = extract(model, **{**extract_args, "costs": CalibratedSource(current.extracted.settings.timing)})
+    source = cost_source(extract_args.get("costs", "measured")).calibrated(current.extracted.settings.timing)
+    calibrated = extract(model, **{**extract_args, "costs": source})
     predicted, offsets = predict(calibrated.problem, current.plans, measured)
     solved = solve(calibrated)
     chosen_plan = calibrated.plan(solved.solutions[solved.best])

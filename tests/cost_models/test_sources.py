@@ -13,11 +13,13 @@ from cost_models.checks import PRICED
 from cost_models.errors import CostSourceError
 from cost_models.learned import HybridCosts, PredictedCosts
 from cost_models.measure import MeasuredCosts
+from cost_models.selective import SelectiveCosts
 from cost_models.sources import (
     COST_SOURCES,
     CostSource,
     HybridSource,
     MeasuredSource,
+    SelectiveSource,
     XGBoostSource,
     cost_source,
     register,
@@ -29,7 +31,7 @@ from tests.cost_models.test_measure import TARGET, THREADS
 
 
 def test_the_builtin_sources_are_registered_and_the_examples_run():
-    assert list(COST_SOURCES) == ["measured", "xgboost", "hybrid", "calibrated"]
+    assert list(COST_SOURCES) == ["measured", "xgboost", "hybrid", "calibrated", "selective"]
     assert cost_source("hybrid", model="m.json", fraction=0.1) == HybridSource("m.json", 0.1, 2)
     source = XGBoostSource("m.json")
     assert cost_source(source) is source
@@ -40,12 +42,12 @@ def test_the_builtin_sources_are_registered_and_the_examples_run():
     "name, params, message",
     [
         ("simulated", {}, "unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated"),
-        ("xgboost", {}, "the xgboost and hybrid cost sources need a cost-model file (--cost-model), and measured "
-                        "and calibrated costs take none"),
+        ("xgboost", {}, "the xgboost, hybrid and selective cost sources need a cost-model file (--cost-model), and "
+                        "measured and calibrated costs take none"),
         ("measured", {"model": "m.json"}, "need a cost-model file"),
         ("xgboost", {"model": "m.json", "rounds": 3}, "the hybrid cost source takes predict-measure-refit rounds "
-                                                      "(--hybrid-rounds), and measured, xgboost and calibrated costs "
-                                                      "take none"),
+                                                      "(--hybrid-rounds), and measured, xgboost, calibrated and "
+                                                      "selective costs take none"),
         ("hybrid", {"model": "m.json", "fraction": 0}, "the measured fraction must be in (0, 1], got 0"),
         ("hybrid", {"model": "m.json", "rounds": 1.5}, "rounds must be a positive integer, got 1.5"),
     ],
@@ -75,6 +77,13 @@ def test_each_source_opens_its_provider_and_records_where_the_costs_came_from(tm
     with source.open(cache, TARGET, THREADS, None) as hybrid:
         assert isinstance(hybrid, HybridCosts) and hybrid.fraction == 0.5 and hybrid.rounds == 2
         assert list(source.provenance(hybrid)) == ["source", "provider", "cache", "context", "model"]
+    source = SelectiveSource(model_file)
+    with source.open(cache, TARGET, THREADS, None) as selective:
+        assert isinstance(selective, SelectiveCosts) and selective.measured.context.timing == "context"
+        with source.calibrated("context").open(cache, TARGET, THREADS, None) as calibrated:
+            assert isinstance(calibrated.isolated, SelectiveCosts)  # calibration rounds keep measuring selectively
+        selective.measure(PRICED)  # prices without measuring
+        assert source.provenance(selective)["predicted"] == 4 and source.provenance(selective)["measured"] == 0
     (tmp_path / "junk.sqlite").write_text("not a database")
     with pytest.raises(CostSourceError):
         MeasuredSource().open(tmp_path / "junk.sqlite", TARGET, THREADS, None)

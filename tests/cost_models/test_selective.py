@@ -1,0 +1,99 @@
+"""Selective measurement on tiny networks: given the costs a full measurement took, it ends on a plan as cheap as
+full measurement's optimum having measured a part of the tasks, every task of its plan measured; for real, through
+``extract`` and ``tune``."""
+
+from __future__ import annotations
+
+import pytest
+
+from cost_models import CostCache
+from cost_models.cache import Context, CostRecord
+from cost_models.measure import CostProvider
+from cost_models.pricing import plan_cost
+from cost_models.selective import SelectiveCosts, plan_tasks, price_selectively
+from cost_models.sources import SelectiveSource
+from cost_models.tasks import Task
+from cost_models.xgb_model import XGBCostModel
+from experiments.extraction import extract
+from experiments.tune import tune
+from search.plan import Plan
+from search.space import tuning_space
+from solvers import solve
+from tests.cost_models.test_measure import THREADS
+from tests.search.tiny_nets import dense_block_net, residual_concat_net
+
+SPACE = {"threads": THREADS, "space_size": 3, "layouts": "NCHW,NCHW8c"}
+NETS = {"residual_concat": residual_concat_net, "dense_block": dense_block_net}
+
+
+class Replay(CostProvider):
+    """Prices a task by the record a full measurement took of it (``records``), as if measuring it now; the cache
+    it reads first (``cache``) starts empty. ``asked`` collects the keys measured."""
+
+    def __init__(self, records: dict[str, CostRecord], context, cache: CostCache) -> None:
+        self.records, self.context, self.cache, self.asked = records, context, cache, []
+
+    def measure(self, tasks: list[Task]) -> list[CostRecord]:
+        self.asked += [task.key for task in tasks]
+        return [self.records[task.key] for task in tasks]
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    """Each tiny network's space measured in full, for real: (extraction, its records by key, context)."""
+    root = tmp_path_factory.mktemp("selective")
+    out = {}
+    for name, net in NETS.items():
+        cache = root / f"{name}.sqlite"
+        extracted = extract(net(), name=name, cache=cache, **SPACE)
+        context = Context(**extracted.costs["context"])
+        records = {key: record for _, key, record in CostCache(cache).items()}
+        out[name] = (extracted, records, context)
+    return out
+
+
+def _model(records: dict[str, CostRecord]) -> XGBCostModel:
+    ok = {key: record.median_ms for key, record in records.items() if record.ok}
+    return XGBCostModel(n_estimators=50).fit(list(ok), list(ok.values()))
+
+
+@pytest.mark.parametrize("name, other", [("residual_concat", "dense_block"), ("dense_block", "residual_concat")])
+def test_given_full_measurements_costs_it_ends_on_the_optimum_measuring_part(name, other, measured, tmp_path):
+    extracted, records, context = measured[name]
+    optimum = solve(extracted.problem, "auto")
+    replay = Replay(records, context, CostCache(tmp_path / "empty.sqlite"))
+    selective = SelectiveCosts(replay, _model(measured[other][1]))  # the model never saw this network
+    graph = extracted.graph
+    space = tuning_space(graph, layouts=SPACE["layouts"].split(","), space_size=SPACE["space_size"])
+    problem = price_selectively(selective, graph, space, selective.measure)
+    plan = solve(problem, "auto").assignment
+    choices = {node: plan[node] for node in space}
+    assert plan_cost(extracted.problem, choices) == pytest.approx(optimum.cost, rel=1e-9)
+    assert plan_cost(problem, choices) == pytest.approx(plan_cost(extracted.problem, choices), rel=1e-9)
+    asked = set(replay.asked)
+    assert len(asked) == len(replay.asked) < len(records)  # each task measured once, not all of them
+    assert {task.key for task in plan_tasks(graph, space, plan) if not task.free} <= asked
+    assert selective.stats["predicted"] > 0 and selective.stats["rounds"] >= 1
+
+
+def test_extract_and_tune_measure_selectively_for_real(measured, tmp_path):
+    model = tmp_path / "model.json"
+    _model(measured["dense_block"][1]).save(model)
+    cache = tmp_path / "costs.sqlite"
+    extracted = extract(residual_concat_net(), name="tiny", cache=cache, costs=SelectiveSource(model), **SPACE)
+    stats = extracted.costs
+    assert stats["source"] == "selective" and 0 < stats["measured"] == extracted.new < stats["tasks"]
+    assert stats["predicted"] > 0 and stats["rounds"] >= 1
+    assert len(CostCache(cache)) == extracted.new  # what it measured, kept
+
+    lines: list[str] = []
+    summary = tune(residual_concat_net(), tmp_path / "out", name="tiny", cache=cache, costs=SelectiveSource(model),
+                   repeat=2, calibrate=1, echo=lines.append, **SPACE)
+    plan = Plan.load(tmp_path / "out" / "plan.json").choices
+    space = tuning_space(extracted.graph, layouts=SPACE["layouts"].split(","), space_size=SPACE["space_size"])
+    needed = {task.key for task in plan_tasks(extracted.graph, space, plan) if not task.free}
+    assert needed <= {key for _, key, _ in CostCache(cache).items()}  # the tuned plan's tasks all measured
+    last = "selective" if summary["calibration"]["skipped"] else "calibrated-selective"  # a calibration round's
+    assert summary["measurements"]["source"] == last
+    assert any("tasks predicted" in line for line in lines)
+    assert summary["plan"]["latency"]["median_ms"] > 0
