@@ -12,7 +12,10 @@ Prints markdown with the host's CPU, vector unit and threads. Run it with nothin
 
     .venv/bin/python benchmarks/tune_time.py --models resnet50 inception_v3 --threads 2 --work W
     .venv/bin/python benchmarks/tune_time.py --models resnet50 --threads 2 --work W \\
-        --variant defaults= --variant "two-baselines=--baselines nchw,nchw16c"
+        --variant full= --variant "selective=--costs selective --cost-model M.json"
+
+``--compare-only`` times the plans of an earlier run again (same ``--work``, ``--models`` and ``--variant`` names),
+e.g. with more ``--rounds`` after a noisy window.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--variant", action="append", default=None, metavar="NAME=FLAGS",
                         help="a way to tune: extra tessera tune flags (repeatable; the first is the reference)")
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds comparing the variants' plans")
+    parser.add_argument("--compare-only", action="store_true",
+                        help="tune nothing: compare the plans an earlier run left in the work directory again")
     args = parser.parse_args()
     variants = args.variant or ["defaults="]
     if any("=" not in v for v in variants) or len({v.split("=", 1)[0] for v in variants}) < len(variants):
@@ -63,6 +68,12 @@ def run_tune(model: str, flags: list[str], directory: Path, threads: int) -> dic
         subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
     summary = json.loads((directory / "out" / "summary.json").read_text())
     return {**summary, "command_seconds": time.perf_counter() - start, "command": shlex.join(command)}
+
+
+def earlier_run(directory: Path) -> dict:
+    """The summary an earlier ``run_tune`` left in ``directory``, with its command and wall seconds."""
+    summary = json.loads((directory / "out" / "summary.json").read_text())
+    return {**summary, "command_seconds": summary["time"]["seconds"], "command": "(earlier run)"}
 
 
 def minutes(seconds: float) -> str:
@@ -106,7 +117,8 @@ def main() -> None:
           f"1-min load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     for model in args.models:
         label = Path(model).stem
-        runs = {variant: run_tune(model, flags, args.work / label / variant, args.threads)
+        runs = {variant: earlier_run(args.work / label / variant) if args.compare_only
+                else run_tune(model, flags, args.work / label / variant, args.threads)
                 for variant, flags in args.variants.items()}
         print(f"\n### {label}\n")
         for variant, run in runs.items():

@@ -159,13 +159,16 @@ def plan_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], assignm
 
 def price_selectively(provider: SelectiveCosts, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
                       measure: Callable[[list[Task]], Sequence[CostRecord]], *, solver: str = "auto",
-                      shared: bool = True, chains: bool = True, **problem_args: Any) -> Problem:
+                      picks: bool = True, shared: bool = True, chains: bool = True, **problem_args: Any) -> Problem:
     """The problem of ``space`` priced by ``measure`` (``provider.measure``, perhaps counted) once ``provider`` has
-    measured the initial picks and every task of the plan ``solver`` finds on it (see the module docstring);
-    ``provider.stats["rounds"]`` counts the solves."""
+    measured the initial picks (unless ``picks`` is False: a space priced selectively before, whose picks the cache
+    holds) and every task of the plan ``solver`` finds on it (see the module docstring); ``provider.stats["rounds"]``
+    counts the solves."""
     from solvers import solve
 
-    provider.measure_unknown(initial_picks(provider, measurement_tasks(graph, space, shared=shared, chains=chains)))
+    if picks:
+        provider.measure_unknown(initial_picks(provider, measurement_tasks(graph, space, shared=shared,
+                                                                           chains=chains)))
     rounds = 0
     while True:
         problem = build_problem(graph, space, measure, shared=shared, chains=chains, **problem_args)

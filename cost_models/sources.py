@@ -460,4 +460,4 @@ class CalibratedSelectiveSource(CostSource):
               measure: Callable[[list[Task]], Sequence[CostRecord]], **problem_args: Any) -> Problem:
         from cost_models.selective import price_selectively
 
-        return price_selectively(provider.isolated, graph, space, measure, **problem_args)
+        return price_selectively(provider.isolated, graph, space, measure, picks=False, **problem_args)

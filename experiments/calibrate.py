@@ -39,7 +39,8 @@ class Round:
     """One calibration round: the plans' predicted and measured latency (ms) by label, the offset added to the
     problem cost (median unpriced time; per label, leaving that label out), how the costs were priced, the plan
     the solvers chose on the calibrated problem (``plan_changed``: it differs from the one measured this round), and
-    the drift ratio checked after the profiles this round learned from (``cost_models.drift``)."""
+    the drift ratio checked after the profiles this round learned from (``cost_models.drift``), and how many tasks
+    pricing the round measured (``measured``: none where the first pricing measured them all)."""
 
     index: int
     predicted_ms: dict[str, float]
@@ -48,6 +49,7 @@ class Round:
     calibration: dict[str, Any] = field(default_factory=dict)
     plan_changed: bool = False
     drift: float | None = None
+    measured: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

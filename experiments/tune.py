@@ -227,15 +227,16 @@ def _calibration_round(index: int, model: Any, current: TimedPass, solve: Callab
     previous = current.plans.get(solver_label(solved.best), current.best_plan)
     stats = calibrated.costs.get("calibration", {})
     changed = chosen_plan.choices != previous.choices
-    return calibrated, solved, Round(index, predicted, measured, offsets, stats, changed, current.drift.ratio)
+    return calibrated, solved, Round(index, predicted, measured, offsets, stats, changed, current.drift.ratio,
+                                     calibrated.new)
 
 
 def _report(first: TimedPass, last: TimedPass, rounds: list[Round], calibrated_on: TimedPass,
             directory: Path) -> dict[str, Any]:
-    """The summary of the last pass, with the first pass's measurement counts and, after a drift check, its
-    result."""
-    first_counts = {"tasks": first.extracted.tasks, "new": first.extracted.new, "failed": first.extracted.failed,
-                    "seconds": first.extracted.seconds}
+    """The summary of the last pass, with the first pass's measurement counts (the tasks measured counting the
+    calibration rounds' too) and, after a drift check, its result."""
+    first_counts = {"tasks": first.extracted.tasks, "new": first.extracted.new + sum(r.measured for r in rounds),
+                    "failed": first.extracted.failed, "seconds": first.extracted.seconds}
     solved, results = last.solved, _results(first, last, rounds, calibrated_on)
     report = summary(replace(last.extracted, **first_counts), solved.solutions, solved.errors, solved.best, results,
                      last.timed, directory)

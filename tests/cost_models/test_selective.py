@@ -93,6 +93,10 @@ def test_extract_and_tune_measure_selectively_for_real(measured, tmp_path):
     space = tuning_space(extracted.graph, layouts=SPACE["layouts"].split(","), space_size=SPACE["space_size"])
     needed = {task.key for task in plan_tasks(extracted.graph, space, plan) if not task.free}
     assert needed <= {key for _, key, _ in CostCache(cache).items()}  # the tuned plan's tasks all measured
+    # every task measured once, counted where it was measured: the extraction, tune's first pricing, its calibration
+    isolated = Context(**extracted.costs["context"]).to_key()  # not the in-network records calibration keeps
+    assert sum(context == isolated for context, _, _ in CostCache(cache).items()) == \
+        extracted.new + summary["measurements"]["new"]
     last = "selective" if summary["calibration"]["skipped"] else "calibrated-selective"  # a calibration round's
     assert summary["measurements"]["source"] == last
     assert any("tasks predicted" in line for line in lines)

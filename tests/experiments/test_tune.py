@@ -212,6 +212,7 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     assert first["calibration"]["in_network"] > 0 and "conv2d" in first["calibration"]["factors"]
     assert first["drift"] > 0 and summary["calibration"]["skipped"] is None and summary["drift"]["kernels"] > 0
     assert all(value > 0 for value in first["measured_ms"].values())
+    assert all(r["measured"] == 0 for r in rounds)  # the first pricing measured every task
     cache = CostCache(tmp_path / "costs.sqlite")
     rows = cache._connect().execute("SELECT COUNT(*) FROM costs WHERE context LIKE ?", [f'%"{NETWORK}"%'])
     assert rows.fetchone()[0] > 0  # in-network records, under their own context
