@@ -131,6 +131,7 @@ class SelectiveCosts(CostProvider):
     def close(self) -> None:
         self.measured.close()
 
+
 def initial_picks(provider: SelectiveCosts, tasks: Sequence[Task], *, initial: int = INITIAL,
                   margin: float = MARGIN) -> list[Task]:
     """The unknown ``tasks`` to measure before the first solve: per group, the ``initial`` best predicted and every
