@@ -1,6 +1,6 @@
 """Selective measurement on tiny networks: given the costs a full measurement took, it ends on a plan as cheap as
 full measurement's optimum having measured a part of the tasks, every task of its plan measured; for real, through
-``extract`` and ``tune``."""
+``tune``."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from solvers import solve
 from tests.cost_models.test_measure import THREADS
 from tests.search.tiny_nets import dense_block_net, residual_concat_net
 
-SPACE = {"threads": THREADS, "space_size": 3, "layouts": "NCHW,NCHW8c"}
+SPACE = {"threads": THREADS, "space_size": 2, "layouts": "NCHW,NCHW8c"}
 NETS = {"residual_concat": residual_concat_net, "dense_block": dense_block_net}
 
 
@@ -76,28 +76,22 @@ def test_given_full_measurements_costs_it_ends_on_the_optimum_measuring_part(nam
     assert selective.stats["predicted"] > 0 and selective.stats["rounds"] >= 1
 
 
-def test_extract_and_tune_measure_selectively_for_real(measured, tmp_path):
+def test_tune_measures_selectively_for_real(measured, tmp_path):
     model = tmp_path / "model.json"
     _model(measured["dense_block"][1]).save(model)
     cache = tmp_path / "costs.sqlite"
-    extracted = extract(residual_concat_net(), name="tiny", cache=cache, costs=SelectiveSource(model), **SPACE)
-    stats = extracted.costs
-    assert stats["source"] == "selective" and 0 < stats["measured"] == extracted.new < stats["tasks"]
-    assert stats["predicted"] > 0 and stats["rounds"] >= 1
-    assert len(CostCache(cache)) == extracted.new  # what it measured, kept
-
     lines: list[str] = []
     summary = tune(residual_concat_net(), tmp_path / "out", name="tiny", cache=cache, costs=SelectiveSource(model),
                    repeat=2, calibrate=1, echo=lines.append, **SPACE)
+    counts = summary["measurements"]
+    assert 0 < counts["new"] < counts["tasks"] and counts["predicted"] > 0 and counts["rounds"] >= 1
+    last = "selective" if summary["calibration"]["skipped"] else "calibrated-selective"  # a calibration round's
+    assert counts["source"] == last and any("tasks predicted" in line for line in lines)
+    extracted, _, context = measured["residual_concat"]
     plan = Plan.load(tmp_path / "out" / "plan.json").choices
     space = tuning_space(extracted.graph, layouts=SPACE["layouts"].split(","), space_size=SPACE["space_size"])
     needed = {task.key for task in plan_tasks(extracted.graph, space, plan) if not task.free}
-    assert needed <= {key for _, key, _ in CostCache(cache).items()}  # the tuned plan's tasks all measured
-    # every task measured once, counted where it was measured: the extraction, tune's first pricing, its calibration
-    isolated = Context(**extracted.costs["context"]).to_key()  # not the in-network records calibration keeps
-    assert sum(context == isolated for context, _, _ in CostCache(cache).items()) == \
-        extracted.new + summary["measurements"]["new"]
-    last = "selective" if summary["calibration"]["skipped"] else "calibrated-selective"  # a calibration round's
-    assert summary["measurements"]["source"] == last
-    assert any("tasks predicted" in line for line in lines)
+    records = {key: ctx for ctx, key, _ in CostCache(cache).items() if ctx == context.to_key()}  # not in-network
+    assert needed <= set(records)  # the tuned plan's tasks all measured
+    assert len(records) == counts["new"]  # each measured once, the calibration round's counted too
     assert summary["plan"]["latency"]["median_ms"] > 0

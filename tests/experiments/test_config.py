@@ -138,7 +138,8 @@ FAULTS = [
      "problems[0].measure_fraction must be a number in (0, 1] or a list of them, got 1.5\n"),
     (grid(solver='name = "ilp"\nworkers = []'), "solvers[0].workers must be a value or a non-empty list of values"),
     (grid(problem='model = "resnet18"\ncosts = "simulated"'),
-     "problems[0].costs: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated\n"),
+     "problems[0].costs: unknown cost source 'simulated'; choose from measured, xgboost, hybrid, calibrated, "
+     "selective\n"),
     (grid(problem='model = "resnet18"\ntransforms = "both"'),
      "problems[0].transforms: unknown layout-transform pricing 'both'; choose from shared, pairwise\n"),
     (grid(problem='model = "resnet18"\nprecision = ["fp32", "fp16"]'),

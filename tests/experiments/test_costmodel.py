@@ -69,8 +69,8 @@ def test_xgboost_costs_measure_nothing_and_hybrid_measures_a_fraction(trained, t
         (["extract", "resnet18", "--costs", "hybrid", "--cost-model", "{tmp}/junk.json", "--out", "{tmp}/p.json"],
          "not a readable"),
         (["extract", "resnet18", "--measure-fraction", "0.5", "--out", "{tmp}/p.json"],
-         "the hybrid cost source takes a measured fraction (--measure-fraction), and measured, xgboost and "
-         "calibrated costs take"),
+         "the hybrid cost source takes a measured fraction (--measure-fraction), and measured, xgboost, "
+         "calibrated and selective costs take"),
         (["extract", "resnet18", "--costs", "hybrid", "--cost-model", "{tmp}/junk.json", "--measure-fraction", "2",
           "--out", "{tmp}/p.json"], "the measured fraction must be in (0, 1], got 2.0"),
     ],
