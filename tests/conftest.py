@@ -2,9 +2,11 @@
 time kernels with any thread count whichever test first runs TVM.
 
 The tests run in two pytest-xdist workers (``addopts``): each file's tests on one worker, so that a module's fixtures
-are built once, and the files that start Ray clusters (``RAY_FILES``) all on the same worker, one cluster at a time."""
+are built once, and the files that start Ray clusters (``RAY_FILES``) all on the same worker, one cluster at a time
+(``FileScheduling``; xdist's own ``loadgroup`` marks are lost with pytest 9.2's node ids)."""
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from search.threads import reserve_pool
 
@@ -15,10 +17,17 @@ def pytest_configure(config):
     reserve_pool()
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        group = "ray" if item.path.name in RAY_FILES else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(group))
+class FileScheduling(LoadScopeScheduling):
+    """xdist's ``loadfile`` with the ``RAY_FILES`` as one file."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        path = nodeid.split("::", 1)[0]
+        return "ray" if path.rsplit("/", 1)[-1] in RAY_FILES else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadfile":
+        return FileScheduling(config, log)
 
 
 @pytest.fixture(scope="session")
