@@ -230,8 +230,9 @@ def _and(names: Iterable[str]) -> str:
 
 # ---------------------------------------------------------------------------------------------------- sources
 def _model_file() -> Any:
-    """The ``model`` parameter: a cost-model file, required."""
-    return parameter("--cost-model", "a cost-model file", "cost-model file from 'tessera costmodel train'", "path")
+    """The ``model`` parameter: a cost-model file; None, the model shipped for this host's vector unit."""
+    return parameter("--cost-model", "a cost-model file", "cost-model file from 'tessera costmodel train' (default: "
+                     "the one tessera ships for this host's vector unit)", "path", default=None)
 
 
 def _cache(path: str | Path) -> CostCache:
@@ -248,13 +249,22 @@ def _cache(path: str | Path) -> CostCache:
     return store
 
 
-def _model(path: str | Path) -> XGBCostModel:
+def _model(path: str | Path | None) -> XGBCostModel:
+    """The model in the file ``path``; None: the shipped one of this host's vector unit."""
+    from cost_models.shipped import shipped_model
     from cost_models.xgb_model import ModelError, XGBCostModel
 
     try:
-        return XGBCostModel.load(path)
+        return shipped_model() if path is None else XGBCostModel.load(path)
     except ModelError as exc:
         raise CostSourceError(str(exc)) from exc
+
+
+def _model_name(path: str | Path | None) -> str:
+    """How provenance names the model: its file, or the shipped model's."""
+    from cost_models.shipped import model_path
+
+    return str(model_path() if path is None else path)
 
 
 def _timing() -> Any:
@@ -317,12 +327,13 @@ class MeasuredSource(CostSource):
 @register
 @dataclass(frozen=True)
 class XGBoostSource(CostSource):
-    """The regression model in the file ``model`` predicts every task; nothing is measured and no cache is read."""
+    """The regression model in the file ``model`` (None: the shipped one) predicts every task; nothing is measured and
+    no cache is read."""
 
     name = "xgboost"
-    description = "predict every task with --cost-model"
+    description = "predict every task with the cost model"
     measures = False
-    model: str | Path = _model_file()
+    model: str | Path | None = _model_file()
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
              progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
@@ -333,18 +344,18 @@ class XGBoostSource(CostSource):
         return PredictedCosts(_model(self.model))
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
-        return {**super().provenance(provider), "model": str(self.model), **provider.stats}
+        return {**super().provenance(provider), "model": _model_name(self.model), **provider.stats}
 
 
 @register
 @dataclass(frozen=True)
 class HybridSource(CostSource):
     """Measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit rounds
-    (the model in the file ``model`` refit after each), predict the rest."""
+    (the model in the file ``model``, None: the shipped one, refit after each), predict the rest."""
 
     name = "hybrid"
     description = "measure the best-predicted --measure-fraction of each node's candidates and predict the rest"
-    model: str | Path = _model_file()
+    model: str | Path | None = _model_file()
     fraction: float = parameter("--measure-fraction", "a measured fraction",
                                 "share of each node's candidates to measure", "fraction", default=0.2)
     rounds: int = parameter("--hybrid-rounds", "predict-measure-refit rounds", "predict-measure-refit rounds", "count",
@@ -370,7 +381,7 @@ class HybridSource(CostSource):
         return HybridCosts(measured, model, fraction=self.fraction, rounds=self.rounds)
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
-        return {**super().provenance(provider), **_measured(provider.measured), "model": str(self.model),
+        return {**super().provenance(provider), **_measured(provider.measured), "model": _model_name(self.model),
                 **provider.stats}
 
 
@@ -402,12 +413,12 @@ class CalibratedSource(CostSource):
 @dataclass(frozen=True)
 class SelectiveSource(CostSource):
     """Measure only what can change the plan: the best-predicted candidates of each node, then every task of the plan
-    solved on the costs known so far, until that plan's tasks are all measured; the model in the file ``model``,
-    refit on what is known, predicts the rest (``cost_models.selective``)."""
+    solved on the costs known so far, until that plan's tasks are all measured; the model in the file ``model`` (None:
+    the shipped one), refit on what is known, predicts the rest (``cost_models.selective``)."""
 
     name = "selective"
     description = "measure the best-predicted candidates and every task of the plan, predict the rest"
-    model: str | Path = _model_file()
+    model: str | Path | None = _model_file()
     timing: str = _timing()
 
     def __post_init__(self) -> None:
@@ -421,7 +432,7 @@ class SelectiveSource(CostSource):
         return SelectiveCosts(MeasuredSource(self.timing).open(cache, target, threads, progress, cluster), model)
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
-        return {**super().provenance(provider), **_measured(provider.measured), "model": str(self.model),
+        return {**super().provenance(provider), **_measured(provider.measured), "model": _model_name(self.model),
                 **provider.stats}
 
     def price(self, provider: CostProvider, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
@@ -442,7 +453,7 @@ class CalibratedSelectiveSource(CostSource):
 
     name = "calibrated-selective"
     description = "calibrated pricing over selective measurement"
-    model: str | Path = _model_file()
+    model: str | Path | None = _model_file()
     timing: str = _timing()
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
@@ -454,7 +465,7 @@ class CalibratedSelectiveSource(CostSource):
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
         return {**provider.isolated.stats, **super().provenance(provider), **_measured(provider.measured),
-                "model": str(self.model), "calibration": provider.stats}
+                "model": _model_name(self.model), "calibration": provider.stats}
 
     def price(self, provider: CostProvider, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
               measure: Callable[[list[Task]], Sequence[CostRecord]], **problem_args: Any) -> Problem:

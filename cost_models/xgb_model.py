@@ -6,12 +6,14 @@ candidates (``features.group_key``) and only orders them: it serves for selectio
 source.
 A model file is one JSON document: the booster, the feature version, the vector unit the features were computed for
 (lane and register use differ between AVX-512 and AVX2 hosts), the parameters, where the training data came from,
-and the training data itself (task keys and log times), so a model can be refit with new measurements.
+and the training data itself (task keys and log times), so a model can be refit with new measurements; a name ending
+in ``.gz`` is gzip-compressed (the shipped models are: ``cost_models.shipped``).
 Training is deterministic for a seed (exact tree method, no sampling).
 """
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import os
@@ -26,7 +28,7 @@ import xgboost as xgb
 from cost_models.errors import ModelError
 from cost_models.features import FEATURE_NAMES, FEATURE_VERSION, INDEX, feature_matrix, group_key
 from search.isa import HOST
-from solvers.input_files import InputFileError, read_text
+from solvers.input_files import InputFileError, checked_input, read_limited, read_text
 
 FORMAT = "tessera-cost-model"
 OBJECTIVES = {"regression": "reg:squarederror", "rank": "rank:pairwise"}
@@ -134,8 +136,8 @@ class XGBCostModel:
 
     # ------------------------------------------------------------------------------------------------ save / load
     def save(self, path: str | Path) -> Path:
-        """Write the model file (JSON), atomically."""
-        from solvers.problem import write_json_atomic
+        """Write the model file (JSON; compact and gzip-compressed for a name ending in ``.gz``), atomically."""
+        from solvers.problem import write_json_atomic, write_text_atomic
 
         if self.booster is None:
             raise ModelError("cannot save an untrained model")
@@ -145,7 +147,10 @@ class XGBCostModel:
                     "training": {"keys": self.training_keys, "log_ms": self.training_log_ms},
                     "booster": json.loads(bytes(self.booster.save_raw("json")).decode())}
         path = Path(path)
-        write_json_atomic(path, document)
+        if _compressed(path):
+            write_text_atomic(path, json.dumps(document, separators=(",", ":"), allow_nan=False), opener=gzip.open)
+        else:
+            write_json_atomic(path, document)
         return path
 
     @classmethod
@@ -153,8 +158,8 @@ class XGBCostModel:
         """Read a model file; ``ModelError`` names what is wrong with one that cannot be used."""
         path = Path(path)
         try:
-            document = json.loads(read_text(path))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, InputFileError) as exc:
+            document = json.loads(_read(path))
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, InputFileError) as exc:
             raise ModelError(f"{path}: not a readable cost-model file ({exc})") from exc
         if not isinstance(document, dict) or document.get("format") != FORMAT:
             raise ModelError(f"{path}: not a tessera cost-model file")
@@ -176,3 +181,15 @@ class XGBCostModel:
             raise ModelError(f"{path}: damaged cost-model file ({exc})") from exc
         model.booster = booster
         return model
+
+
+def _compressed(path: Path) -> bool:
+    return path.suffix.lower() == ".gz"
+
+
+def _read(path: Path) -> str:
+    """The text of the model file ``path``, decompressed if its name ends in ``.gz``."""
+    if not _compressed(path):
+        return read_text(path)
+    with gzip.open(checked_input(path), "rt", encoding="utf-8") as stream:
+        return read_limited(stream, path)

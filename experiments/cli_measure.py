@@ -182,7 +182,7 @@ def _add_costmodel(sub: argparse._SubParsersAction) -> None:
     for name, helptext in (("train", "fit a model on what the cache holds of some zoo networks' spaces"),
                            ("eval", "metrics of a model on held-out networks (nodes of seen workloads left out)")):
         q = actions.add_parser(name, help=helptext)
-        q.add_argument("--models", required=True, help="comma-separated zoo networks")
+        q.add_argument("--models", required=name == "eval", help="comma-separated zoo networks")
         q.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
         q.add_argument("--threads", type=int, default=None, help="threads the timings were taken with")
         q.add_argument("--layouts", default=None, help="the layouts the spaces were measured with (default: extract's)")
@@ -193,6 +193,9 @@ def _add_costmodel(sub: argparse._SubParsersAction) -> None:
             q.add_argument("--objective", default="regression", choices=("regression", "rank"),
                            help="squared error on log time, or pairwise ranking within each node (default: regression)")
             q.add_argument("--seed", type=int, default=0, help="training seed (default: 0)")
+            q.add_argument("--shipped", action="store_true",
+                           help="train on the records tessera ships for this host's vector unit too (this machine's "
+                                "own time wins for a task both have); without --models, on those alone")
         else:
             q.add_argument("--model", required=True, nargs="+", help="model file(s) to evaluate")
     p.set_defaults(run=_run_costmodel)
@@ -204,9 +207,11 @@ def _run_costmodel(args: argparse.Namespace) -> int:
     from search.zoo.shapes import input_shapes
 
     input_shapes(args.input_shape)  # the command line is checked before any file is looked at
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
+    if not models and not getattr(args, "shipped", False):
+        raise UsageError("name the networks whose measurements to train on (--models), or give --shipped")
     cache = Path(args.cache or DEFAULT_CACHE).expanduser()
-    if not cache.is_file():  # read, never created
+    if models and not cache.is_file():  # read, never created
         raise CacheError(f"{cache}: no such cost cache")
     space = {"threads": args.threads, "layouts": args.layouts, "space_size": args.space_size,
              "input_shape": args.input_shape}
@@ -214,9 +219,12 @@ def _run_costmodel(args: argparse.Namespace) -> int:
         check_output_file(args.out, {"cost cache": str(cache), **{f"model file {m}": m for m in models}})
         if not 0 <= args.seed < 2**31:
             raise UsageError(f"--seed must be an integer from 0 to 2**31 - 1, got {args.seed}")
-        model, data = train(cache, models, args.out, objective=args.objective, seed=args.seed, **space)
+        model, data = train(cache, models, args.out, objective=args.objective, seed=args.seed, shipped=args.shipped,
+                            **space)
         for network in data:
             print(f"{network.model}: {len(network.records)} measured tasks, {network.missing} not in the cache")
+        if args.shipped:
+            print(f"shipped records: {', '.join(model.provenance['shipped']) or 'none for this vector unit'}")
         print(f"wrote {args.out}: {args.objective} model on {model.provenance['records']} records "
               f"({model.provenance['groups']} workload groups)")
         return 0

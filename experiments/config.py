@@ -32,7 +32,7 @@ An experiment file looks like::
     threads = 1                    # runtime threads of the measurements (default 1)
     cache = "costs.sqlite"         # the cost cache (default ~/.cache/tessera/costs.sqlite, or under $XDG_CACHE_HOME)
     costs = ["measured", "hybrid"] # cost source(s): measured (default), xgboost, hybrid, calibrated (COST_SOURCES)
-    cost_model = "model.json"      # the cost-model file xgboost and hybrid need
+    cost_model = "model.json"      # xgboost, hybrid, selective: a cost-model file (default: the shipped one)
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
     hybrid_rounds = 3              # hybrid: predict-measure-refit rounds (default 2); every --flag of a cost source's
                                    # parameter is a key (cost_models.sources.source_parameters)

@@ -60,17 +60,23 @@ def network_data(model: Any, cache: str | Path, *, threads: int | None = None, b
     return NetworkData(label, nodes, records, len(tasks) - len(records))
 
 
-def train(cache: str | Path, models: Sequence[Any], out: str | Path, *, objective: str = "regression",
-          seed: int = 0, **space: Any) -> tuple[Any, list[NetworkData]]:
-    """Fit a model on what ``cache`` holds of ``models``' spaces and save it to ``out``."""
+def train(cache: str | Path | None, models: Sequence[Any], out: str | Path, *, objective: str = "regression",
+          seed: int = 0, shipped: bool = False, **space: Any) -> tuple[Any, list[NetworkData]]:
+    """Fit a model on what ``cache`` holds of ``models``' spaces and, with ``shipped``, on the records tessera ships
+    for this host's vector unit (``cost_models.shipped``; this machine's own time wins for a task both have), and save
+    it to ``out``."""
+    from cost_models.shipped import record_files, shipped_records
     from cost_models.xgb_model import XGBCostModel
 
+    records: dict[str, float] = shipped_records() if shipped else {}
     data = [network_data(model, cache, **space) for model in models]
-    records: dict[str, float] = {}
     for network in data:
         records.update(network.records)
-    provenance = {"cache": str(Path(cache).expanduser()), "models": [network.model for network in data],
-                  "space": space}
+    provenance: dict[str, Any] = {"models": [network.model for network in data]}
+    if models:
+        provenance |= {"cache": str(Path(cache).expanduser()), "space": space}
+    if shipped:
+        provenance["shipped"] = [path.name for path in record_files()]
     model = XGBCostModel(objective=objective, seed=seed).fit(list(records), list(records.values()), provenance)
     model.save(out)
     return model, data

@@ -300,7 +300,7 @@ ROWS = [
     row("extract resnet18 --out q.json --image-size 10", "image_size must be"),
     row("extract resnet18 --out q.json --image-size 1000000", "elements"),
     row("extract resnet18 --out q.json --costs guessed", "invalid choice"),
-    row("extract resnet18 --out q.json --costs xgboost", "cost-model file"),
+    row("extract resnet18 --out q.json --cost-model m.json", "take a cost-model file"),
     row("extract resnet18 --out q.json --costs xgboost --cost-model binary.json", "cost-model file", "binary.json"),
     row("extract resnet18 --out q.json --costs hybrid --cost-model missing.json", "missing.json"),
     row("extract resnet18 --out q.json --costs hybrid --cost-model binary.json --measure-fraction nan", "fraction",

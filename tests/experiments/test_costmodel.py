@@ -65,7 +65,8 @@ def test_xgboost_costs_measure_nothing_and_hybrid_measures_a_fraction(trained, t
     [
         (["costmodel", "eval", "--models", "resnet18", "--model", "{tmp}/junk.json"], "not a readable"),
         (["costmodel", "train", "--models", "nosuchnet", "--out", "{tmp}/m.json"], "unknown model"),
-        (["extract", "resnet18", "--costs", "xgboost", "--out", "{tmp}/p.json"], "need a cost-model file"),
+        (["costmodel", "train", "--out", "{tmp}/m.json"], "name the networks whose measurements to train on"),
+        (["extract", "resnet18", "--cost-model", "{tmp}/junk.json", "--out", "{tmp}/p.json"], "take a cost-model file"),
         (["extract", "resnet18", "--costs", "hybrid", "--cost-model", "{tmp}/junk.json", "--out", "{tmp}/p.json"],
          "not a readable"),
         (["extract", "resnet18", "--measure-fraction", "0.5", "--out", "{tmp}/p.json"],

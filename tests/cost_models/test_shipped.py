@@ -1,0 +1,84 @@
+"""The shipped cost models: each is trained on this tessera's features and on exactly the records shipped for its vector
+unit; this host's (where one ships) predicts a task of every kind a problem prices, and the sources that take a model
+use it when no file is given; a unit without one is named in one error; a model file reads back compressed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from cost_models import shipped
+from cost_models.errors import CostSourceError, ModelError
+from cost_models.features import FEATURE_NAMES, FEATURE_VERSION, parse_key
+from cost_models.learned import PredictedCosts
+from cost_models.pricing import measurement_tasks
+from cost_models.shipped import model_path, record_files, shipped_model, shipped_records, shipped_units
+from cost_models.sources import XGBoostSource
+from cost_models.xgb_model import XGBCostModel
+from experiments.extraction import load_network
+from search.isa import HOST
+from search.kinds import KINDS, KernelKind
+from search.space import tuning_space
+from tests.cost_models.test_measure import TARGET, THREADS
+
+HERE = pytest.mark.skipif(HOST.name not in shipped_units(), reason=f"tessera ships no cost model for {HOST.name}")
+PRICED_KINDS = {name for name, kind in KINDS.items() if isinstance(kind, KernelKind)} | {"layout_transform", "chain"}
+"""What the tasks of a problem are: a kernel of every kernel kind, layout transforms and follower chains."""
+
+
+def _tasks():
+    """The tasks of three small networks' spaces that together hold every priced kind."""
+    keys = []
+    for name, size in (("bert_small", None), ("convnext_tiny", 32), ("mobilenet_v3_large", 32)):
+        graph, _, _ = load_network(name, image_size=size)
+        space = tuning_space(graph, layouts=["NCHW", "NCHW8c"], space_size=2)
+        keys += [task.key for task in measurement_tasks(graph, space) if not task.free]
+    return keys
+
+
+def test_every_shipped_model_has_this_tesseras_features_and_exactly_its_units_records():
+    assert shipped_units()
+    for unit in shipped_units():
+        with gzip.open(model_path(unit), "rt") as stream:
+            document = json.load(stream)
+        assert document["feature_version"] == FEATURE_VERSION and document["feature_names"] == list(FEATURE_NAMES)
+        assert document["vector_unit"] == unit and document["params"]["objective"] == "regression"
+        assert document["provenance"]["shipped"] == [path.name for path in record_files(unit)]
+        assert sorted(document["training"]["keys"]) == sorted(shipped_records(unit))
+
+
+@HERE
+def test_this_hosts_model_predicts_a_task_of_every_priced_kind():
+    keys = _tasks()
+    assert {parse_key(key)["kind"] for key in keys} == PRICED_KINDS
+    predicted = shipped_model().predict(keys)
+    assert np.all(np.isfinite(predicted)) and np.all(predicted > 0)
+
+
+@HERE
+def test_a_source_given_no_model_file_uses_the_shipped_one(tmp_path):
+    provider = XGBoostSource().open(tmp_path / "costs.sqlite", TARGET, THREADS, None)
+    assert isinstance(provider, PredictedCosts)
+    keys = _tasks()[:20]
+    assert provider.model.predict(keys) == pytest.approx(shipped_model().predict(keys))
+    assert XGBoostSource().provenance(provider)["model"] == str(model_path())
+
+
+def test_a_unit_without_a_shipped_model_is_named_in_one_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(shipped, "DIRECTORY", tmp_path)
+    with pytest.raises(ModelError, match=f"tessera ships no cost model for {HOST.name} hosts"):
+        shipped_model()
+    with pytest.raises(CostSourceError, match="give it with --cost-model"):
+        XGBoostSource().open(tmp_path / "costs.sqlite", TARGET, THREADS, None)
+
+
+@pytest.mark.parametrize("name", ["m.json", "m.json.gz"])
+def test_a_model_file_reads_back_the_same_compressed_or_not(name, tmp_path):
+    keys = _tasks()[:40]
+    model = XGBCostModel(n_estimators=5).fit(keys, list(np.linspace(0.1, 2.0, len(keys))))
+    path = model.save(tmp_path / name)
+    assert (path.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")
+    assert XGBCostModel.load(path).predict(keys) == pytest.approx(model.predict(keys))
