@@ -83,6 +83,25 @@ def test_given_full_measurements_costs_it_ends_on_the_optimum_where_its_bounds_h
     assert selective.stats["predicted"] > 0 and selective.stats["rounds"] >= 1
 
 
+def test_the_model_is_refit_once_what_is_known_has_grown_by_a_quarter(measured, tmp_path, monkeypatch):
+    _, records, context = measured["residual_concat"]
+    selective = SelectiveCosts(Replay(records, context, CostCache(tmp_path / "empty.sqlite")),
+                               _model(measured["dense_block"][1]))
+    fits: list[int] = []
+    refit = selective.model.refit
+
+    def counted(keys, times, **options):
+        fits.append(len(keys))
+        return refit(keys, times, **options)
+
+    monkeypatch.setattr(selective.model, "refit", counted)
+    keys = [key for key, record in records.items() if record.ok]
+    for known in (8, 9, 10, 12, 13):
+        selective.known.update({key: records[key] for key in keys[:known]})
+        selective.predict(keys[known:])
+    assert fits == [8, 10, 13]  # 9 < 8 x 1.25 <= 10; 12 < 10 x 1.25 <= 13
+
+
 def test_tune_measures_selectively_for_real(measured, tmp_path):
     model = tmp_path / "model.json"
     _model(measured["dense_block"][1]).save(model)
