@@ -208,7 +208,7 @@ def _run_costmodel(args: argparse.Namespace) -> int:
 
     input_shapes(args.input_shape)  # the command line is checked before any file is looked at
     models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
-    if not models and not getattr(args, "shipped", False):
+    if args.action == "train" and not models and not args.shipped:
         raise UsageError("name the networks whose measurements to train on (--models), or give --shipped")
     cache = Path(args.cache or DEFAULT_CACHE).expanduser()
     if models and not cache.is_file():  # read, never created

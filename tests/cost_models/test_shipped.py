@@ -29,7 +29,8 @@ PRICED_KINDS = {name for name, kind in KINDS.items() if isinstance(kind, KernelK
 """What the tasks of a problem are: a kernel of every kernel kind, layout transforms and follower chains."""
 
 
-def _tasks():
+@pytest.fixture(scope="module")
+def keys():
     """The tasks of three small networks' spaces that together hold every priced kind."""
     keys = []
     for name, size in (("bert_small", None), ("convnext_tiny", 32), ("mobilenet_v3_large", 32)):
@@ -51,19 +52,17 @@ def test_every_shipped_model_has_this_tesseras_features_and_exactly_its_units_re
 
 
 @HERE
-def test_this_hosts_model_predicts_a_task_of_every_priced_kind():
-    keys = _tasks()
+def test_this_hosts_model_predicts_a_task_of_every_priced_kind(keys):
     assert {parse_key(key)["kind"] for key in keys} == PRICED_KINDS
     predicted = shipped_model().predict(keys)
     assert np.all(np.isfinite(predicted)) and np.all(predicted > 0)
 
 
 @HERE
-def test_a_source_given_no_model_file_uses_the_shipped_one(tmp_path):
+def test_a_source_given_no_model_file_uses_the_shipped_one(keys, tmp_path):
     provider = XGBoostSource().open(tmp_path / "costs.sqlite", TARGET, THREADS, None)
     assert isinstance(provider, PredictedCosts)
-    keys = _tasks()[:20]
-    assert provider.model.predict(keys) == pytest.approx(shipped_model().predict(keys))
+    assert provider.model.predict(keys[:20]) == pytest.approx(shipped_model().predict(keys[:20]))
     assert XGBoostSource().provenance(provider)["model"] == str(model_path())
 
 
@@ -76,8 +75,8 @@ def test_a_unit_without_a_shipped_model_is_named_in_one_error(monkeypatch, tmp_p
 
 
 @pytest.mark.parametrize("name", ["m.json", "m.json.gz"])
-def test_a_model_file_reads_back_the_same_compressed_or_not(name, tmp_path):
-    keys = _tasks()[:40]
+def test_a_model_file_reads_back_the_same_compressed_or_not(name, keys, tmp_path):
+    keys = keys[:40]
     model = XGBCostModel(n_estimators=5).fit(keys, list(np.linspace(0.1, 2.0, len(keys))))
     path = model.save(tmp_path / name)
     assert (path.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")
