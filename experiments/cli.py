@@ -20,7 +20,7 @@ import sys
 import threading
 import tomllib
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -52,8 +52,16 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise Terminated(signum)
+@dataclass
+class _Signals:
+    """The handler of SIGTERM and SIGHUP during a command, keeping the signals it received: one raised inside a
+    library's callback comes back as that library's error (TVM's FFI re-raises it as a ``RuntimeError``)."""
+
+    received: list[int] = field(default_factory=list)
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
+        raise Terminated(signum)
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
@@ -443,23 +451,29 @@ def _debug_anywhere(parser: argparse.ArgumentParser) -> None:
                 _debug_anywhere(command)
 
 
+def _interrupted(signum: int) -> int:
+    print(f"error: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+    return 128 + signum
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     reserve_pool()  # before any command first runs TVM: its pool is sized once, a command may ask for fewer threads
     main_thread = threading.current_thread() is threading.main_thread()  # the only one that may handle signals
-    previous = {signum: signal.signal(signum, _terminate) for signum in (signal.SIGTERM, signal.SIGHUP)
+    handler = _Signals()
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP)
                 if main_thread}
     try:
         return args.run(args)
     except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
-        print(f"error: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
-        return 128 + signum
+        return _interrupted(exc.signum if isinstance(exc, Terminated) else signal.SIGINT)
     except BrokenPipeError:  # e.g. `tessera solve ... | head`: the reader left, nothing more to say
         sys.stderr.close()
         return 0
     except Exception as exc:
+        if handler.received:  # a signal, wrapped by a library it was raised in
+            return _interrupted(handler.received[0])
         if args.debug:
             raise
         if _is_bad_input(exc):

@@ -31,6 +31,18 @@ def test_sighup_ends_a_command_as_ctrl_c_and_the_handlers_are_restored(monkeypat
     assert (signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGTERM)) == before
 
 
+def test_a_signal_a_library_wraps_in_its_own_error_still_ends_the_command_as_ctrl_c(monkeypatch, capsys):
+    def wrapped(args):  # as TVM's FFI re-raises an exception raised in a Python callback
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except KeyboardInterrupt as exc:
+            raise RuntimeError(str(exc)) from exc
+
+    monkeypatch.setattr(cli, "_run_generate", wrapped)
+    assert cli.main(["generate", "chain", "--seed", "0", "--out", "q.json"]) == 128 + signal.SIGTERM
+    assert one_error_line(capsys) == "error: interrupted (SIGTERM)"
+
+
 def _interrupted(command: list[str], tmp_path: Path, ready, signum: signal.Signals = signal.SIGTERM) -> Path:
     """Run ``command`` with a TMPDIR of its own, send it ``signum`` once ``ready(scratch)`` holds (the command still
     running), and check that it ended with exit code 128 + the signal, one error line and no traceback, and that once
