@@ -78,7 +78,8 @@ def main() -> None:
             lambda node, candidate, dense=dense: node in dense and blocked(candidate))
         plans = {"rows blocked where the solver chooses": extracted.plan(solve(extracted.problem, "auto")),
                  "every linear layer NC": extracted.plan(solve(row_major, "auto"))}
-        results, load, profiles = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+        timed = time_plans(extracted, plans, repeat=args.rounds, profile_runs=args.profile_runs)
+        results, load, profiles = timed.timings, timed.load, timed.profiles
         print(f"\n### {model}: {args.threads} threads; host {host().cpu}, vector unit {HOST.name}; layouts "
               f"{', '.join(args.layouts)}, space {args.space_size}; {extracted.new} of {extracted.tasks} tasks "
               f"measured now; load {load[0]:.2f} -> {load[1]:.2f}\n")
@@ -94,7 +95,7 @@ def main() -> None:
         for label, plan in plans.items():
             chosen = [Candidate.parse(plan.choices[node]) for node in dense]
             reading, writing = sum(c.in_layout != "NC" for c in chosen), sum(c.out_layout != "NC" for c in chosen)
-            t, predicted = results[label]["latency"], results[label]["predicted_ms"]
+            t, predicted = results[label].latency, results[label].predicted_ms
             measured = "(as above) | | "  # an identical plan is timed once
             if label in profiles:
                 kernels, transforms = in_network(profiles[label])

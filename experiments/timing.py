@@ -5,6 +5,7 @@ network on request."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import tempfile
@@ -71,59 +72,93 @@ def predicted_cost(problem: Any, plan: Any) -> float | None:
     return cost if math.isfinite(cost) else None
 
 
+class PlanExports:
+    """Plans of one extraction exported and checked, each distinct plan once, into a temporary directory that lives
+    as long as this (a context manager): what the passes of one tune share, with the stock build's outputs every
+    export is checked against, computed once. A plan's artifact is always loaded from the path it was first saved
+    to (a process that loaded a library keeps using it for that path)."""
+
+    def __init__(self, extracted: Extracted) -> None:
+        self.extracted = extracted
+        self._scratch = tempfile.TemporaryDirectory(prefix="tessera-plans-")
+        self._reference: list | None = None
+        self._done: dict[str, tuple[Path, float]] = {}
+
+    def __enter__(self) -> PlanExports:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._scratch.cleanup()
+
+    def export(self, plan: Plan, clock: PhaseClock) -> tuple[Path, float]:
+        """The directory of ``plan``'s artifact and its numerical check's relative error, exported now (charged to
+        ``clock``'s ``export``) unless it was before."""
+        import json
+
+        from search.export import export, reference_outputs
+
+        key = json.dumps(plan.to_dict(), sort_keys=True)
+        if key not in self._done:
+            settings = self.extracted.settings
+            with clock.phase("export"):
+                if self._reference is None:
+                    self._reference = reference_outputs(self.extracted.graph, settings.target, settings.seed)
+                compiled = export(self.extracted.graph, plan, target=settings.target, threads=settings.threads,
+                                  seed=settings.seed, reference=self._reference, max_error=self.extracted.max_error)
+                where = compiled.save(Path(self._scratch.name) / f"plan{len(self._done)}")
+            self._done[key] = where, compiled.manifest["numerical_check"]["relative_error"]
+        return self._done[key]
+
+
 def time_plans(extracted: Extracted, plans: Mapping[str, Plan], *, repeat: int,
-               keep: Mapping[str, Path] | None = None, profile_runs: int = 0, clock: PhaseClock | None = None
-               ) -> TimedPlans:
+               keep: Mapping[str, Path] | None = None, profile_runs: int = 0, clock: PhaseClock | None = None,
+               exports: PlanExports | None = None) -> TimedPlans:
     """Export and check each distinct plan once, then time them all in interleaved rounds, with the extraction's
     settings (target, threads, seed).
 
-    ``plans`` maps labels to ``Plan``s; the artifact of a label in ``keep`` is saved to its directory, the others
-    to a temporary one. Labels with identical plans share one export and timing. With ``profile_runs``, each
-    distinct plan is also profiled inside the network (``search.profile``). ``clock`` is charged the phases
-    ``export``, ``latency`` and ``profile``.
+    ``plans`` maps labels to ``Plan``s; the artifact of a label in ``keep`` is also copied to its directory. Labels
+    with identical plans share one export and timing; ``exports`` (of an earlier call on the same model and settings)
+    keeps the plans it exported before, none of which is exported again. With ``profile_runs``, each distinct plan is
+    also profiled inside the network (``search.profile``). ``clock`` is charged the phases ``export``, ``latency``
+    and ``profile``.
     """
+    with contextlib.ExitStack() as stack:
+        if exports is None:
+            exports = stack.enter_context(PlanExports(extracted))
+        return _time_exported(extracted, plans, exports, repeat=repeat, keep=keep or {}, profile_runs=profile_runs,
+                              clock=PhaseClock() if clock is None else clock)
+
+
+def _time_exported(extracted: Extracted, plans: Mapping[str, Plan], exports: PlanExports, *, repeat: int,
+                   keep: Mapping[str, Path], profile_runs: int, clock: PhaseClock) -> TimedPlans:
     from search.artifact import load_artifact
-    from search.export import export, reference_outputs
     from search.profile import profile_artifact
 
-    graph, problem, settings = extracted.graph, extracted.problem, extracted.settings
-    target, threads, seed = settings.target, settings.threads, settings.seed
-    keep = keep or {}
     distinct: dict[tuple, str] = {}  # choices -> the first label with them
-    results: dict[str, PlanTiming] = {}
-    errors: dict[str, float] = {}
-    clock = PhaseClock() if clock is None else clock
-    with clock.phase("export"):  # the stock build every export is checked against
-        reference = reference_outputs(graph, target, seed)
-    with tempfile.TemporaryDirectory(prefix="tessera-plans-") as scratch:
-        artifacts = {}
-        for index, (label, plan) in enumerate(plans.items()):
-            key = tuple(sorted(plan.choices.items()))
-            if key in distinct:
-                continue
-            distinct[key] = label
-            # always loaded from a fresh path: a process that loaded a library keeps using it for that path
-            where = Path(scratch) / f"plan{index}"
+    artifacts, errors = {}, {}
+    for label, plan in plans.items():
+        key = tuple(sorted(plan.choices.items()))
+        if key in distinct:
+            continue
+        distinct[key] = label
+        where, errors[label] = exports.export(plan, clock)
+        if label in keep:
             with clock.phase("export"):
-                compiled = export(graph, plan, target=target, threads=threads, seed=seed, reference=reference,
-                                  max_error=extracted.max_error)
-                compiled.save(where)
-                if label in keep:
-                    shutil.copytree(where, keep[label], dirs_exist_ok=True)
-                artifacts[label] = load_artifact(where)
-            errors[label] = compiled.manifest["numerical_check"]["relative_error"]
-        before = os.getloadavg()[0]
-        with clock.phase("latency"):
-            latencies = interleaved_latency(artifacts, rounds=repeat, threads=threads)
-        load = (before, os.getloadavg()[0])
-        profiles = {}
-        if profile_runs:
-            with clock.phase("profile"):
-                profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=seed)
-                            for label, artifact in artifacts.items()}
+                shutil.copytree(where, keep[label], dirs_exist_ok=True)
+        artifacts[label] = load_artifact(where)
+    before = os.getloadavg()[0]
+    with clock.phase("latency"):
+        latencies = interleaved_latency(artifacts, rounds=repeat, threads=extracted.settings.threads)
+    load = (before, os.getloadavg()[0])
+    profiles = {}
+    if profile_runs:
+        with clock.phase("profile"):
+            profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=extracted.settings.seed)
+                        for label, artifact in artifacts.items()}
+    results = {}
     for label, plan in plans.items():
         first = distinct[tuple(sorted(plan.choices.items()))]
-        results[label] = PlanTiming(predicted_cost(problem, plan), errors[first], latencies[first])
+        results[label] = PlanTiming(predicted_cost(extracted.problem, plan), errors[first], latencies[first])
     return TimedPlans(results, load, profiles)
 
 
