@@ -28,7 +28,7 @@ from experiments.calibrate import (
 from experiments.extraction import Extracted, extract
 from experiments.phases import PhaseClock
 from experiments.solving import Solved, make_solvers, solve_all
-from experiments.timing import predicted_cost, time_plans, timing_line
+from experiments.timing import PlanExports, predicted_cost, time_plans, timing_line
 from experiments.tune_summary import (
     PICTURE,
     TUNED_ARTIFACT,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import tvm
 
     from cost_models.drift import Drift
+    from cost_models.sources import CostSource
     from experiments.timing import TimedPlans
     from search.plan import Plan
 
@@ -73,6 +74,7 @@ def tune(
     repeat: int = 10,
     calibrate: int = 1,
     baselines: Sequence[str] | None = None,
+    costs: str | CostSource | None = None,
     echo: Callable[[str], None] = print,
     **extract_args: Any,
 ) -> dict[str, Any]:
@@ -82,7 +84,7 @@ def tune(
     for bad input, no solver finding a finite-cost plan, or a plan failing the numerical check.
 
     ``model`` and every other keyword (name, batch, image_size, input_shape, seed, threads, space_size, layouts,
-    precision, max_error, cache, costs, progress, ...) are ``extract``'s; with bf16 candidates (``precision`` bf16
+    precision, max_error, cache, progress, ...) are ``extract``'s; with bf16 candidates (``precision`` bf16
     or auto) every plan is held to ``max_error`` (default ``search.precision.DEFAULT_MAX_ERROR``; see
     ``experiments.budget``). ``out`` receives ``problem.json``, ``plan.json``, its picture ``plan.svg``,
     ``summary.json`` (written last) and the exported ``artifact/``, or, should the tune fail or be interrupted, nothing
@@ -95,7 +97,9 @@ def tune(
     longer changes, and every plan's prediction is then its calibrated cost plus the unpriced time of the other plans,
     carried to the machine's speed of the last timing (``window``). ``baselines``: the uniform plans timed beside the
     solvers' (names of ``search.plan.UNIFORM``; default ``search.plan.BASELINES``, none: ``()``), their candidates
-    also measured. The summary's ``time`` says where the run's wall time went, by phase (``experiments.phases``).
+    also measured. ``costs``: a cost source or its name (``cost_models.sources``); default ``tune_default()``:
+    ``selective`` where tessera ships a cost model for the host's vector unit, ``measured`` elsewhere. The summary's
+    ``time`` says where the run's wall time went, by phase (``experiments.phases``).
     ``echo`` receives each printed line.
     """
     from experiments.show import draw_plan
@@ -104,11 +108,14 @@ def tune(
     started, clock = time.perf_counter(), PhaseClock()
     _check_counts(repeat, calibrate)
     chosen = make_solvers(solver, time_limit)
-    extract_args = {**extract_args, "baselines": baselines}
+    source = _costs(costs)
+    extract_args = {**extract_args, "baselines": baselines, "costs": source}
     with clock.phase("measure"):
         extracted = extract(model, **extract_args)
-    with _complete_or_absent(Path(out)) as directory:
+    with _complete_or_absent(Path(out)) as directory, PlanExports(extracted) as exports:
         extracted.problem.save(directory / "problem.json")
+        if line := _selective_line(source, extracted):
+            echo(line)
         echo(f"solving with {', '.join(instance.name for instance in chosen)}")
         budget = budget_for(extracted)
 
@@ -118,10 +125,10 @@ def tune(
                     return solve_all(problem_of.problem, chosen)
                 return solve_within(problem_of, lambda problem: solve_all(problem, chosen), budget, echo)
 
-        first = _timed_pass(extracted, solve(extracted), directory, repeat=repeat, profile=calibrate > 0,
-                            check=calibrate > 0, echo=echo, clock=clock)
-        last, rounds, round_pass, skipped = _calibrate(first, model, solve, extract_args, directory, repeat=repeat,
-                                                       rounds=calibrate, echo=echo, clock=clock)
+        first = _timed_pass(extracted, solved=solve(extracted), directory=directory, exports=exports, repeat=repeat,
+                            profile=calibrate > 0, check=calibrate > 0, echo=echo, clock=clock)
+        last, rounds, round_pass, skipped = _calibrate(first, model, solve, extract_args, directory, exports,
+                                                       repeat=repeat, rounds=calibrate, echo=echo, clock=clock)
         with clock.phase("report"):
             report = _report(first, last, rounds, round_pass, directory)
             if budget is not None:
@@ -155,6 +162,25 @@ def _complete_or_absent(directory: Path) -> Iterator[Path]:
         raise
 
 
+def _costs(costs: str | CostSource | None) -> CostSource:
+    """The cost source ``costs`` names, ``tune_default()`` if None."""
+    from cost_models.sources import cost_source, tune_default
+
+    return cost_source(costs or tune_default())
+
+
+def _selective_line(source: CostSource, extracted: Extracted) -> str | None:
+    """What selective measurement with the shipped model measured, in one line (None for other sources)."""
+    from cost_models.sources import SelectiveSource
+    from search.isa import HOST
+
+    if not isinstance(source, SelectiveSource) or source.model is not None:
+        return None
+    return (f"costs: selective, with the cost model tessera ships for {HOST.name} hosts: the candidates that can win "
+            f"measured, {extracted.costs.get('predicted', 0)} of {extracted.tasks} tasks predicted (--costs measured "
+            "measures every one)")
+
+
 def _check_counts(repeat: int, calibrate: int) -> None:
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 1:
         raise SearchError(f"repeat must be a positive integer, got {repeat!r}")
@@ -163,8 +189,8 @@ def _check_counts(repeat: int, calibrate: int) -> None:
 
 
 def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved], extract_args: dict[str, Any],
-               directory: Path, *, repeat: int, rounds: int, echo: Callable[[str], None], clock: PhaseClock
-               ) -> tuple[TimedPass, list[Round], TimedPass, str | None]:
+               directory: Path, exports: PlanExports, *, repeat: int, rounds: int, echo: Callable[[str], None],
+               clock: PhaseClock) -> tuple[TimedPass, list[Round], TimedPass, str | None]:
     """Up to ``rounds`` calibration rounds from the first pass: the last pass (its problem and solutions the
     calibrated ones), the rounds, the pass the last round calibrated on, and why calibration stopped on a disturbed
     machine (None if it did not)."""
@@ -181,22 +207,23 @@ def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved
         calibrated_on = current
         if not round_.plan_changed:  # the plans as timed, predicted and reported on the calibrated problem
             return replace(current, extracted=extracted, solved=solved), done, calibrated_on, None
-        current = _timed_pass(extracted, solved, directory, repeat=repeat, profile=index < rounds, check=True,
-                              echo=echo, clock=clock)
+        current = _timed_pass(extracted, solved=solved, directory=directory, exports=exports, repeat=repeat,
+                              profile=index < rounds, check=True, echo=echo, clock=clock)
         extracted.problem.save(directory / "problem.json")
     return current, done, calibrated_on, None
 
 
-def _timed_pass(extracted: Extracted, solved: Solved, directory: Path, *, repeat: int, profile: bool, check: bool,
-                echo: Callable[[str], None], clock: PhaseClock) -> TimedPass:
-    """Save the solvers' plans, then export, check and time them with the baselines (profiling with ``profile``);
+def _timed_pass(extracted: Extracted, *, solved: Solved, directory: Path, exports: PlanExports, repeat: int,
+                profile: bool, check: bool, echo: Callable[[str], None], clock: PhaseClock) -> TimedPass:
+    """Save the solvers' plans, then export (those ``exports`` has not yet), check and time them with the baselines
+    (profiling with ``profile``);
     with ``check``, the drift check of ``experiments.calibrate``: a disturbed window is timed (and profiled) once
     more."""
     plans = _save_plans(extracted, solved, directory)
     keep = {solver_label(solved.best): directory / TUNED_ARTIFACT}
     runs = PROFILE_RUNS if profile else 0
     echo(timing_line(plans, [label for label in plans if label not in _solver_labels(solved)], repeat, profile))
-    timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock)
+    timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
     if not check:
         return TimedPass(extracted, solved, plans, timed, None)
     with clock.phase("drift_check"):
@@ -204,7 +231,7 @@ def _timed_pass(extracted: Extracted, solved: Solved, directory: Path, *, repeat
     if drift.disturbed:
         again = "timing and profiling the plans again" if profile else "timing the plans again"
         echo(f"warning: {drift.describe()}: the machine is slower than when the costs were measured; {again}")
-        timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock)
+        timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
         with clock.phase("drift_check"):
             drift = check_drift(extracted, plans)
     return TimedPass(extracted, solved, plans, timed, drift)

@@ -16,7 +16,7 @@ from cost_models.features import FEATURE_NAMES, FEATURE_VERSION, parse_key
 from cost_models.learned import PredictedCosts
 from cost_models.pricing import measurement_tasks
 from cost_models.shipped import model_path, record_files, shipped_model, shipped_records, shipped_units
-from cost_models.sources import XGBoostSource
+from cost_models.sources import XGBoostSource, tune_default
 from cost_models.xgb_model import XGBCostModel
 from experiments.extraction import load_network
 from search.isa import HOST
@@ -72,6 +72,26 @@ def test_a_unit_without_a_shipped_model_is_named_in_one_error(monkeypatch, tmp_p
         shipped_model()
     with pytest.raises(CostSourceError, match="give it with --cost-model"):
         XGBoostSource().open(tmp_path / "costs.sqlite", TARGET, THREADS, None)
+
+
+@pytest.mark.parametrize("ships", [True, False])
+def test_tune_measures_selectively_with_the_shipped_model_by_default_where_one_ships(ships, monkeypatch, tmp_path):
+    from experiments.cli import build_parser
+    from experiments.cli_measure import _measurement_kwargs
+    from experiments.tune import _costs
+
+    if not ships:
+        monkeypatch.setattr(shipped, "DIRECTORY", tmp_path)
+    elif HOST.name not in shipped_units():
+        pytest.skip(f"tessera ships no cost model for {HOST.name}")
+    assert tune_default() == _costs(None).name == ("selective" if ships else "measured")
+    assert _costs("measured").name == "measured"
+    parse = build_parser().parse_args
+    for command, default in (("tune", tune_default()), ("extract", "measured")):
+        args = parse([command, "resnet18", "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c.sqlite")])
+        kwargs = _measurement_kwargs(args)
+        kwargs["progress"].close()
+        assert kwargs["costs"].name == default
 
 
 @pytest.mark.parametrize("name", ["m.json", "m.json.gz"])

@@ -24,7 +24,8 @@ from solvers.generators import densenet
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
-SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 2, "calibrate": 0}
+SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 2, "calibrate": 0,
+            "costs": "measured"}
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +126,29 @@ def test_several_solvers_are_timed_beside_the_baselines(tmp_path, warm_cache):
         assert entry["predicted_ms"] == pytest.approx(entry["cost"]) and entry["latency"]["median_ms"] > 0
         assert set(entry["speedup"]) == set(BASELINES)
         assert any(line.startswith(f"solver {name}: ") and "the best baseline" in line for line in lines)
+
+
+def test_plans_exported_once_in_a_tune_are_not_exported_again_and_their_folder_goes_with_it(warm_cache):
+    """The passes of a tune share one ``PlanExports``: a plan already exported (a baseline, a plan calibration kept)
+    is timed again without a second export; the scratch folder is removed when the tune's exports close."""
+    from experiments.extraction import extract
+    from experiments.phases import PhaseClock
+    from experiments.timing import PlanExports, time_plans
+    from search.plan import baseline_plan
+
+    settings = {key: value for key, value in SETTINGS.items() if key not in ("repeat", "calibrate")}
+    extracted = extract(residual_concat_net(), cache=warm_cache, **settings)
+    plans = {name: baseline_plan(extracted.graph, name, extracted.model, extracted.args) for name in BASELINES}
+    with PlanExports(extracted) as exports:
+        first, again = PhaseClock(), PhaseClock()
+        timed = time_plans(extracted, plans, repeat=1, clock=first, exports=exports)
+        where = {name: exports.export(plan, again)[0] for name, plan in plans.items()}
+        retimed = time_plans(extracted, plans, repeat=1, clock=again, exports=exports)
+        assert first.seconds["export"] > 0 and "export" not in again.seconds
+        assert all(path.is_dir() for path in where.values()) and len(set(where.values())) == len(plans)
+        assert {label: t.relative_error for label, t in retimed.timings.items()} == \
+            {label: t.relative_error for label, t in timed.timings.items()}
+    assert not any(path.exists() for path in where.values())
 
 
 def test_a_solver_without_a_plan_is_reported_unless_it_is_the_only_one():
