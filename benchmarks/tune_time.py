@@ -15,7 +15,8 @@ Prints markdown with the host's CPU, vector unit and threads. Run it with nothin
         --variant full= --variant "selective=--costs selective --cost-model M.json"
 
 ``--compare-only`` times the plans of an earlier run again (same ``--work``, ``--models`` and ``--variant`` names),
-e.g. with more ``--rounds`` after a noisy window.
+e.g. with more ``--rounds`` after a noisy window; ``--earlier NAME`` takes one variant's earlier run and tunes the
+others (a long full measurement compared with a new way to tune, without measuring it again).
 """
 
 from __future__ import annotations
@@ -47,11 +48,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=10, help="interleaved rounds comparing the variants' plans")
     parser.add_argument("--compare-only", action="store_true",
                         help="tune nothing: compare the plans an earlier run left in the work directory again")
+    parser.add_argument("--earlier", action="append", default=[], metavar="NAME",
+                        help="a variant whose earlier run in the work directory is taken, not tuned again")
     args = parser.parse_args()
     variants = args.variant or ["defaults="]
     if any("=" not in v for v in variants) or len({v.split("=", 1)[0] for v in variants}) < len(variants):
         parser.error("each --variant is NAME=FLAGS, with a name of its own")
     args.variants = {v.split("=", 1)[0]: shlex.split(v.split("=", 1)[1]) for v in variants}
+    if not set(args.earlier) <= set(args.variants):
+        parser.error("--earlier names a --variant")
     if min(args.threads, args.rounds) < 1:
         parser.error("--threads and --rounds must be positive")
     return args
@@ -117,7 +122,7 @@ def main() -> None:
           f"1-min load average {os.getloadavg()[0]:.2f} at the start", flush=True)
     for model in args.models:
         label = Path(model).stem
-        runs = {variant: earlier_run(args.work / label / variant) if args.compare_only
+        runs = {variant: earlier_run(args.work / label / variant) if args.compare_only or variant in args.earlier
                 else run_tune(model, flags, args.work / label / variant, args.threads)
                 for variant, flags in args.variants.items()}
         print(f"\n### {label}\n")
