@@ -2,13 +2,13 @@
 
 ``SelectiveCosts`` prices a task by what is known of it on this machine (the cost cache's record, or what it measured
 itself) and, where nothing is, by a lower bound: a regression cost model's prediction (refit on what is known, once
-that has grown by ``REFIT_GROWTH``) times the ``QUANTILE`` of measured over predicted time among the tasks measured so
-far. ``price_selectively`` decides what to measure: first, in every group of tasks (a node's candidates:
-``features.group_key``), the ``INITIAL`` best predicted and those predicted within ``MARGIN`` of the group's best;
-then it solves the problem so priced, measures the tasks the solution's plan uses that are not known yet (its kernels,
-chains and layout transforms), and solves again, until the plan's tasks are all measured. The problem it returns
-prices that plan by measurements alone and every task never measured by its bound (counted as ``predicted`` in the
-source's stats).
+that has grown by ``REFIT_GROWTH``: ``BOOST_ROUNDS`` trees boosted on it) times the ``QUANTILE`` of measured over
+predicted time among the tasks measured so far. ``price_selectively`` decides what to measure: first, in every group
+of tasks (a node's candidates: ``features.group_key``), the ``INITIAL`` best predicted and those predicted within
+``MARGIN`` of the group's best; then it solves the problem so priced, measures the tasks the solution's plan uses
+that are not known yet (its kernels, chains and layout transforms), and solves again, until the plan's tasks are all
+measured. The problem it returns prices that plan by measurements alone and every task never measured by its bound
+(counted as ``predicted`` in the source's stats).
 
 The loop ends, since each round measures at least one of finitely many tasks. Where the bounds hold, its plan is the
 one full measurement finds: every other plan costs at least its bounded cost, which is at least the plan's measured
@@ -45,8 +45,10 @@ ran faster than so bounded)."""
 MIN_RATIOS = 20
 """Measured tasks of a kind that give it its own bound factor."""
 REFIT_GROWTH = 0.25
-"""The model is refit on what is known once that has grown by this share since its last fit (a refit trains on the
-model's own data too, seconds each: at every round it was most of the time between measurements)."""
+"""The model is refit on what is known once that has grown by this share since its last fit."""
+BOOST_ROUNDS = 50
+"""Trees a refit boosts on what is known, on top of the model's own (``XGBCostModel.boosted``): a fraction of a second,
+where retraining on the shipped model's data too took seconds a refit."""
 
 
 def key_kind(key: str) -> str:
@@ -81,14 +83,13 @@ class SelectiveCosts(CostProvider):
         return [FREE if task.free else records[task.key] for task in tasks]
 
     def predict(self, keys: Sequence[str]) -> list[float]:
-        """Predicted milliseconds of ``keys``, by the model refit on the successful records known (once they have
+        """Predicted milliseconds of ``keys``, by the model boosted on the successful records known (once they have
         grown by ``REFIT_GROWTH`` since the last fit)."""
         if not keys:
             return []
         ok = {key: record.median_ms for key, record in self.known.items() if record.ok}
         if self._fitted is None or len(ok) >= (1 + REFIT_GROWTH) * max(self._fitted_on, 1):
-            self._fitted = self.model.refit(list(ok), list(ok.values()), note=f"selective: {len(ok)} known") \
-                if ok else self.model
+            self._fitted = self.model.boosted(list(ok), list(ok.values()), BOOST_ROUNDS) if ok else self.model
             self._fitted_on = len(ok)
         return [float(ms) for ms in self._fitted.predict(list(keys))]
 

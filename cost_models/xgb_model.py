@@ -107,14 +107,35 @@ class XGBCostModel:
             data.set_group([len(list(run)) for _, run in itertools.groupby(groups)])
         else:
             data.set_label(log_ms - log_work(features))
-        params = {"objective": OBJECTIVES[self.objective], "max_depth": self.max_depth, "eta": self.learning_rate,
-                  "min_child_weight": self.min_child_weight, "tree_method": "exact", "seed": self.seed,
-                  "nthread": len(os.sched_getaffinity(0)), "verbosity": 0}
-        self.booster = xgb.train(params, data, num_boost_round=self.n_estimators)
+        self.booster = xgb.train(self._train_params(), data, num_boost_round=self.n_estimators)
         self.training_keys, self.training_log_ms = keys, [float(v) for v in log_ms]
         self.provenance = {**dict(provenance or {}), "records": len(keys),
                            "groups": len(set(map(group_key, keys)))}
         return self
+
+    def _train_params(self) -> dict[str, Any]:
+        return {"objective": OBJECTIVES[self.objective], "max_depth": self.max_depth, "eta": self.learning_rate,
+                "min_child_weight": self.min_child_weight, "tree_method": "exact", "seed": self.seed,
+                "nthread": len(os.sched_getaffinity(0)), "verbosity": 0}
+
+    def boosted(self, keys: Sequence[str], times_ms: Sequence[float], rounds: int = 50) -> XGBCostModel:
+        """A new regression model: this one's trees and ``rounds`` more boosted on ``keys`` and their times (what
+        this model mispredicts of them), its training data this one's plus ``keys``. A fraction of a second where
+        ``refit`` retrains on all the data (seconds on a shipped model's): how selective measurement folds in what it
+        measured."""
+        if not self.predicts_times or self.booster is None:
+            raise ModelError("only a trained regression model can be boosted on new times")
+        times = np.asarray(times_ms, dtype=np.float64)
+        if not len(keys) or len(keys) != len(times) or not np.all(np.isfinite(times)) or np.any(times <= 0):
+            raise ModelError("boosting needs keys with finite, positive times, as many as keys")
+        features = feature_matrix(list(keys))
+        data = xgb.DMatrix(features, feature_names=list(FEATURE_NAMES))
+        data.set_label(np.log(times) - log_work(features))
+        merged = dict(zip(self.training_keys, self.training_log_ms)) | dict(zip(map(str, keys), np.log(times)))
+        booster = xgb.train(self._train_params(), data, num_boost_round=rounds, xgb_model=self.booster)
+        provenance = {**self.provenance, "boosted": [*self.provenance.get("boosted", []), f"+{len(keys)}x{rounds}"]}
+        return XGBCostModel(**self.params(), provenance=provenance, training_keys=list(merged),
+                            training_log_ms=[float(v) for v in merged.values()], booster=booster)
 
     def refit(self, keys: Sequence[str], times_ms: Sequence[float], note: str = "") -> XGBCostModel:
         """A new model with the same parameters trained on this one's data plus ``keys`` (which win where both have

@@ -52,13 +52,17 @@ class TimedPlans:
         return {label: timing.median_ms for label, timing in self.timings.items()}
 
 
-def timing_line(plans: Mapping[str, Plan], baselines: list[str], repeat: int, profile: bool) -> str:
-    """What ``time_plans`` is about to do, as one progress line."""
-    distinct = len({tuple(sorted(plan.choices.items())) for plan in plans.values()})
+def timing_line(plans: Mapping[str, Plan], baselines: list[str], repeat: int, profile: bool,
+                exports: PlanExports | None = None) -> str:
+    """What ``time_plans`` is about to do (with ``exports``, which already holds some of the plans), as one progress
+    line."""
+    distinct = {tuple(sorted(plan.choices.items())): plan for plan in plans.values()}
+    before = sum(bool(exports and exports.holds(plan)) for plan in distinct.values())
     profiled = ", then profiled inside the network" if profile else ""
     which = f"the solver's and the uniform baselines {', '.join(baselines)}" if baselines else "no baselines"
-    return (f"exporting and checking {distinct} distinct plans ({which}), timing them in {repeat} interleaved "
-            f"rounds{profiled}")
+    reused = f"; {before} of them exported before" if before else ""
+    return (f"exporting and checking {len(distinct)} distinct plans ({which}{reused}), timing them in {repeat} "
+            f"interleaved rounds{profiled}")
 
 
 def predicted_cost(problem: Any, plan: Any) -> float | None:
@@ -90,14 +94,22 @@ class PlanExports:
     def __exit__(self, *exc: object) -> None:
         self._scratch.cleanup()
 
+    def holds(self, plan: Plan) -> bool:
+        """Whether ``plan`` was exported before."""
+        return self._key(plan) in self._done
+
+    @staticmethod
+    def _key(plan: Plan) -> str:
+        import json
+
+        return json.dumps(plan.to_dict(), sort_keys=True)
+
     def export(self, plan: Plan, clock: PhaseClock) -> tuple[Path, float]:
         """The directory of ``plan``'s artifact and its numerical check's relative error, exported now (charged to
         ``clock``'s ``export``) unless it was before."""
-        import json
-
         from search.export import export, reference_outputs
 
-        key = json.dumps(plan.to_dict(), sort_keys=True)
+        key = self._key(plan)
         if key not in self._done:
             settings = self.extracted.settings
             with clock.phase("export"):

@@ -216,13 +216,13 @@ def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved
 def _timed_pass(extracted: Extracted, *, solved: Solved, directory: Path, exports: PlanExports, repeat: int,
                 profile: bool, check: bool, echo: Callable[[str], None], clock: PhaseClock) -> TimedPass:
     """Save the solvers' plans, then export (those ``exports`` has not yet), check and time them with the baselines
-    (profiling with ``profile``);
-    with ``check``, the drift check of ``experiments.calibrate``: a disturbed window is timed (and profiled) once
-    more."""
+    (profiling with ``profile``); with ``check``, the drift check of ``experiments.calibrate``: a disturbed window is
+    timed (and profiled) once more."""
     plans = _save_plans(extracted, solved, directory)
     keep = {solver_label(solved.best): directory / TUNED_ARTIFACT}
     runs = PROFILE_RUNS if profile else 0
-    echo(timing_line(plans, [label for label in plans if label not in _solver_labels(solved)], repeat, profile))
+    echo(timing_line(plans, [label for label in plans if label not in _solver_labels(solved)], repeat, profile,
+                     exports))
     timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
     if not check:
         return TimedPass(extracted, solved, plans, timed, None)

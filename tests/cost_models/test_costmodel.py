@@ -93,6 +93,31 @@ def test_training_is_deterministic_and_save_load_round_trips(synthetic, tmp_path
     assert loaded.provenance["records"] == len(train) and loaded.training_keys == first.training_keys
 
 
+def test_a_model_boosted_on_new_times_moves_toward_them_and_leaves_the_model_it_came_from(synthetic, tmp_path):
+    """A law the model was not trained on (twice as slow on the held-out workloads): boosting on half of those
+    tasks brings the other half's predictions nearer the new law, keeps the base model's trees and data, and saves."""
+    train, times, test = synthetic
+    base = XGBCostModel(n_estimators=30).fit(train, times)
+    before = base.predict(test[0])
+    seen = [key for keys in test for key in keys[::2]]
+    unseen = [key for keys in test for key in keys[1::2]]
+    slower = 2 * np.asarray(law(seen))
+    boosted = base.boosted(seen, slower, rounds=20)
+    assert np.array_equal(base.predict(test[0]), before) and len(base.training_keys) == len(train)
+    assert len(boosted.booster.get_dump()) == 30 + 20 and boosted.training_keys == base.training_keys + seen
+
+    def error(model, keys):
+        return float(np.mean(np.abs(np.log(model.predict(keys)) - np.log(2 * np.asarray(law(keys))))))
+
+    assert error(boosted, seen) < error(base, seen) / 2 and error(boosted, unseen) < error(base, unseen)
+    loaded = XGBCostModel.load(boosted.save(tmp_path / "boosted.json"))
+    assert np.allclose(loaded.predict(unseen), boosted.predict(unseen))
+    with pytest.raises(ModelError, match="only a trained regression model"):
+        XGBCostModel(objective="rank").fit(train, times).boosted(seen, slower)
+    with pytest.raises(ModelError, match="finite, positive times"):
+        base.boosted(seen, -slower)
+
+
 def test_unusable_model_files_are_refused_with_the_reason(synthetic, tmp_path):
     train, times, _ = synthetic
     path = XGBCostModel(n_estimators=5).fit(train, times).save(tmp_path / "m.json")

@@ -88,13 +88,13 @@ def test_the_model_is_refit_once_what_is_known_has_grown_by_a_quarter(measured, 
     selective = SelectiveCosts(Replay(records, context, CostCache(tmp_path / "empty.sqlite")),
                                _model(measured["dense_block"][1]))
     fits: list[int] = []
-    refit = selective.model.refit
+    boosted = selective.model.boosted
 
-    def counted(keys, times, **options):
+    def counted(keys, times, rounds):
         fits.append(len(keys))
-        return refit(keys, times, **options)
+        return boosted(keys, times, rounds)
 
-    monkeypatch.setattr(selective.model, "refit", counted)
+    monkeypatch.setattr(selective.model, "boosted", counted)
     keys = [key for key, record in records.items() if record.ok]
     for known in (8, 9, 10, 12, 13):
         selective.known.update({key: records[key] for key in keys[:known]})

@@ -133,7 +133,7 @@ def test_plans_exported_once_in_a_tune_are_not_exported_again_and_their_folder_g
     is timed again without a second export; the scratch folder is removed when the tune's exports close."""
     from experiments.extraction import extract
     from experiments.phases import PhaseClock
-    from experiments.timing import PlanExports, time_plans
+    from experiments.timing import PlanExports, time_plans, timing_line
     from search.plan import baseline_plan
 
     settings = {key: value for key, value in SETTINGS.items() if key not in ("repeat", "calibrate")}
@@ -143,6 +143,9 @@ def test_plans_exported_once_in_a_tune_are_not_exported_again_and_their_folder_g
         first, again = PhaseClock(), PhaseClock()
         timed = time_plans(extracted, plans, repeat=1, clock=first, exports=exports)
         where = {name: exports.export(plan, again)[0] for name, plan in plans.items()}
+        said = timing_line(plans, list(plans), 1, False, exports)
+        assert f"; {len(plans)} of them exported before)" in said and "exported before" not in timing_line(
+            plans, list(plans), 1, False)
         retimed = time_plans(extracted, plans, repeat=1, clock=again, exports=exports)
         assert first.seconds["export"] > 0 and "export" not in again.seconds
         assert all(path.is_dir() for path in where.values()) and len(set(where.values())) == len(plans)
