@@ -60,15 +60,7 @@ if TYPE_CHECKING:
     from solvers.problem import Problem
 
 DEFAULT = "measured"
-"""The source used when none is named (``tune``'s: ``tune_default``)."""
-
-
-def tune_default() -> str:
-    """The source ``tune`` prices with when none is named: ``selective`` on a host whose vector unit has a shipped
-    cost model (``cost_models.shipped``), ``DEFAULT`` elsewhere."""
-    from cost_models.shipped import model_path
-
-    return "selective" if model_path().is_file() else DEFAULT
+"""The source used when none is named."""
 
 
 VALUE_KINDS = ("path", "fraction", "count", "choice")

@@ -15,11 +15,11 @@ if TYPE_CHECKING:
 
 
 # ---------------------------------------------------------------------------------------------------- extract / tune
-def _add_measurement_args(p: argparse.ArgumentParser, costs_default: str | None) -> None:
+def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache, the
-    cost source (the sources of ``cost_models.sources.COST_SOURCES``; ``costs_default`` the default's help, the
-    argument's default None) and a flag per source parameter (``cost_models.sources.source_parameters``)."""
-    from cost_models.sources import COST_SOURCES, source_parameters
+    cost source (the sources of ``cost_models.sources.COST_SOURCES``) and a flag per source parameter
+    (``cost_models.sources.source_parameters``)."""
+    from cost_models.sources import COST_SOURCES, DEFAULT, source_parameters
 
     p.add_argument("model", help="zoo model name or .onnx file")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 1)")
@@ -41,9 +41,9 @@ def _add_measurement_args(p: argparse.ArgumentParser, costs_default: str | None)
                         "build, measured on the exported network; bf16 operators are given up until it holds "
                         "(default: 0.02)")
     p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
-    p.add_argument("--costs", default=None, choices=list(COST_SOURCES),
+    p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())
-                   + f" (default: {costs_default})")
+                   + f" (default: {DEFAULT})")
     for param in source_parameters().values():
         p.add_argument(param.declared.flag, type=param.type, default=None, choices=param.declared.choices or None,
                        help=param.help)
@@ -60,13 +60,6 @@ def _add_measurement_args(p: argparse.ArgumentParser, costs_default: str | None)
                         "kept under their own context (the problem uses this machine's only)")
 
 
-def _default_costs(args: argparse.Namespace) -> str:
-    """The cost source of a command not naming one: tune's ``tune_default()``, extract's ``DEFAULT``."""
-    from cost_models.sources import DEFAULT, tune_default
-
-    return tune_default() if args.command == "tune" else DEFAULT
-
-
 def _measurement_kwargs(args: argparse.Namespace) -> dict:
     from cost_models.cache import DEFAULT_CACHE
     from cost_models.sources import cost_source, source_parameters
@@ -79,8 +72,7 @@ def _measurement_kwargs(args: argparse.Namespace) -> dict:
     check_precision(args.precision)
     check_max_error(args.max_error)
     options = {name: getattr(args, param.declared.key) for name, param in source_parameters().items()}
-    given = {param: value for param, value in options.items() if value is not None}
-    source = cost_source(args.costs or _default_costs(args), **given)
+    source = cost_source(args.costs, **{param: value for param, value in options.items() if value is not None})
     return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
             "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
             "precision": args.precision, "max_error": args.max_error,
@@ -98,9 +90,7 @@ def _measurement_inputs(args: argparse.Namespace) -> dict[str, str | None]:
 
 def _add_extract(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("extract", help="measure a model's candidate space (what the cache lacks) into a problem file")
-    from cost_models.sources import DEFAULT
-
-    _add_measurement_args(p, DEFAULT)
+    _add_measurement_args(p)
     p.add_argument("--out", required=True, help="problem JSON file to write")
     p.set_defaults(run=_run_extract)
 
@@ -123,8 +113,7 @@ def _run_extract(args: argparse.Namespace) -> int:
 
 def _add_tune(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="measure, solve, export, check and time a model's plan against the baselines")
-    _add_measurement_args(p, "selective where tessera ships a cost model for the host's vector unit, measured "
-                             "elsewhere")
+    _add_measurement_args(p)
     from solvers import SOLVERS
 
     p.add_argument("--solver", default="auto",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -100,8 +101,6 @@ class PlanExports:
 
     @staticmethod
     def _key(plan: Plan) -> str:
-        import json
-
         return json.dumps(plan.to_dict(), sort_keys=True)
 
     def export(self, plan: Plan, clock: PhaseClock) -> tuple[Path, float]:

@@ -74,7 +74,7 @@ def tune(
     repeat: int = 10,
     calibrate: int = 1,
     baselines: Sequence[str] | None = None,
-    costs: str | CostSource | None = None,
+    costs: str | CostSource = "measured",
     echo: Callable[[str], None] = print,
     **extract_args: Any,
 ) -> dict[str, Any]:
@@ -97,18 +97,17 @@ def tune(
     longer changes, and every plan's prediction is then its calibrated cost plus the unpriced time of the other plans,
     carried to the machine's speed of the last timing (``window``). ``baselines``: the uniform plans timed beside the
     solvers' (names of ``search.plan.UNIFORM``; default ``search.plan.BASELINES``, none: ``()``), their candidates
-    also measured. ``costs``: a cost source or its name (``cost_models.sources``); default ``tune_default()``:
-    ``selective`` where tessera ships a cost model for the host's vector unit, ``measured`` elsewhere. The summary's
-    ``time`` says where the run's wall time went, by phase (``experiments.phases``).
-    ``echo`` receives each printed line.
+    also measured. ``costs``: a cost source or its name (``cost_models.sources``). The summary's ``time`` says where
+    the run's wall time went, by phase (``experiments.phases``). ``echo`` receives each printed line.
     """
+    from cost_models.sources import cost_source
     from experiments.show import draw_plan
     from solvers.problem import write_json_atomic
 
     started, clock = time.perf_counter(), PhaseClock()
     _check_counts(repeat, calibrate)
     chosen = make_solvers(solver, time_limit)
-    source = _costs(costs)
+    source = cost_source(costs)
     extract_args = {**extract_args, "baselines": baselines, "costs": source}
     with clock.phase("measure"):
         extracted = extract(model, **extract_args)
@@ -160,13 +159,6 @@ def _complete_or_absent(directory: Path) -> Iterator[Path]:
         if created:
             shutil.rmtree(directory, ignore_errors=True)
         raise
-
-
-def _costs(costs: str | CostSource | None) -> CostSource:
-    """The cost source ``costs`` names, ``tune_default()`` if None."""
-    from cost_models.sources import cost_source, tune_default
-
-    return cost_source(costs or tune_default())
 
 
 def _selective_line(source: CostSource, extracted: Extracted) -> str | None:

@@ -16,7 +16,7 @@ from cost_models.features import FEATURE_NAMES, FEATURE_VERSION, parse_key
 from cost_models.learned import PredictedCosts
 from cost_models.pricing import measurement_tasks
 from cost_models.shipped import model_path, record_files, shipped_model, shipped_records, shipped_units
-from cost_models.sources import XGBoostSource, tune_default
+from cost_models.sources import MeasuredSource, SelectiveSource, XGBoostSource
 from cost_models.xgb_model import XGBCostModel
 from experiments.extraction import load_network
 from search.isa import HOST
@@ -74,24 +74,17 @@ def test_a_unit_without_a_shipped_model_is_named_in_one_error(monkeypatch, tmp_p
         XGBoostSource().open(tmp_path / "costs.sqlite", TARGET, THREADS, None)
 
 
-@pytest.mark.parametrize("ships", [True, False])
-def test_tune_measures_selectively_with_the_shipped_model_by_default_where_one_ships(ships, monkeypatch, tmp_path):
-    from experiments.cli import build_parser
-    from experiments.cli_measure import _measurement_kwargs
-    from experiments.tune import _costs
+def test_tune_says_in_one_line_what_selective_measurement_with_the_shipped_model_predicted():
+    from types import SimpleNamespace
 
-    if not ships:
-        monkeypatch.setattr(shipped, "DIRECTORY", tmp_path)
-    elif HOST.name not in shipped_units():
-        pytest.skip(f"tessera ships no cost model for {HOST.name}")
-    assert tune_default() == _costs(None).name == ("selective" if ships else "measured")
-    assert _costs("measured").name == "measured"
-    parse = build_parser().parse_args
-    for command, default in (("tune", tune_default()), ("extract", "measured")):
-        args = parse([command, "resnet18", "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c.sqlite")])
-        kwargs = _measurement_kwargs(args)
-        kwargs["progress"].close()
-        assert kwargs["costs"].name == default
+    from experiments.tune import _selective_line
+
+    extracted = SimpleNamespace(costs={"predicted": 7}, tasks=20)  # what the line reads of an extraction
+    line = _selective_line(SelectiveSource(), extracted)
+    assert line.startswith(f"costs: selective, with the cost model tessera ships for {HOST.name} hosts")
+    assert "7 of 20 tasks predicted" in line and "--costs measured" in line
+    assert _selective_line(SelectiveSource("m.json"), extracted) is None
+    assert _selective_line(MeasuredSource(), extracted) is None
 
 
 @pytest.mark.parametrize("name", ["m.json", "m.json.gz"])

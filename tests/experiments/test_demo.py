@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from cost_models.sources import tune_default
 from experiments.demo import DEMO, run_demo
 from search.artifact import load_artifact
 
@@ -18,11 +17,7 @@ def test_the_demo_tunes_a_real_network_from_an_empty_cache_and_names_what_it_wro
     out = tmp_path / "demo"
     summary = run_demo(out, cache=tmp_path / "costs.sqlite", settings=SMALL, echo=lines.append)
     assert summary["model"] == DEMO.model and summary["input_shapes"] == {"data": [1, 3, 32, 32]}
-    counts, selective = summary["measurements"], tune_default() == "selective"  # a model ships for this host
-    assert 0 < counts["new"] <= counts["tasks"] and (counts["source"] == "selective") == selective
-    assert selective or counts["new"] == counts["tasks"]  # the cache was empty
-    said = [line for line in lines if line.startswith("costs: selective, with the cost model tessera ships")]
-    assert len(said) == selective and (not said or f"{counts['predicted']} of {counts['tasks']} tasks" in said[0])
+    assert summary["measurements"]["new"] == summary["measurements"]["tasks"] > 0  # the cache was empty
     assert "calibration" not in summary
     assert load_artifact(out / "artifact").manifest["numerical_check"]["passed"]
     assert json.loads((out / "summary.json").read_text()) == summary

@@ -24,8 +24,7 @@ from solvers.generators import densenet
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
-SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 2, "calibrate": 0,
-            "costs": "measured"}
+SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 2, "calibrate": 0}
 
 
 @pytest.fixture(scope="module")
