@@ -118,7 +118,7 @@ class XGBCostModel:
                 "min_child_weight": self.min_child_weight, "tree_method": "exact", "seed": self.seed,
                 "nthread": len(os.sched_getaffinity(0)), "verbosity": 0}
 
-    def boosted(self, keys: Sequence[str], times_ms: Sequence[float], rounds: int = 50) -> XGBCostModel:
+    def boosted(self, keys: Sequence[str], times_ms: Sequence[float], rounds: int) -> XGBCostModel:
         """A new regression model: this one's trees and ``rounds`` more boosted on ``keys`` and their times (what
         this model mispredicts of them), its training data this one's plus ``keys``. A fraction of a second where
         ``refit`` retrains on all the data (seconds on a shipped model's): how selective measurement folds in what it

@@ -238,7 +238,7 @@ def _calibration_round(index: int, model: Any, current: TimedPass, solve: Callab
 
     measured = current.timed.medians()
     keep_network_times(current.extracted, current.plans, current.timed.profiles, measured)
-    source = cost_source(extract_args.get("costs", "measured")).calibrated(current.extracted.settings.timing)
+    source = cost_source(extract_args["costs"]).calibrated(current.extracted.settings.timing)
     calibrated = extract(model, **{**extract_args, "costs": source})
     predicted, offsets = predict(calibrated.problem, current.plans, measured)
     solved = solve(calibrated)

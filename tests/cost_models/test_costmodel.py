@@ -113,9 +113,9 @@ def test_a_model_boosted_on_new_times_moves_toward_them_and_leaves_the_model_it_
     loaded = XGBCostModel.load(boosted.save(tmp_path / "boosted.json"))
     assert np.allclose(loaded.predict(unseen), boosted.predict(unseen))
     with pytest.raises(ModelError, match="only a trained regression model"):
-        XGBCostModel(objective="rank").fit(train, times).boosted(seen, slower)
+        XGBCostModel(objective="rank").fit(train, times).boosted(seen, slower, rounds=5)
     with pytest.raises(ModelError, match="finite, positive times"):
-        base.boosted(seen, -slower)
+        base.boosted(seen, -slower, rounds=5)
 
 
 def test_unusable_model_files_are_refused_with_the_reason(synthetic, tmp_path):
