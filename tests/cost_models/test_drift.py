@@ -23,11 +23,15 @@ def test_kernels_timed_again_are_compared_with_their_records(tmp_path):
         before = {key: cache.get(context, key) for key in (fast.key, slow.key)}
 
         one = measure_drift(costs, [fast, slow, unknown, fast], probes=1)  # the longest record: slow's
-        assert list(one.times) == [slow.key] and one.ratio < 0.4 and not one.disturbed
+        # compared with the record as it stands; whether now is below it depends on the moment (a kernel of a few
+        # µs timed 660x its record beside another test's threads in a clean-clone run), so only the pairing is checked
+        assert list(one.times) == [slow.key] and one.times[slow.key][0] == before[slow.key].median_ms
+        assert one.ratio == one.times[slow.key][1] / one.times[slow.key][0]
         both = measure_drift(costs, [fast, slow, unknown])  # unknown has no record: not timed
         assert set(both.times) == {fast.key, slow.key}
         then, now = both.times[fast.key]
-        assert now / then > 2.5 and Drift({fast.key: (then, now)}, now / then).disturbed
+        assert then == before[fast.key].median_ms and now / then > 2.5
+        assert Drift({fast.key: (then, now)}, now / then).disturbed
         assert {key: cache.get(context, key) for key in before} == before and cache.get(context, unknown.key) is None
     assert not Drift({}, 1.0).disturbed
 
