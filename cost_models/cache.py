@@ -7,11 +7,11 @@ flight and never corrupts the file, and several processes may read and write the
 
 A cache opened for writing is checked writable when it is first used (before anything is measured): a read-only file
 or folder, or a lock another process holds for longer than ``LOCK_SECONDS``, is a ``CacheError`` then, as it is on a
-later write (``CacheLockedError``: ``MeasuredCosts`` then sets the batch it measured aside in a file for ``tessera
-cache import``, ``cost_models.exchange.set_aside``). A cache opened read-only is never changed and nothing is left
-beside it: without a write-ahead log beside it (no writer has it open) it is read as an immutable file, which needs no
-lock or shared-memory file (a writer that opens it meanwhile is not seen, and a checkpoint it makes during the read
-could be misread).
+later write (``CacheLockedError``: measuring then sets what it measured and could not store aside in a file for
+``tessera cache import``, ``cost_models.exchange.put_or_set_aside``). A cache opened read-only is never changed and
+nothing is left beside it: without a write-ahead log beside it (no writer has it open) it is read as an immutable
+file, which needs no lock or shared-memory file (a writer that opens it meanwhile is not seen, and a checkpoint it
+makes during the read could be misread).
 """
 
 from __future__ import annotations

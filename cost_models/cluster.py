@@ -75,9 +75,9 @@ class Cluster:
         return host.strip("[]"), int(port)
 
 
-def connect(cluster: Cluster) -> tuple[Any, bool]:
+def connect(cluster: Cluster, *, checked: bool = False) -> tuple[Any, bool]:
     """``(ray module, whether this call connected)`` once this process is on ``cluster`` with token authentication
-    (``check_cluster``).
+    (``check_cluster``, unless the caller ran it moments before: ``checked``).
 
     A process already on that cluster (a Ray worker of it, such as an experiment trial) stays on it and the call
     returns False; one on another cluster is refused.
@@ -94,7 +94,8 @@ def connect(cluster: Cluster) -> tuple[Any, bool]:
         if _cluster_id(ray.get_runtime_context().gcs_address) != _cluster_id(cluster.address):
             raise ClusterError(f"this process is already on another Ray cluster than {cluster.address}")
         return ray, False
-    check_cluster(cluster)
+    if not checked:
+        check_cluster(cluster)
     reload_ray_settings()
     try:
         with _quiet_stderr():

@@ -32,6 +32,7 @@ import tvm
 from cost_models.cache import DEFAULT_TIMING, Context, CostCache, CostRecord
 from cost_models.cluster import TIMING_SLOT, Cluster, ClusterError, connect
 from cost_models.cluster_node import NodeInfo, NodeMeasurer
+from cost_models.exchange import put_or_set_aside
 from cost_models.measure import (
     DEFAULT_BUILD,
     DEFAULT_RUN,
@@ -326,10 +327,10 @@ class _Run:
         node.measured += 1
         node.failures += not record.ok
         if not node.for_target:
-            self.costs.cache.put(node.info.context, key, record)
+            put_or_set_aside(self.costs.cache, node.info.context, key, record)
             self.tracker.report()
         elif key not in self.records:
-            self.costs.cache.put(self.costs.context, key, record)
+            put_or_set_aside(self.costs.cache, self.costs.context, key, record)
             self.records[key] = record
             self.tracker.finished(record.ok)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from cost_models.cache import CacheError, Context, CostCache, CostRecord, canonical
+from cost_models.cache import CacheError, CacheLockedError, Context, CostCache, CostRecord, canonical
 from solvers.input_files import InputFileError, checked_input, read_line
 
 FIELDS = ("median_ms", "spread_ms", "repeats", "error", "measured_at")
@@ -130,6 +130,22 @@ def set_aside(cache: CostCache, context: Context, measured: Sequence[tuple[str, 
     _write_lines(path, (_line(context.to_key(), key, replace(record, measured_at=record.measured_at or time.time()))
                         for key, record in measured))
     return path
+
+
+def put_or_set_aside(cache: CostCache, context: Context, key: str, record: CostRecord,
+                     rest: Iterable[tuple[str, CostRecord]] = ()) -> None:
+    """Store one measured record; if another process holds the cache locked past ``LOCK_SECONDS``, set it aside with
+    ``rest`` (what else was measured and is not stored yet; consumed only then) and raise the ``CacheLockedError``
+    with the file named. Nothing measured is lost unless it cannot be set aside either."""
+    try:
+        cache.put(context, key, record)
+    except CacheLockedError as exc:
+        try:
+            aside = set_aside(cache, context, [(key, record), *rest])
+        except OSError:  # nowhere to set them aside: the lock is the error to report
+            raise exc from None
+        raise CacheLockedError(f"{exc}; what was measured last is in {aside} (tessera cache import {aside} --cache "
+                               f"{cache.path} adds it)") from exc
 
 
 def _write_lines(path: Path, lines: Iterable[dict[str, Any]]) -> int:

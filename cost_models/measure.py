@@ -22,8 +22,8 @@ from pathlib import Path
 
 import tvm
 
-from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, CacheLockedError, Context, CostCache, CostRecord
-from cost_models.exchange import set_aside
+from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, Context, CostCache, CostRecord
+from cost_models.exchange import put_or_set_aside
 from cost_models.tasks import FREE, Task
 from cost_models.workers import PASSES, Artifact, Outcome, RunSettings, WorkerError, WorkerPool, resolve
 from search.host import host
@@ -302,15 +302,7 @@ class MeasuredCosts(CostProvider):
         for start in range(0, len(pending), self.batch_size):
             batch = iter(self._measurer.measure(pending[start : start + self.batch_size]))
             for key, record in batch:
-                try:
-                    self.cache.put(self.context, key, record)
-                except CacheLockedError as exc:  # the batch's records are timed: set aside, not lost
-                    try:
-                        aside = set_aside(self.cache, self.context, [(key, record), *batch])
-                    except OSError:  # nowhere to set them aside: the lock is the error to report
-                        raise exc from None
-                    raise CacheLockedError(f"{exc}; the batch measured last is in {aside} (tessera cache import "
-                                           f"{aside} --cache {self.cache.path} adds it)") from exc
+                put_or_set_aside(self.cache, self.context, key, record, batch)  # locked: the batch's rest timed too
                 lookup.records[key] = record
                 tracker.finished(record.ok)
         return lookup.result()

@@ -166,7 +166,7 @@ def _run_on_ray(
     max_retries: int,
     timeout: float | None,
 ) -> None:
-    ray, started = start_ray(address=address, num_cpus=num_cpus)
+    ray, started = start_ray(address=address, num_cpus=num_cpus, checked=True)  # by run_experiment
     remote = {False: ray.remote(run_reported), True: ray.remote(max_calls=1)(run_reported)}  # timing: fresh worker
     board = ray.remote(num_cpus=0)(TrialBoard).remote()
     pending: dict[Any, Trial] = {}
@@ -235,15 +235,15 @@ def _options(trial: Trial) -> dict[str, Any]:
     return {"num_cpus": trial.problem.threads, "resources": {TIMING_SLOT: 1}}
 
 
-def start_ray(*, address: str | None = None, num_cpus: int = 2) -> tuple[Any, bool]:
+def start_ray(*, address: str | None = None, num_cpus: int = 2, checked: bool = False) -> tuple[Any, bool]:
     """``(ray module, whether this call started or joined it)``: join the cluster at ``address`` with Ray's token
-    authentication (``cost_models.cluster.connect``), else start an embedded local node, unless Ray is already
-    initialised in this process. The embedded node uses token authentication too (Ray listens on every interface):
-    with ``RAY_AUTH_MODE`` unset it is ``token``, and a process without a token makes up one of its own, which the
-    node's workers inherit."""
+    authentication (``cost_models.cluster.connect``; ``checked``: the caller checked it already), else start an
+    embedded local node, unless Ray is already initialised in this process. The embedded node uses token
+    authentication too (Ray listens on every interface): with ``RAY_AUTH_MODE`` unset it is ``token``, and a process
+    without a token makes up one of its own, which the node's workers inherit."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if address:
-        return connect(Cluster(address))
+        return connect(Cluster(address), checked=checked)
     import ray
 
     if ray.is_initialized():

@@ -138,3 +138,29 @@ def test_commands_that_only_read_leave_nothing_beside_the_cache(tmp_path, capsys
     assert main(["cache", "merge", str(tmp_path / "a.sqlite"), "--cache", str(tmp_path / "b.sqlite")]) == 0
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*before, "out.jsonl"])
     assert "7 records read, 5 added" in capsys.readouterr().out
+
+
+def test_a_record_the_cache_stays_locked_for_is_set_aside_with_the_rest_measured(tmp_path, monkeypatch):
+    import cost_models.cache
+    from cost_models.cache import CacheLockedError
+    from cost_models.exchange import put_or_set_aside
+
+    path = tmp_path / "c.sqlite"
+    cache = _fill(path, RECORDS[:1])
+    (_, first, record), (_, second, other), (_, third, last) = RECORDS[1:4]
+    rest = iter([(third, last)])
+    put_or_set_aside(cache, WARM, first, record, rest)
+    assert cache.get(WARM, first) == record and next(rest) == (third, last)  # stored: the rest left alone
+
+    monkeypatch.setattr(cost_models.cache, "LOCK_SECONDS", 0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(CacheLockedError) as caught:
+        put_or_set_aside(cache, WARM, second, other, iter([(third, last)]))
+    holder.execute("ROLLBACK")
+    holder.close()
+    (aside,) = tmp_path.glob("c.sqlite.*.pending.jsonl")
+    assert f"what was measured last is in {aside} (tessera cache import {aside} --cache {path} adds it)" in str(
+        caught.value)
+    assert [(key, found) for _, key, found in read_records(aside)] == [(second, other), (third, last)]
+    assert cache.get(WARM, second) is None

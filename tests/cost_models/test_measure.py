@@ -231,7 +231,7 @@ def test_a_batch_the_cache_stays_locked_for_is_set_aside_for_an_import(tmp_path,
     holder.execute("ROLLBACK")
     holder.close()
     (aside,) = tmp_path.glob("c.sqlite.*.pending.jsonl")
-    assert f"the batch measured last is in {aside} (tessera cache import {aside} --cache {path} adds it)" in str(
+    assert f"what was measured last is in {aside} (tessera cache import {aside} --cache {path} adds it)" in str(
         caught.value)
     assert len(aside.read_text().splitlines()) == 2 and len(CostCache(path)) == 0
     assert main(["cache", "import", str(aside), "--cache", str(path)]) == 0
