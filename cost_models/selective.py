@@ -59,11 +59,13 @@ def key_kind(key: str) -> str:
 class SelectiveCosts(CostProvider):
     """Known records (the cache's for this machine, and those measured through ``measure_unknown``) where there are;
     elsewhere a lower bound: ``model``'s prediction, refit on the known records of the tasks asked for, times the
-    ``QUANTILE`` of measured over predicted time among the tasks of its kind measured so far (predicted before they
+    ``quantile`` of measured over predicted time among the tasks of its kind measured so far (predicted before they
     were measured). ``measure`` never measures."""
 
-    def __init__(self, measured: MeasuredCosts, model: XGBCostModel) -> None:
-        self.measured, self.model = measured, require_times(model)
+    def __init__(self, measured: MeasuredCosts, model: XGBCostModel, *, quantile: float = QUANTILE) -> None:
+        if not 0 < quantile < 1:
+            raise ValueError(f"the bound's quantile is between 0 and 1, got {quantile}")
+        self.measured, self.model, self.quantile = measured, require_times(model), quantile
         self.known: dict[str, CostRecord] = {}
         self.ratios: dict[str, list[float]] = defaultdict(list)
         self.stats: dict[str, Any] = {}
@@ -95,10 +97,10 @@ class SelectiveCosts(CostProvider):
 
     def bound_factors(self) -> dict[str, float]:
         """Per task kind (``""``: all kinds, for a kind with fewer than ``MIN_RATIOS``), the factor that turns a
-        prediction into a lower bound: the ``QUANTILE`` of measured over predicted time; 1 before any."""
+        prediction into a lower bound: the ``quantile`` of measured over predicted time; 1 before any."""
         every = [ratio for ratios in self.ratios.values() for ratio in ratios]
-        factors = {"": float(np.quantile(every, QUANTILE)) if every else 1.0}
-        factors |= {kind: float(np.quantile(ratios, QUANTILE)) for kind, ratios in self.ratios.items()
+        factors = {"": float(np.quantile(every, self.quantile)) if every else 1.0}
+        factors |= {kind: float(np.quantile(ratios, self.quantile)) for kind, ratios in self.ratios.items()
                     if len(ratios) >= MIN_RATIOS}
         return factors
 

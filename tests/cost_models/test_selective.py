@@ -4,13 +4,14 @@ tasks, every task of its plan measured; for real, through ``tune``."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from cost_models import CostCache
 from cost_models.cache import Context, CostRecord
 from cost_models.measure import CostProvider
 from cost_models.pricing import plan_cost
-from cost_models.selective import SelectiveCosts, plan_tasks, price_selectively
+from cost_models.selective import MIN_RATIOS, QUANTILE, SelectiveCosts, plan_tasks, price_selectively
 from cost_models.sources import SelectiveSource
 from cost_models.tasks import Task
 from cost_models.xgb_model import XGBCostModel
@@ -121,3 +122,18 @@ def test_tune_measures_selectively_for_real(measured, tmp_path):
     assert needed <= set(records)  # the tuned plan's tasks all measured
     assert len(records) == counts["new"]  # each measured once, the calibration round's counted too
     assert summary["plan"]["latency"]["median_ms"] > 0
+
+
+def test_the_bound_is_the_quantile_asked_for_of_measured_over_predicted(measured, tmp_path):
+    _, records, context = measured["residual_concat"]
+    model = _model(measured["dense_block"][1])
+    replay = Replay(records, context, CostCache(tmp_path / "empty.sqlite"))
+    ratios = [0.5 + 0.05 * i for i in range(MIN_RATIOS)]
+    for quantile in (QUANTILE, 0.5):
+        selective = SelectiveCosts(replay, model, quantile=quantile)
+        selective.ratios.update({"conv2d": ratios, "chain": [2.0]})
+        factors = selective.bound_factors()
+        assert factors["conv2d"] == pytest.approx(float(np.quantile(ratios, quantile)))
+        assert factors[""] == pytest.approx(float(np.quantile([*ratios, 2.0], quantile))) and "chain" not in factors
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        SelectiveCosts(replay, model, quantile=1.0)
