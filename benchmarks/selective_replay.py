@@ -104,6 +104,7 @@ def replay(model_name: str, cache: Path, model: XGBCostModel, args: argparse.Nam
     return (f"| {label} | {stats['measured']} of {stats['tasks']} | {stats['rounds']} | {seconds:.1f} | "
             f"{plan_cost(reference, plan) / best.cost:.4f} | {len(unmeasured)} of {len(tasks)} | {len(failed)} |")
 
+
 def main() -> int:
     args = parse_args()
     model = XGBCostModel.load(args.cost_model) if args.cost_model else shipped_model()
