@@ -6,8 +6,8 @@ trial. A worker process that dies is retried by Ray (``max_retries``); a trial t
 unexpected exception (on Ray or in-process alike), is a FAILED run with the exception's type and message, and the
 other trials go on. Progress goes to ``experiments.progress.TrialProgress``.
 
-Ray: an embedded local node by default (the config's ``num_cpus``, no dashboard, node address 127.0.0.1 (Ray 2.60 still
-listens on every interface, so the node takes a token: ``start_ray``), usage stats off); with ``address`` it joins an
+Ray: an embedded local node by default (the config's ``num_cpus``, no dashboard, every process listening on loopback
+alone and taking a token: ``start_ray``, usage stats off); with ``address`` it joins an
 existing cluster with Ray's token authentication, after checking that something answers there, takes the token and
 refuses a process without one (``cost_models.cluster.check_cluster``; ``ray.init`` would wait for minutes); if Ray is
 already initialised in this process it is used as it is. Trials on synthetic or file problems take one CPU each and run
@@ -17,10 +17,11 @@ once per process). On a cluster start every node with ``ray start ... --resource
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -37,6 +38,9 @@ MAX_RETRIES = 2
 
 POLL_SECONDS = 1.0
 """How often the driver refreshes the running trials' lines and checks their timeouts."""
+
+SINGLE_MACHINE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch between a node other machines can reach and a single-machine node on loopback (``_single_machine``)."""
 
 
 @dataclass(frozen=True)
@@ -238,9 +242,9 @@ def _options(trial: Trial) -> dict[str, Any]:
 def start_ray(*, address: str | None = None, num_cpus: int = 2, checked: bool = False) -> tuple[Any, bool]:
     """``(ray module, whether this call started or joined it)``: join the cluster at ``address`` with Ray's token
     authentication (``cost_models.cluster.connect``; ``checked``: the caller checked it already), else start an
-    embedded local node, unless Ray is already initialised in this process. The embedded node uses token
-    authentication too (Ray listens on every interface): with ``RAY_AUTH_MODE`` unset it is ``token``, and a process
-    without a token makes up one of its own, which the node's workers inherit."""
+    embedded local node, unless Ray is already initialised in this process. The embedded node listens on loopback
+    alone (``_single_machine``) and uses token authentication too: with ``RAY_AUTH_MODE`` unset it is ``token``, and
+    a process without a token makes up one of its own, which the node's workers inherit."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if address:
         return connect(Cluster(address), checked=checked)
@@ -251,9 +255,32 @@ def start_ray(*, address: str | None = None, num_cpus: int = 2, checked: bool = 
     if os.environ.setdefault("RAY_AUTH_MODE", "token") == "token" and not has_token():
         os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # kept for a later start in this process
     reload_ray_settings()
-    ray.init(num_cpus=num_cpus, resources={TIMING_SLOT: 1}, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)
+    with _single_machine():
+        ray.init(num_cpus=num_cpus, resources={TIMING_SLOT: 1}, include_dashboard=False, _node_ip_address="127.0.0.1",
+                 log_to_driver=False)
     return ray, True
+
+
+@contextlib.contextmanager
+def _single_machine() -> Iterator[None]:
+    """Ray on Linux takes a node address of 127.0.0.1 as the machine's network address, and its GCS, raylet, agents
+    and workers then listen on every interface; as a single-machine Ray (its mode on macOS and Windows, which
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` selects) the node's address stays 127.0.0.1 and they all listen on
+    loopback. Set while the node starts (the processes it starts inherit it), then restored, so that this process
+    can still join a cluster later."""
+    from ray._private import ray_constants
+
+    before = os.environ.get(SINGLE_MACHINE), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[SINGLE_MACHINE] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False  # read once, when Ray is first imported
+    try:
+        yield
+    finally:
+        if before[0] is None:
+            os.environ.pop(SINGLE_MACHINE, None)
+        else:
+            os.environ[SINGLE_MACHINE] = before[0]
+        ray_constants.ENABLE_RAY_CLUSTER = before[1]
 
 
 def _figure(result: TrialResult) -> str:
