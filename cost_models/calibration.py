@@ -8,8 +8,9 @@ or a node's chain (its calls that compute only a layout node's own op or the fol
 
 ``CalibratedCosts`` then prices a task by its in-network time where one is known, and otherwise by its isolated time
 scaled by a calibration factor (``Factors``): the median ratio of in-network to isolated time of the ``NEIGHBOURS``
-tasks of the same kind (conv2d, dense, layout transform, chain) that have both, in the tasks it is asked to price,
-whose isolated records were measured nearest in time to the task's own. A cache holds records of many sittings, and a
+tasks of the same group (``task_group``: a kernel kind's kernels that keep their layout, those that change it, layout
+transforms, chains) that have both, in the tasks it is asked to price, whose isolated records were measured nearest
+in time to the task's own. A cache holds records of many sittings, and a
 shared host's speed differed by 1.3x between two of them (docs/fidelity.md): a factor read off records of
 another sitting carries that difference into the price. Factors by kind and
 layout (``by_layout``) are the alternative ``benchmarks/fidelity.py`` compares; they predicted no better on the
@@ -48,7 +49,17 @@ def task_kind(task: Task) -> str:
 
 
 MIN_GROUP = 3
-"""Tasks of one kind and layout with both times that give that layout its own factor."""
+"""Tasks of one group (or kind and layout) with both times that give it its own factor, rather than its kind's."""
+
+
+def task_group(task: Task) -> str:
+    """The tasks a factor is read off together: a kernel kind's kernels that write the layout they read (``conv2d,
+    same layout``), those that write another (``conv2d, changing layout``), and the other tasks by kind. Kernels that
+    change layout ran further above their isolated times in the network (docs/fidelity.md), and a re-solved plan
+    takes many of them where it drops a transform; priced by the median of the others, the plan was flattered."""
+    if isinstance(task, KernelTask):
+        return f"{task_kind(task)}, {'same' if task.spec.in_layout == task.spec.out_layout else 'changing'} layout"
+    return task_kind(task)
 
 
 def task_layout(task: Task) -> str | None:
@@ -65,12 +76,14 @@ NEIGHBOURS = 9
 
 @dataclass(frozen=True)
 class Factors:
-    """Calibration factors (in-network over isolated time, medians) by kind, by (kind, layout), and per kind the
-    ratios by when their isolated records were measured (``by_time``: sorted (measured_at, ratio) pairs)."""
+    """Calibration factors (in-network over isolated time, medians) by kind, by group (``task_group``; groups of at
+    least ``MIN_GROUP`` tasks), by (kind, layout), and per kind and group the ratios by when their isolated records
+    were measured (``by_time``: sorted (measured_at, ratio) pairs)."""
 
     by_kind: dict[str, float] = field(default_factory=dict)
     by_layout: dict[tuple[str, str], float] = field(default_factory=dict)
     by_time: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    by_group: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, ratios: Mapping[Task, float], by_layout: bool = False,
@@ -80,31 +93,40 @@ class Factors:
         isolated record was measured, seconds since the epoch; 0: unknown), ``of`` reads a kind's factor off the
         tasks measured nearest in time."""
         kinds: dict[str, list[float]] = defaultdict(list)
+        groups: dict[str, list[float]] = defaultdict(list)
         layouts: dict[tuple[str, str], list[float]] = defaultdict(list)
         times: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for task, ratio in ratios.items():
             kinds[task_kind(task)].append(ratio)
+            groups[task_group(task)].append(ratio)
             if by_layout and task_layout(task) is not None:
                 layouts[task_kind(task), task_layout(task)].append(ratio)
             if measured_at and measured_at.get(task, 0.0) > 0:
-                times[task_kind(task)].append((measured_at[task], ratio))
+                for name in {task_kind(task), task_group(task)}:
+                    times[name].append((measured_at[task], ratio))
         return cls({kind: statistics.median(values) for kind, values in kinds.items()},
                    {group: statistics.median(values) for group, values in layouts.items() if len(values) >= MIN_GROUP},
-                   {kind: tuple(sorted(pairs)) for kind, pairs in times.items()})
+                   {name: tuple(sorted(pairs)) for name, pairs in times.items()},
+                   {group: statistics.median(values) for group, values in groups.items()
+                    if len(values) >= MIN_GROUP and group not in kinds})
 
     def of(self, task: Task, measured_at: float = 0.0) -> float:
         """``task``'s factor: its kind and layout's; else, given when its isolated record was measured, the median
-        of the ``NEIGHBOURS`` of its kind measured nearest to then; else its kind's; else 1."""
-        kind = task_kind(task)
+        of the ``NEIGHBOURS`` of its group measured nearest to then (of its kind where its group has fewer than
+        ``MIN_GROUP``); else its group's; else its kind's; else 1."""
+        kind, group = task_kind(task), task_group(task)
         if (kind, task_layout(task)) in self.by_layout:
             return self.by_layout[kind, task_layout(task)]
-        if measured_at > 0 and kind in self.by_time:
-            return statistics.median(_nearest(self.by_time[kind], measured_at, NEIGHBOURS))
-        return self.by_kind.get(kind, 1.0)
+        name = group if len(self.by_time.get(group, ())) >= MIN_GROUP else kind
+        if measured_at > 0 and name in self.by_time:
+            return statistics.median(_nearest(self.by_time[name], measured_at, NEIGHBOURS))
+        return self.by_group.get(group, self.by_kind.get(kind, 1.0))
 
     def summary(self) -> dict[str, float]:
-        """The factors by name (``conv2d``, ``conv2d NCHW16c``), rounded, for stats and logs."""
-        named = {**self.by_kind, **{f"{kind} {layout}": value for (kind, layout), value in self.by_layout.items()}}
+        """The factors by name (``conv2d``, ``conv2d, changing layout``, ``conv2d NCHW16c``), rounded, for stats and
+        logs."""
+        named = {**self.by_kind, **self.by_group,
+                 **{f"{kind} {layout}": value for (kind, layout), value in self.by_layout.items()}}
         return {name: round(value, 4) for name, value in sorted(named.items())}
 
 

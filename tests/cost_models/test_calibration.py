@@ -89,8 +89,29 @@ def test_a_layout_with_enough_profiled_tasks_gets_its_own_factor_the_others_thei
     assert factors.of(conv_in("NCHW16c", 64)) == 2.0  # three NCHW16c tasks: their own median
     assert factors.of(conv_in("NCHW", 64)) == 4.0  # two NCHW tasks: conv2d's median over all seven
     assert factors.of(TransformTask((1, 16, 8, 8), "NCHW", "NCHW16c")) == 1.0  # no transform profiled
-    assert factors.summary() == {"conv2d": 4.0, "conv2d NCHW16c": 2.0}
+    assert factors.summary() == {"conv2d": 4.0, "conv2d NCHW16c": 2.0, "conv2d, same layout": 4.0}
     assert Factors.fit({**blocked, **plain}).of(conv_in("NCHW16c", 64)) == 4.0  # by kind alone: the default
+
+
+def conv_to(channels: int, out_layout: str) -> KernelTask:
+    wl = Conv2DWorkload(1, channels, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
+    return KernelTask(KernelSpec(wl, "NCHW8c", out_layout, (), Epilogue()))
+
+
+@pytest.mark.parametrize("changing", [1.0, 1.25])
+def test_kernels_that_change_layout_are_priced_by_their_own_ratio_on_each_host(changing):
+    # two hosts' profiles: on one, kernels writing another layout than they read run as far above their isolated
+    # times as the others (1.05x); on the other 1.25x (as seen on an AVX2 host); a re-solved plan takes unprofiled
+    # ones where it drops a transform
+    same = {conv_to(8 * i, "NCHW8c"): 1.05 for i in range(1, 10)}
+    changing_layout = {conv_to(8 * i, "NCHW16c"): changing * 1.05 for i in range(1, 4)}
+    when = {task: 1000.0 + i for i, task in enumerate([*same, *changing_layout])}
+    factors = Factors.fit({**same, **changing_layout}, measured_at=when)
+    assert factors.of(conv_to(800, "NCHW16c"), 1005.0) == pytest.approx(changing * 1.05)
+    assert factors.of(conv_to(800, "NCHW8c"), 1005.0) == pytest.approx(1.05)
+    assert factors.of(conv_to(800, "NCHW16c")) == pytest.approx(changing * 1.05)  # when unknown: its group's median
+    few = Factors.fit({**same, **dict(list(changing_layout.items())[:2])}, measured_at=when)
+    assert few.of(conv_to(800, "NCHW16c"), 1005.0) == pytest.approx(1.05)  # two of its group: its kind's neighbours
 
 
 def conv_of(channels: int) -> KernelTask:
