@@ -8,9 +8,9 @@ or a node's chain (its calls that compute only a layout node's own op or the fol
 
 ``CalibratedCosts`` then prices a task by its in-network time where one is known, and otherwise by its isolated time
 scaled by a calibration factor (``Factors``): the median ratio of in-network to isolated time of the ``NEIGHBOURS``
-tasks of the same group (``task_group``: a kernel kind's kernels that keep their layout, those that change it, layout
-transforms, chains) that have both, in the tasks it is asked to price, whose isolated records were measured nearest
-in time to the task's own. A cache holds records of many sittings, and a
+tasks of the same kind (conv2d, dense, layout transform, chain) that have both, among those a solver's plan ran where
+there are enough (``chosen``), in the tasks it is asked to price, whose isolated records were measured nearest in
+time to the task's own. A cache holds records of many sittings, and a
 shared host's speed differed by 1.3x between two of them (docs/fidelity.md): a factor read off records of
 another sitting carries that difference into the price. Factors by kind and
 layout (``by_layout``) are the alternative ``benchmarks/fidelity.py`` compares; they predicted no better on the
@@ -23,7 +23,7 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,6 +39,10 @@ from search.profile import Profile
 NETWORK = "network"
 """The timing of records read off in-network profiles (not a method ``MeasuredCosts`` can measure with)."""
 
+NETWORK_CHOSEN = "network-chosen"
+"""The timing of a second copy of the in-network records of tasks a solver's plan ran (not only a uniform baseline):
+their ratios price the tasks no profile ran (``Factors``)."""
+
 
 def task_kind(task: Task) -> str:
     """The kind a task's calibration factor is shared by: its kernel kind's name, ``layout_transform`` or
@@ -49,17 +53,7 @@ def task_kind(task: Task) -> str:
 
 
 MIN_GROUP = 3
-"""Tasks of one group (or kind and layout) with both times that give it its own factor, rather than its kind's."""
-
-
-def task_group(task: Task) -> str:
-    """The tasks a factor is read off together: a kernel kind's kernels that write the layout they read (``conv2d,
-    same layout``), those that write another (``conv2d, changing layout``), and the other tasks by kind. Kernels that
-    change layout ran further above their isolated times in the network (docs/fidelity.md), and a re-solved plan
-    takes many of them where it drops a transform; priced by the median of the others, the plan was flattered."""
-    if isinstance(task, KernelTask):
-        return f"{task_kind(task)}, {'same' if task.spec.in_layout == task.spec.out_layout else 'changing'} layout"
-    return task_kind(task)
+"""Profiled tasks of a kind chosen by a solver (or of a kind and layout) that give them their own factor."""
 
 
 def task_layout(task: Task) -> str | None:
@@ -74,58 +68,67 @@ NEIGHBOURS = 9
 """Profiled tasks of a kind, measured nearest in time to a task, whose median ratio is its factor."""
 
 
+CHOSEN = "{kind}, chosen"
+"""The name of the factor of a kind's tasks that a solver's plan ran (``Factors.fit``'s ``chosen``)."""
+
+
 @dataclass(frozen=True)
 class Factors:
-    """Calibration factors (in-network over isolated time, medians) by kind, by group (``task_group``; groups of at
-    least ``MIN_GROUP`` tasks), by (kind, layout), and per kind and group the ratios by when their isolated records
-    were measured (``by_time``: sorted (measured_at, ratio) pairs)."""
+    """Calibration factors (in-network over isolated time, medians) by kind, of a kind's tasks a solver chose (groups
+    of at least ``MIN_GROUP``), by (kind, layout), and per kind and its chosen tasks the ratios by when their isolated
+    records were measured (``by_time``: sorted (measured_at, ratio) pairs)."""
 
     by_kind: dict[str, float] = field(default_factory=dict)
     by_layout: dict[tuple[str, str], float] = field(default_factory=dict)
     by_time: dict[str, tuple[tuple[float, float], ...]] = field(default_factory=dict)
-    by_group: dict[str, float] = field(default_factory=dict)
+    by_chosen: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def fit(cls, ratios: Mapping[Task, float], by_layout: bool = False,
-            measured_at: Mapping[Task, float] | None = None) -> Factors:
+            measured_at: Mapping[Task, float] | None = None, chosen: Collection[str] = ()) -> Factors:
         """The factors of tasks whose in-network over isolated time is ``ratios[task]``; with ``by_layout``, a
         (kind, layout) group of at least ``MIN_GROUP`` tasks gets its own; with ``measured_at`` (when each task's
-        isolated record was measured, seconds since the epoch; 0: unknown), ``of`` reads a kind's factor off the
-        tasks measured nearest in time."""
+        isolated record was measured, seconds since the epoch; 0: unknown), ``of`` reads a factor off the tasks
+        measured nearest in time; ``chosen``: the keys of the tasks a solver's plan ran (not only a uniform baseline),
+        whose ratios price every task no profile ran where a kind has ``MIN_GROUP`` of them. A solver picks the
+        tasks whose isolated records look cheapest, and on the AVX2 host the picked kernels ran 3-21% further above
+        those records in the network than the baselines' kernels (docs/fidelity.md): the tasks a re-solved plan adds
+        are picked the same way, and priced by every profiled task's ratio they flattered the plan."""
         kinds: dict[str, list[float]] = defaultdict(list)
-        groups: dict[str, list[float]] = defaultdict(list)
+        picked: dict[str, list[float]] = defaultdict(list)
         layouts: dict[tuple[str, str], list[float]] = defaultdict(list)
         times: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for task, ratio in ratios.items():
-            kinds[task_kind(task)].append(ratio)
-            groups[task_group(task)].append(ratio)
+            kind = task_kind(task)
+            names = [kind, CHOSEN.format(kind=kind)] if task.key in chosen else [kind]
+            kinds[kind].append(ratio)
+            if task.key in chosen:
+                picked[kind].append(ratio)
             if by_layout and task_layout(task) is not None:
-                layouts[task_kind(task), task_layout(task)].append(ratio)
+                layouts[kind, task_layout(task)].append(ratio)
             if measured_at and measured_at.get(task, 0.0) > 0:
-                for name in {task_kind(task), task_group(task)}:
+                for name in names:
                     times[name].append((measured_at[task], ratio))
         return cls({kind: statistics.median(values) for kind, values in kinds.items()},
                    {group: statistics.median(values) for group, values in layouts.items() if len(values) >= MIN_GROUP},
                    {name: tuple(sorted(pairs)) for name, pairs in times.items()},
-                   {group: statistics.median(values) for group, values in groups.items()
-                    if len(values) >= MIN_GROUP and group not in kinds})
+                   {kind: statistics.median(values) for kind, values in picked.items() if len(values) >= MIN_GROUP})
 
     def of(self, task: Task, measured_at: float = 0.0) -> float:
         """``task``'s factor: its kind and layout's; else, given when its isolated record was measured, the median
-        of the ``NEIGHBOURS`` of its group measured nearest to then (of its kind where its group has fewer than
-        ``MIN_GROUP``); else its group's; else its kind's; else 1."""
-        kind, group = task_kind(task), task_group(task)
+        of the ``NEIGHBOURS`` measured nearest to then among its kind's chosen tasks (all its kind's tasks where
+        fewer than ``MIN_GROUP`` were chosen); else its kind's chosen tasks'; else its kind's; else 1."""
+        kind = task_kind(task)
         if (kind, task_layout(task)) in self.by_layout:
             return self.by_layout[kind, task_layout(task)]
-        name = group if len(self.by_time.get(group, ())) >= MIN_GROUP else kind
-        if measured_at > 0 and name in self.by_time:
+        name = CHOSEN.format(kind=kind) if kind in self.by_chosen else kind
+        if measured_at > 0 and self.by_time.get(name):
             return statistics.median(_nearest(self.by_time[name], measured_at, NEIGHBOURS))
-        return self.by_group.get(group, self.by_kind.get(kind, 1.0))
+        return self.by_chosen.get(kind, self.by_kind.get(kind, 1.0))
 
     def summary(self) -> dict[str, float]:
-        """The factors by name (``conv2d``, ``conv2d, changing layout``, ``conv2d NCHW16c``), rounded, for stats and
-        logs."""
-        named = {**self.by_kind, **self.by_group,
+        """The factors by name (``conv2d``, ``conv2d, chosen``, ``conv2d NCHW16c``), rounded, for stats and logs."""
+        named = {**self.by_kind, **{CHOSEN.format(kind=kind): value for kind, value in self.by_chosen.items()},
                  **{f"{kind} {layout}": value for (kind, layout), value in self.by_layout.items()}}
         return {name: round(value, 4) for name, value in sorted(named.items())}
 
@@ -198,16 +201,25 @@ def network_context(context: Context) -> Context:
     return replace(context, timing=NETWORK)
 
 
-def store_network_times(measured: MeasuredCosts, times: Mapping[Task, float], runs: int) -> None:
-    """Keep in-network times in ``measured``'s cache, under the network context of its measurement context."""
+def chosen_context(context: Context) -> Context:
+    """The context of the copies of in-network records of tasks a solver's plan ran."""
+    return replace(context, timing=NETWORK_CHOSEN)
+
+
+def store_network_times(measured: MeasuredCosts, times: Mapping[Task, float], runs: int, chosen: bool = False) -> None:
+    """Keep in-network times in ``measured``'s cache, under the network context of its measurement context, and
+    with ``chosen`` (the times of a solver's plan) under its chosen context too."""
     records = {task.key: CostRecord(float(ms), None, runs) for task, ms in times.items() if not task.free}
     if records:
         measured.cache.put_many(network_context(measured.context), records)
+        if chosen:
+            measured.cache.put_many(chosen_context(measured.context), records)
 
 
 class CalibratedCosts(CostProvider):
     """In-network times where the cache has them, else isolated times (measured as ``measured`` does) scaled by
-    their kind's calibration factor (see the module docstring).
+    their kind's calibration factor, read off the tasks a solver's plan ran where there are enough (see the module
+    docstring).
 
     ``stats`` reports how many tasks were priced each way and the factor of each kind. ``isolated`` prices the
     isolated times (default: ``measured``, which measures what its cache lacks; else a provider wrapping
@@ -224,12 +236,14 @@ class CalibratedCosts(CostProvider):
         isolated = self.isolated.measure(tasks)
         keys = [task.key for task in tasks if not task.free]
         network = self.measured.cache.get_many(network_context(self.measured.context), keys)
+        chosen = self.measured.cache.get_many(chosen_context(self.measured.context), keys)
         ratios = {}
         for task, record in zip(tasks, isolated):
             known = network.get(task.key) if not task.free else None
             if known is not None and known.ok and record.ok and record.median_ms > 0:
                 ratios[task] = known.median_ms / record.median_ms
-        factors = Factors.fit(ratios, measured_at={task: record.measured_at for task, record in zip(tasks, isolated)})
+        factors = Factors.fit(ratios, measured_at={task: record.measured_at for task, record in zip(tasks, isolated)},
+                              chosen=chosen.keys())
         out, priced = [], {}
         for task, record in zip(tasks, isolated):
             known = None if task.free else network.get(task.key)

@@ -17,7 +17,7 @@ Built in:
 - ``xgboost``: a regression cost-model file predicts every task (``cost_models.learned.PredictedCosts``);
 - ``calibrated``: measure as ``measured``, then price each task by its in-network time where profiles of exported
   plans left one in the cache, else by its isolated time scaled by its kind's in-network ratio (read off the tasks
-  measured nearest in time; ``cost_models.calibration.CalibratedCosts``);
+  a solver's plan ran, measured nearest in time; ``cost_models.calibration.CalibratedCosts``);
 - ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit
   rounds and predict the rest (``cost_models.learned.HybridCosts``), measuring with a timing method as ``measured``;
 - ``selective``: measure the best-predicted candidates of each node, then every task of the plan solved on the costs

@@ -5,7 +5,8 @@ A round starts from plans that were exported and timed (the solver's and the uni
 (``search.profile``), the profile scaled to the plan's measured latency, and the calls that compute one task give
 that task's in-network time (``cost_models.calibration``), kept in the cost cache under the ``network`` context. The
 problem is then priced again by the ``calibrated`` cost source (in-network times where known, elsewhere isolated
-times scaled by the ratio of their kind's tasks measured nearest in time) and the plans' predicted latency is their
+times scaled by the ratio of their kind's tasks measured nearest in time, of those a solver's plan ran where there
+are enough) and the plans' predicted latency is their
 problem cost plus the time the problem does not price (fixed operators, the work fused around layout nodes and
 followers, the VM's own calls): the median, over the other profiled plans, of measured latency less problem cost, so
 that no plan's prediction uses its own measurement. The solvers then solve the calibrated problem; a new plan is
@@ -22,7 +23,7 @@ disturbed, calibration stops without keeping those profiles.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +57,9 @@ class Round:
 
 
 def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles: Mapping[str, Profile],
-                       measured_ms: Mapping[str, float]) -> int:
-    """Store the in-network times the profiles give for each plan's tasks, each profile scaled to the plan's
+                       measured_ms: Mapping[str, float], chosen: Collection[str] = ()) -> int:
+    """Store the in-network times the profiles give for each plan's tasks (``chosen``: the labels of the solvers'
+    plans, whose times are kept as chosen ones too), each profile scaled to the plan's
     measured latency (``measured_ms``, from the interleaved rounds: a profile's own runs last a second or so, and a
     shared host's speed moves by several percent between seconds); returns how many records were kept."""
     from cost_models.calibration import network_times, store_network_times
@@ -69,7 +71,7 @@ def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles:
         for label, profile in profiles.items():
             times = network_times(extracted.graph, validate(plans[label], extracted.graph),
                                   profile.at(measured_ms[label]))
-            store_network_times(measured, times, profile.runs)
+            store_network_times(measured, times, profile.runs, chosen=label in chosen)
             kept += len(times)
     finally:
         measured.close()

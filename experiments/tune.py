@@ -237,7 +237,8 @@ def _calibration_round(index: int, model: Any, current: TimedPass, solve: Callab
     from cost_models.sources import cost_source
 
     measured = current.timed.medians()
-    keep_network_times(current.extracted, current.plans, current.timed.profiles, measured)
+    keep_network_times(current.extracted, current.plans, current.timed.profiles, measured,
+                       chosen=_solver_labels(current.solved))
     source = cost_source(extract_args["costs"]).calibrated(current.extracted.settings.timing)
     calibrated = extract(model, **{**extract_args, "costs": source})
     predicted, offsets = predict(calibrated.problem, current.plans, measured)

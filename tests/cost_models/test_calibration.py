@@ -10,6 +10,7 @@ from cost_models.calibration import (
     NETWORK,
     CalibratedCosts,
     Factors,
+    chosen_context,
     network_context,
     network_times,
     priced_ms,
@@ -89,29 +90,43 @@ def test_a_layout_with_enough_profiled_tasks_gets_its_own_factor_the_others_thei
     assert factors.of(conv_in("NCHW16c", 64)) == 2.0  # three NCHW16c tasks: their own median
     assert factors.of(conv_in("NCHW", 64)) == 4.0  # two NCHW tasks: conv2d's median over all seven
     assert factors.of(TransformTask((1, 16, 8, 8), "NCHW", "NCHW16c")) == 1.0  # no transform profiled
-    assert factors.summary() == {"conv2d": 4.0, "conv2d NCHW16c": 2.0, "conv2d, same layout": 4.0}
+    assert factors.summary() == {"conv2d": 4.0, "conv2d NCHW16c": 2.0}
     assert Factors.fit({**blocked, **plain}).of(conv_in("NCHW16c", 64)) == 4.0  # by kind alone: the default
 
 
-def conv_to(channels: int, out_layout: str) -> KernelTask:
-    wl = Conv2DWorkload(1, channels, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
-    return KernelTask(KernelSpec(wl, "NCHW8c", out_layout, (), Epilogue()))
+@pytest.mark.parametrize("picked", [1.0, 1.25])
+def test_tasks_no_profile_ran_are_priced_by_the_ratio_of_the_tasks_a_solver_chose_on_each_host(picked):
+    # two hosts' profiles: on one, the kernels a solver's plan ran are as far above their isolated records in the
+    # network as the uniform baselines' (1.05x); on the other 1.25x (as seen on an AVX2 host): a re-solved plan adds
+    # kernels picked the same way
+    baseline = {conv_of(8 * i): 1.05 for i in range(1, 10)}
+    chosen = {conv_of(8 * i): picked * 1.05 for i in range(10, 13)}
+    when = {task: 1000.0 + i for i, task in enumerate([*baseline, *chosen])}
+    keys = {task.key for task in chosen}
+    factors = Factors.fit({**baseline, **chosen}, measured_at=when, chosen=keys)
+    assert factors.of(conv_of(800), 1005.0) == pytest.approx(picked * 1.05)
+    assert factors.of(conv_of(800)) == pytest.approx(picked * 1.05)  # when unknown: the chosen tasks' median
+    assert factors.summary()["conv2d, chosen"] == pytest.approx(picked * 1.05)
+    assert Factors.fit({**baseline, **chosen}, measured_at=when).of(conv_of(800), 1005.0) == 1.05  # none marked
+    few = Factors.fit({**baseline, **chosen}, measured_at=when, chosen=set(list(keys)[:2]))
+    assert few.of(conv_of(800), 1005.0) == 1.05  # two chosen: every profiled task of the kind
 
 
-@pytest.mark.parametrize("changing", [1.0, 1.25])
-def test_kernels_that_change_layout_are_priced_by_their_own_ratio_on_each_host(changing):
-    # two hosts' profiles: on one, kernels writing another layout than they read run as far above their isolated
-    # times as the others (1.05x); on the other 1.25x (as seen on an AVX2 host); a re-solved plan takes unprofiled
-    # ones where it drops a transform
-    same = {conv_to(8 * i, "NCHW8c"): 1.05 for i in range(1, 10)}
-    changing_layout = {conv_to(8 * i, "NCHW16c"): changing * 1.05 for i in range(1, 4)}
-    when = {task: 1000.0 + i for i, task in enumerate([*same, *changing_layout])}
-    factors = Factors.fit({**same, **changing_layout}, measured_at=when)
-    assert factors.of(conv_to(800, "NCHW16c"), 1005.0) == pytest.approx(changing * 1.05)
-    assert factors.of(conv_to(800, "NCHW8c"), 1005.0) == pytest.approx(1.05)
-    assert factors.of(conv_to(800, "NCHW16c")) == pytest.approx(changing * 1.05)  # when unknown: its group's median
-    few = Factors.fit({**same, **dict(list(changing_layout.items())[:2])}, measured_at=when)
-    assert few.of(conv_to(800, "NCHW16c"), 1005.0) == pytest.approx(1.05)  # two of its group: its kind's neighbours
+def test_a_solvers_in_network_times_are_kept_as_chosen_and_price_the_unprofiled_tasks(tmp_path):
+    from cost_models.cache import CostRecord
+
+    baseline, chosen, unprofiled = [conv_of(8 * i) for i in range(1, 10)], [conv_of(8 * i) for i in range(10, 13)], \
+        conv_of(800)
+    with provider(tmp_path / "c.sqlite") as measured:
+        measured.cache.put_many(measured.context, {task.key: CostRecord(1.0, 0.01, 10, measured_at=1000.0)
+                                                   for task in [*baseline, *chosen, unprofiled]})
+        store_network_times(measured, {task: 1.0 for task in baseline}, 3)
+        store_network_times(measured, {task: 1.4 for task in chosen}, 3, chosen=True)
+        assert len(measured.cache.get_many(chosen_context(measured.context), [t.key for t in baseline + chosen])) == 3
+        calibrated = CalibratedCosts(measured)
+        records = calibrated.measure([*baseline, *chosen, unprofiled])
+    assert records[-1].median_ms == pytest.approx(1.4)
+    assert calibrated.stats["factors"] == {"conv2d": 1.0, "conv2d, chosen": 1.4}
 
 
 def conv_of(channels: int) -> KernelTask:
