@@ -91,9 +91,9 @@ class Factors:
         isolated record was measured, seconds since the epoch; 0: unknown), ``of`` reads a factor off the tasks
         measured nearest in time; ``chosen``: the keys of the tasks a solver's plan ran (not only a uniform baseline),
         whose ratios price every task no profile ran where a kind has ``MIN_GROUP`` of them. A solver picks the
-        tasks whose isolated records look cheapest, and on the AVX2 host the picked kernels ran 3-21% further above
-        those records in the network than the baselines' kernels (docs/fidelity.md): the tasks a re-solved plan adds
-        are picked the same way, and priced by every profiled task's ratio they flattered the plan."""
+        tasks whose isolated records look cheapest, and in eleven tunes on an AVX2 host the picked kernels ran 8-21%
+        further above those records in the network than the baselines' kernels (docs/fidelity.md): the tasks a
+        re-solved plan adds are picked the same way, and priced by every profiled task's ratio they flattered it."""
         kinds: dict[str, list[float]] = defaultdict(list)
         picked: dict[str, list[float]] = defaultdict(list)
         layouts: dict[tuple[str, str], list[float]] = defaultdict(list)
