@@ -54,7 +54,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--cache", type=Path, required=True, help="the cost cache that tune ran with")
     parser.add_argument("--profiles", type=int, default=3, help="profiles of the plan (10 runs each)")
     parser.add_argument("--retime", action="store_true", help="time the plan's kernels again alone")
-    return parser.parse_args()
+    args = parser.parse_args()
+    missing = [name for name in ("summary.json", "problem.json", "artifact") if not (args.tune / name).exists()]
+    if missing:
+        parser.error(f"{args.tune} is not a tessera tune output folder (missing {', '.join(missing)})")
+    if not args.cache.is_file():
+        parser.error(f"no cache at {args.cache}")
+    if args.profiles < 1:
+        parser.error("--profiles is at least 1")
+    return args
 
 
 def spread(values: list[float]) -> str:

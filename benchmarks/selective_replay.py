@@ -45,6 +45,7 @@ from experiments.extraction import load_network  # noqa: E402
 from search import space as spaces  # noqa: E402
 from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
+from search.zoo import MODELS  # noqa: E402
 from solvers import solve  # noqa: E402
 
 
@@ -67,7 +68,9 @@ def parse_args() -> argparse.Namespace:
     args.runs = [(run.split("=", 1)[0], Path(run.split("=", 1)[1])) for run in args.run]
     if args.initial < 1 or args.margin < 0 or not 0 < args.quantile < 1:
         parser.error("--initial is at least 1, --margin at least 0 and --quantile between 0 and 1")
-    for _, cache in args.runs:
+    for name, cache in args.runs:
+        if name not in MODELS:
+            parser.error(f"unknown model {name!r}: a zoo network ({', '.join(MODELS)})")
         if not cache.is_file():
             parser.error(f"no cache at {cache}")
     return args
