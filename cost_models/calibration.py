@@ -68,7 +68,7 @@ NEIGHBOURS = 9
 """Profiled tasks of a kind, measured nearest in time to a task, whose median ratio is its factor."""
 
 
-CHOSEN = "{kind}, chosen"
+CHOSEN = "{kind} (chosen)"
 """The name of the factor of a kind's tasks that a solver's plan ran (``Factors.fit``'s ``chosen``)."""
 
 
@@ -127,7 +127,7 @@ class Factors:
         return self.by_chosen.get(kind, self.by_kind.get(kind, 1.0))
 
     def summary(self) -> dict[str, float]:
-        """The factors by name (``conv2d``, ``conv2d, chosen``, ``conv2d NCHW16c``), rounded, for stats and logs."""
+        """The factors by name (``conv2d``, ``conv2d (chosen)``, ``conv2d NCHW16c``), rounded, for stats and logs."""
         named = {**self.by_kind, **{CHOSEN.format(kind=kind): value for kind, value in self.by_chosen.items()},
                  **{f"{kind} {layout}": value for (kind, layout), value in self.by_layout.items()}}
         return {name: round(value, 4) for name, value in sorted(named.items())}

@@ -106,7 +106,7 @@ def test_tasks_no_profile_ran_are_priced_by_the_ratio_of_the_tasks_a_solver_chos
     factors = Factors.fit({**baseline, **chosen}, measured_at=when, chosen=keys)
     assert factors.of(conv_of(800), 1005.0) == pytest.approx(picked * 1.05)
     assert factors.of(conv_of(800)) == pytest.approx(picked * 1.05)  # when unknown: the chosen tasks' median
-    assert factors.summary()["conv2d, chosen"] == pytest.approx(picked * 1.05)
+    assert factors.summary()["conv2d (chosen)"] == pytest.approx(picked * 1.05)
     assert Factors.fit({**baseline, **chosen}, measured_at=when).of(conv_of(800), 1005.0) == 1.05  # none marked
     few = Factors.fit({**baseline, **chosen}, measured_at=when, chosen=set(list(keys)[:2]))
     assert few.of(conv_of(800), 1005.0) == 1.05  # two chosen: every profiled task of the kind
@@ -126,7 +126,7 @@ def test_a_solvers_in_network_times_are_kept_as_chosen_and_price_the_unprofiled_
         calibrated = CalibratedCosts(measured)
         records = calibrated.measure([*baseline, *chosen, unprofiled])
     assert records[-1].median_ms == pytest.approx(1.4)
-    assert calibrated.stats["factors"] == {"conv2d": 1.0, "conv2d, chosen": 1.4}
+    assert calibrated.stats["factors"] == {"conv2d": 1.0, "conv2d (chosen)": 1.4}
 
 
 def conv_of(channels: int) -> KernelTask:

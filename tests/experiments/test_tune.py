@@ -222,7 +222,7 @@ def test_progress_names_each_cluster_node_with_its_records_and_state():
 
 def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path, warm_cache):
     from cost_models.cache import CostCache
-    from cost_models.calibration import NETWORK
+    from cost_models.calibration import NETWORK, NETWORK_CHOSEN
     from experiments.tracking import client, log_tune
 
     lines: list[str] = []
@@ -242,6 +242,11 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
     cache = CostCache(tmp_path / "costs.sqlite")
     rows = cache._connect().execute("SELECT COUNT(*) FROM costs WHERE context LIKE ?", [f'%"{NETWORK}"%'])
     assert rows.fetchone()[0] > 0  # in-network records, under their own context
+    chosen = {key for (key,) in cache._connect().execute("SELECT key FROM costs WHERE context LIKE ?",
+                                                         [f'%"{NETWORK_CHOSEN}"%'])}
+    network = {key for (key,) in cache._connect().execute("SELECT key FROM costs WHERE context LIKE ?",
+                                                          [f'%"{NETWORK}"%'])}
+    assert chosen and chosen <= network  # the solver's plans' in-network times, kept a second time
     plan = summary["plan"]
     # the last calibrated cost plus that round's offset, fixed before the final timing, then carried to the speed
     # of the machine in that timing (exactly 1 when the rounds converged: no timing after the last round)
