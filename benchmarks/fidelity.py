@@ -163,11 +163,14 @@ def price(graph, space, times: dict):
 def leave_one_out(label, graph, space, warm: dict, in_network: dict, plans: dict, measured: dict,
                   by_layout: bool) -> float:
     """``label``'s prediction calibrated on the other plans only: their in-network times, the calibration factors
-    (``cost_models.calibration.Factors``, by kind, or by kind and layout) of their ratios to the warm times, and their
-    median time the problem does not price."""
+    (``cost_models.calibration.Factors``, by kind, or by kind and layout) of their ratios to the warm times (read
+    off the solvers' plans' tasks where there are enough, as ``tune`` does), and their median time the problem does
+    not price."""
     others = [other for other in plans if plans[other].choices != plans[label].choices]
     known = {task: ms for other in others for task, ms in in_network[other].items()}
-    factors = Factors.fit({task: ms / warm[task] for task, ms in known.items() if warm.get(task)}, by_layout)
+    chosen = {task.key for other in others if other not in UNIFORM for task in in_network[other]}
+    factors = Factors.fit({task: ms / warm[task] for task, ms in known.items() if warm.get(task)}, by_layout,
+                          chosen=chosen)
     times = {task: ms * factors.of(task) for task, ms in warm.items()} | known
     problem = price(graph, space, times)
     unpriced = [measured[other] - plan_cost(problem, plans[other].choices) for other in others]
