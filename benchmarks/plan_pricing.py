@@ -40,7 +40,8 @@ from cost_models.tasks import KernelTask  # noqa: E402
 from experiments.extraction import load_network  # noqa: E402
 from search.artifact import load_artifact  # noqa: E402
 from search.candidates import kernel_spec  # noqa: E402
-from search.host import make_target  # noqa: E402
+from search.host import host, make_target  # noqa: E402
+from search.isa import HOST  # noqa: E402
 from search.kinds import KernelKind, get_kind  # noqa: E402
 from search.plan import baseline_plan, validate  # noqa: E402
 from search.profile import profile_artifact  # noqa: E402
@@ -116,6 +117,7 @@ def main() -> None:
                                     for times in profiles)
             nodes[op.name] = (tasks[0], price[op.name][artifact.plan.choices[op.name]], now)
     profiled = cache.get_many(network_context(context), [task.key for task, _, _ in nodes.values()])
+    print(f"Host: {host().cpu} ({HOST.name}); {summary['threads']} threads")
     print(f"{summary['model']}: {len(nodes)} kernel nodes of the final plan; predicted "
           f"{summary['plan']['predicted_ms']:.2f} ms, measured {summary['plan']['latency']['median_ms']:.2f} ms")
     print("\n| priced by | nodes | priced ms | in network now ms | now / priced | per node: median (10-90%) |")

@@ -100,10 +100,11 @@ class Factors:
         times: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for task, ratio in ratios.items():
             kind = task_kind(task)
-            names = [kind, CHOSEN.format(kind=kind)] if task.key in chosen else [kind]
+            names = [kind]
             kinds[kind].append(ratio)
             if task.key in chosen:
                 picked[kind].append(ratio)
+                names.append(CHOSEN.format(kind=kind))
             if by_layout and task_layout(task) is not None:
                 layouts[kind, task_layout(task)].append(ratio)
             if measured_at and measured_at.get(task, 0.0) > 0:
