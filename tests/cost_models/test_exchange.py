@@ -145,6 +145,7 @@ def test_a_record_the_cache_stays_locked_for_is_set_aside_with_the_rest_measured
     from cost_models.cache import CacheLockedError
     from cost_models.exchange import put_or_set_aside
 
+    monkeypatch.setattr(cost_models.cache, "LOCK_SECONDS", 0.2)  # before the cache connects: its wait is set then
     path = tmp_path / "c.sqlite"
     cache = _fill(path, RECORDS[:1])
     (_, first, record), (_, second, other), (_, third, last) = RECORDS[1:4]
@@ -152,7 +153,6 @@ def test_a_record_the_cache_stays_locked_for_is_set_aside_with_the_rest_measured
     put_or_set_aside(cache, WARM, first, record, rest)
     assert cache.get(WARM, first) == record and next(rest) == (third, last)  # stored: the rest left alone
 
-    monkeypatch.setattr(cost_models.cache, "LOCK_SECONDS", 0.2)
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     with pytest.raises(CacheLockedError) as caught:
