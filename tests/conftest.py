@@ -1,5 +1,6 @@
 """The test process starts as the command line does: TVM's thread pool may hold every usable core, so that tests can
-time kernels with any thread count whichever test first runs TVM.
+time kernels with any thread count whichever test first runs TVM (the pool is started at once, before a command run
+in-process with fewer threads would size it).
 
 The tests run in two pytest-xdist workers (``addopts``): each file's tests on one worker, so that a module's fixtures
 are built once, and the files that start Ray clusters (``RAY_FILES``) all on the same worker, one cluster at a time
@@ -14,7 +15,10 @@ RAY_FILES = {"test_cluster_measure.py", "test_ablate.py", "test_cluster.py", "te
 
 
 def pytest_configure(config):
+    import tvm
+
     reserve_pool()
+    tvm.runtime.num_threads()  # started now: a command a test runs in-process sets the count it would start with
 
 
 class FileScheduling(LoadScopeScheduling):
