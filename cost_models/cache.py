@@ -131,9 +131,12 @@ class CostCache:
                                   "LIMIT 1")
             else:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                if (denied := _write_denied(self.path)) is not None:
+                    raise CacheError(f"{self.path}: this cost cache cannot be written ({denied}); give a writable "
+                                     "--cache")
                 conn = self._open(lambda: sqlite3.connect(self.path, timeout=LOCK_SECONDS, isolation_level=None),
                                   "PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", _SCHEMA,
-                                  "BEGIN IMMEDIATE", "ROLLBACK")  # the write lock taken: writable, not held
+                                  "BEGIN IMMEDIATE", "DELETE FROM costs WHERE 0", "ROLLBACK")  # writable, unheld
             self._conn = conn
         return self._conn
 
@@ -222,6 +225,18 @@ class CostCache:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _write_denied(path: Path) -> str | None:
+    """Why this process may not write the cache at ``path`` in WAL mode (None: it may), asked before sqlite opens it:
+    sqlite opens a file it may not write read-only, and leaves its ``-wal`` and ``-shm`` files beside it."""
+    beside = [path.with_name(path.name + suffix) for suffix in ("-wal", "-shm")]
+    for file in (path, *beside):
+        if file.exists() and not os.access(file, os.W_OK):
+            return f"{file.name} is read-only to this user"
+    if not all(file.exists() for file in (path, *beside)) and not os.access(path.parent, os.W_OK):
+        return "its folder is read-only to this user"
+    return None
 
 
 def _refuse_other_databases(conn: sqlite3.Connection, path: Path) -> None:

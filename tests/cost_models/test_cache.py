@@ -1,11 +1,14 @@
-"""The sqlite cost cache: keying, durability under SIGKILL, concurrent writers, bad files."""
+"""The sqlite cost cache: keying, durability under SIGKILL, concurrent writers, bad files, locks, files this user may
+not write."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
 import sqlite3
+import tempfile
 import time
 
 import pytest
@@ -117,3 +120,58 @@ def test_a_cache_locked_too_long_is_refused_at_its_first_use_and_keeps_what_it_h
         holder.execute("ROLLBACK")
         holder.close()
     assert CostCache(path).get(CTX, "k").median_ms == 1.0
+
+
+def _as_another_user(function):
+    """``function()``'s result or exception text, from a process that file modes apply to: a forked child that drops
+    root's privileges (to ``nobody``) when the tests run as root, who may write any file."""
+    if os.geteuid() != 0:
+        return function()
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+
+    def child():
+        os.setgid(65534)
+        os.setuid(65534)
+        try:
+            results.put(function())
+        except Exception as exc:  # the modules it needs are imported: nobody may not read root's site-packages
+            results.put(f"{type(exc).__name__}: {exc}")
+
+    process = context.Process(target=child)
+    process.start()
+    result = results.get(timeout=60)
+    process.join(timeout=60)
+    return result
+
+
+@pytest.mark.parametrize("locked", ["file", "folder"])
+def test_a_cache_this_user_may_not_write_is_refused_at_first_use_and_read_leaving_nothing_beside_it(locked):
+    root = tempfile.mkdtemp()  # not under pytest's folder, which only root may enter
+    try:
+        folder = os.path.join(root, "caches")
+        os.mkdir(folder)
+        path = os.path.join(folder, "c.sqlite")
+        cache = CostCache(path)
+        cache.put(CTX, "k", CostRecord(1.0, 0.1, 5))
+        cache.close()
+        os.chmod(root, 0o755)
+        os.chmod(folder, 0o777 if locked == "file" else 0o755)  # the file read-only in a folder anyone may write
+        os.chmod(path, 0o444 if locked == "file" else 0o666)
+
+        def write():
+            return CostCache(path).get(CTX, "k")
+
+        def read():
+            reader = CostCache(path, read_only=True)
+            found = reader.get(CTX, "k").median_ms, len(reader)
+            reader.close()
+            return found
+
+        message = "this cost cache cannot be written ({} is read-only to this user); give a writable --cache"
+        assert _as_another_user(write) == f"CacheError: {path}: " + message.format(
+            "c.sqlite" if locked == "file" else "its folder")
+        assert _as_another_user(read) == (1.0, 1)
+        assert os.listdir(folder) == ["c.sqlite"]
+    finally:
+        shutil.rmtree(root)
