@@ -1,8 +1,9 @@
 """Does the module hold its speed when something else runs? Each engine quiet and beside standard background loads.
 
-Per network, the contenders are tessera's plan as exported (its parallel loops on tessera's pool, ``search.runtime``),
-the same plan on TVM's pool as TVM sets it up (threads bound to cores) and unbound (``TVM_BIND_THREADS=0``), and ONNX
-Runtime and OpenVINO held to f32 when installed, on the network's ONNX file. The loads are
+Per network, the contenders are tessera's plan as exported (its parallel loops on tessera's pool, ``search.runtime``;
+with ``--spin-us``, also exported with each of those spins before a waiting thread sleeps), the same plan on TVM's pool
+as TVM sets it up (threads bound to cores) and unbound (``TVM_BIND_THREADS=0``), and ONNX Runtime and OpenVINO held
+to f32 when installed, on the network's ONNX file. The loads are
 ``experiments.background_load``'s: one core spinning, one process streaming through memory, every core spinning at
 nice 19; the script starts them and always stops them (Ctrl-C, SIGTERM and SIGHUP included; a ``kill -9`` of the
 script takes them down too). Timing is interleaved (``experiments.interference``); the table gives each contender's
@@ -45,22 +46,28 @@ def _raise(signum: int, frame) -> None:
     raise Interrupted(signum)
 
 
-def export_again(model_dir: Path, threads: int) -> Path:
-    """The plan of ``model_dir/tessera`` exported again with this tessera (its runtime pool), unless already done."""
+def export_again(model_dir: Path, threads: int, spin_us: int | None = None) -> Path:
+    """The plan of ``model_dir/tessera`` exported again with this tessera (its runtime pool; ``spin_us``: that spin
+    instead of the default), unless already done."""
+    from dataclasses import replace
+
     from experiments.deploy import export_plan
     from search.export import save_artifact
+    from search.runtime import DEFAULT_RUNTIME
 
-    out = model_dir / "interference" / "tessera"
+    out = model_dir / "interference" / ("tessera" if spin_us is None else f"tessera-spin{spin_us}")
     if not (out / "manifest.json").is_file():
         plan = model_dir / "tessera" / "plan.json"
         if not plan.is_file():
             raise SystemExit(f"error: {plan} is missing; run benchmarks/peers.py for {model_dir.name} first")
-        save_artifact(export_plan(model_dir.name, str(plan), threads=threads), out)
+        runtime = DEFAULT_RUNTIME if spin_us is None else replace(DEFAULT_RUNTIME, spin_us=spin_us)
+        save_artifact(export_plan(model_dir.name, str(plan), threads=threads, runtime=runtime), out)
     return out
 
 
-def contenders(model_dir: Path, artifact: Path, engines: list[str]) -> list[Contender]:
+def contenders(model_dir: Path, artifact: Path, engines: list[str], spins: dict[int, Path]) -> list[Contender]:
     found = [Contender("tessera", "tvm", artifact),
+             *(Contender(f"tessera, spin {spin} µs", "tvm", path) for spin, path in spins.items()),
              Contender("tessera, TVM's pool", "tvm", artifact, pool="tvm"),
              Contender("tessera, TVM's pool unbound", "tvm", artifact, pool="tvm",
                        environment=(("TVM_BIND_THREADS", "0"),))]
@@ -80,6 +87,8 @@ def main() -> int:
     parser.add_argument("--loads", nargs="+", choices=LOADS, default=list(LOADS))
     parser.add_argument("--peers", nargs="*", choices=("onnxruntime", "openvino-f32"),
                         default=["onnxruntime", "openvino-f32"])
+    parser.add_argument("--spin-us", type=int, nargs="*", default=[],
+                        help="also the plan exported with each of these spins of tessera's pool (export --spin-us)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -93,7 +102,8 @@ def main() -> int:
         for model in args.models:
             model_dir = args.work / model
             artifact = export_again(model_dir, args.threads)
-            results = interference(contenders(model_dir, artifact, args.peers), loads, rounds=args.rounds,
+            spins = {spin: export_again(model_dir, args.threads, spin) for spin in args.spin_us}
+            results = interference(contenders(model_dir, artifact, args.peers, spins), loads, rounds=args.rounds,
                                    threads=args.threads, echo=lambda line: print(line, file=sys.stderr, flush=True))
             report["models"][model] = results
             print(f"\n{model} ({args.threads} threads, {args.rounds} rounds; ms: median (IQR))\n")

@@ -262,6 +262,10 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pool", choices=POOLS, default=DEFAULT_RUNTIME.pool,
                    help="thread pool the library runs its parallel loops on: tessera's, which holds its speed beside "
                         "other busy threads, or TVM's, threads bound to cores (default: tessera)")
+    p.add_argument("--spin-us", type=int, default=DEFAULT_RUNTIME.spin_us,
+                   help="on tessera's pool, how long a thread waiting for work spins before it sleeps, in "
+                        "microseconds: 0 sleeps at once, which holds the speed better beside other busy threads and "
+                        f"costs some on a quiet machine (default: {DEFAULT_RUNTIME.spin_us})")
     p.add_argument("--max-error", type=float, default=None,
                    help="the largest relative error of the output against the stock fp32 build that the check "
                         "accepts (default: 0.001, or 0.02 for a plan with bf16 operators)")
@@ -278,6 +282,7 @@ def _run_export(args: argparse.Namespace) -> int:
     check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
                             {"plan file": args.plan, "model file": args.model})
     check_max_error(args.max_error)
+    runtime = replace(DEFAULT_RUNTIME, pool=args.pool, spin_us=args.spin_us)
     if not 1 <= args.threads <= MAX_THREADS:
         raise UsageError(f"--threads must be an integer from 1 to {MAX_THREADS} (cores to compile for), got "
                          f"{args.threads}")
@@ -285,7 +290,7 @@ def _run_export(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", UserWarning)
         compiled = export_plan(args.model, args.plan, batch=args.batch, image_size=args.image_size,
                                input_shape=args.input_shape, threads=args.threads, seed=args.seed,
-                               runtime=replace(DEFAULT_RUNTIME, pool=args.pool), max_error=args.max_error)
+                               runtime=runtime, max_error=args.max_error)
     for warning in caught:
         print(f"note: {warning.message}", file=sys.stderr)
     save_artifact(compiled, args.out)
@@ -304,6 +309,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=None, help="TVM_NUM_THREADS (default: the artifact's)")
     p.add_argument("--pool", choices=POOLS, default=None,
                    help="thread pool for the parallel loops, this run only (default: the artifact's)")
+    p.add_argument("--spin-us", type=int, default=None,
+                   help="tessera's pool's spin before sleeping, this run only (default: the artifact's; see export)")
     p.add_argument("--json", action="store_true", help="print the measurement as JSON")
     p.set_defaults(run=_run_run)
 
@@ -311,7 +318,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
 def _run_run(args: argparse.Namespace) -> int:
     from search.artifact import time_artifact
 
-    latency = time_artifact(args.artifact, repeat=args.repeat, threads=args.threads, pool=args.pool)
+    latency = time_artifact(args.artifact, repeat=args.repeat, threads=args.threads, pool=args.pool,
+                            spin_us=args.spin_us)
     if args.json:
         print(json.dumps(latency.to_dict(), allow_nan=False))
     else:

@@ -52,6 +52,26 @@ def test_tessera_run_applies_the_artifact_s_pool_or_the_one_asked_for(artifact, 
     assert line.startswith("median ") and line.endswith("threads 1 on tessera's pool")
 
 
+def test_export_records_the_spin_asked_for_and_run_changes_it_for_one_run(artifact, tmp_path, monkeypatch):
+    import search.artifact
+
+    out = tmp_path / "spin0"
+    assert main(["export", "resnet18", "--plan", "nchw16c", "--image-size", "32", "--spin-us", "0", "--out",
+                 str(out)]) == 0
+    assert json.loads((out / "manifest.json").read_text())["runtime"] == RuntimeSettings(spin_us=0).to_dict()
+    measure, used = search.artifact.measure_latency, []
+
+    def recorded(loaded, **options):
+        used.append(options["runtime"])
+        return measure(loaded, **options)
+
+    monkeypatch.setattr(search.artifact, "measure_latency", recorded)
+    assert main(["run", str(artifact), "--repeat", "1", "--spin-us", "0"]) == 0
+    assert main(["run", str(out), "--repeat", "1", "--spin-us", "100", "--pool", "tvm"]) == 0
+    assert main(["run", str(out), "--repeat", "1"]) == 0
+    assert used == [RuntimeSettings(spin_us=0), RuntimeSettings(pool="tvm", spin_us=100), None]
+
+
 def test_an_artifact_exported_without_runtime_settings_runs_on_tvm_s_pool():
     assert RuntimeSettings.from_dict(None) == RuntimeSettings(pool="tvm")
 
