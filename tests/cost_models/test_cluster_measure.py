@@ -150,15 +150,15 @@ def _second(event: dict) -> list:
 
 def test_a_network_is_measured_across_both_nodes_each_task_once(head, second_node, tmp_path):
     cache = tmp_path / "c.sqlite"
-    driver = Driver(cache, head, second_node)
+    driver = Driver(cache, head, second_node, "add_node_net")
     result = driver.finish()
     nodes = result["cluster"]["nodes"]
-    assert result["tasks"] == result["new"] == TASKS and len(CostCache(cache)) == TASKS
-    assert result["cluster"]["submitted"] == TASKS and result["cluster"]["resubmitted"] == 0
-    assert len(nodes) == 2 and sum(nodes.values()) == TASKS and min(nodes.values()) > 0  # both nodes timed
+    assert result["tasks"] == result["new"] == SMALL_TASKS and len(CostCache(cache)) == SMALL_TASKS
+    assert result["cluster"]["submitted"] == SMALL_TASKS and result["cluster"]["resubmitted"] == 0
+    assert len(nodes) == 2 and sum(nodes.values()) == SMALL_TASKS and min(nodes.values()) > 0  # both nodes timed
 
-    again = Driver(cache, head, second_node).finish()  # a restarted driver finds everything in the cache
-    assert (again["tasks"], again["new"], again["cluster"]["submitted"]) == (TASKS, 0, 0)
+    again = Driver(cache, head, second_node, "add_node_net").finish()  # a restarted driver finds all in the cache
+    assert (again["tasks"], again["new"], again["cluster"]["submitted"]) == (SMALL_TASKS, 0, 0)
 
 
 def test_a_node_killed_mid_run_loses_nothing_and_duplicates_nothing(head, second_node, tmp_path):

@@ -25,7 +25,8 @@ from cost_models.xgb_model import ModelError, XGBCostModel
 from search.isa import AVX2, AVX512, HOST
 from search.kinds import KINDS
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
-from tests.cost_models.test_measure import QUICK, TARGET, THREADS
+from tests.cost_models.test_measure import TARGET, THREADS
+from tests.quick_costs import QUICK
 
 WORKLOADS = [Conv2DWorkload(1, ci, hw, hw, co, (k, k), (s, s), (k // 2,) * 4)
              for ci, co, hw, k, s in [(16, 32, 28, 3, 1), (32, 32, 14, 1, 1), (64, 128, 14, 3, 2), (32, 64, 56, 1, 1),

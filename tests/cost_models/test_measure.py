@@ -22,10 +22,10 @@ from search.errors import SearchError
 from search.host import make_target
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 from tests.cost_models import faulty
+from tests.quick_costs import QUICK
 
 THREADS = min(2, len(os.sched_getaffinity(0)))
 TARGET = make_target(THREADS)
-QUICK = {"repeat": 3, "min_repeat_ms": 5}  # tiny workloads: keep the timing loop short
 CONV = Conv2DWorkload(1, 8, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
 
 

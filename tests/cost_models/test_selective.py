@@ -4,17 +4,15 @@ tasks, every task of its plan measured; for real, through ``tune``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
 from cost_models import CostCache
 from cost_models.cache import Context, CostRecord
-from cost_models.measure import CostProvider, MeasuredCosts
+from cost_models.measure import CostProvider
 from cost_models.pricing import plan_cost
 from cost_models.selective import MIN_RATIOS, QUANTILE, SelectiveCosts, plan_tasks, price_selectively
-from cost_models.sources import MeasuredSource, SelectiveSource
+from cost_models.sources import SelectiveSource
 from cost_models.tasks import Task
 from cost_models.xgb_model import XGBCostModel
 from experiments.extraction import extract
@@ -22,20 +20,12 @@ from experiments.tune import tune
 from search.plan import Plan
 from search.space import tuning_space
 from solvers import solve
-from tests.cost_models.test_measure import QUICK, THREADS
+from tests.cost_models.test_measure import THREADS
+from tests.quick_costs import QuickMeasured
 from tests.search.tiny_nets import dense_block_net, residual_concat_net
 
 SPACE = {"threads": THREADS, "space_size": 2, "layouts": "NCHW,NCHW8c"}
 NETS = {"residual_concat": residual_concat_net, "dense_block": dense_block_net}
-
-
-@dataclass(frozen=True)
-class QuickMeasured(MeasuredSource):
-    """Every task measured for real, with a short timing loop: the records are replayed, not judged."""
-
-    def open(self, cache, target, threads, progress, cluster=None):
-        return MeasuredCosts(CostCache(cache), target=target, threads=threads, timing=self.timing, progress=progress,
-                             **QUICK)
 
 
 class Replay(CostProvider):

@@ -12,6 +12,7 @@ from experiments.costmodel import evaluate_on, network_data, train
 from experiments.extraction import extract
 from search.errors import SearchError
 from tests.cli_helpers import one_error_line
+from tests.quick_costs import QuickMeasured
 from tests.search.tiny_nets import residual_concat_net
 
 SPACE = {"threads": 1, "space_size": 2, "layouts": "NCHW,NCHW8c"}
@@ -22,7 +23,7 @@ def trained(tmp_path_factory):
     """A cache holding the measured space of the 8x8 tiny net, and a model trained on it."""
     root = tmp_path_factory.mktemp("costmodel")
     cache = root / "costs.sqlite"
-    extract(residual_concat_net(), name="tiny8", cache=cache, **SPACE)
+    extract(residual_concat_net(), name="tiny8", cache=cache, costs=QuickMeasured(), **SPACE)
     model, data = train(cache, [residual_concat_net()], root / "model.json", **SPACE)
     return root, cache, model, data
 
@@ -38,7 +39,7 @@ def test_held_out_evaluation_leaves_seen_workloads_out(trained):
     root, cache, _, _ = trained
     with pytest.raises(SearchError, match="not trained on"):
         evaluate_on(root / "model.json", [residual_concat_net()], cache, **SPACE)
-    extract(residual_concat_net(size=16), name="tiny16", cache=cache, **SPACE)
+    extract(residual_concat_net(size=16), name="tiny16", cache=cache, costs=QuickMeasured(), **SPACE)
     (row,) = evaluate_on(root / "model.json", [residual_concat_net(size=16)], cache, **SPACE)
     nodes = network_data(residual_concat_net(size=16), cache, **SPACE).nodes
     assert row["groups"] > 0 and row["groups"] + row["seen_nodes_left_out"] == len(nodes)

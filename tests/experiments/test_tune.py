@@ -22,6 +22,7 @@ from solvers.dp import DPSolver
 from solvers.errors import SolverError
 from solvers.generators import densenet
 from tests.cli_helpers import one_error_line
+from tests.quick_costs import QuickMeasured
 from tests.search.tiny_nets import residual_concat_net
 
 SETTINGS = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW,NCHW8c", "repeat": 2, "calibrate": 0}
@@ -35,7 +36,7 @@ def runs(tmp_path_factory):
     for run in range(2):
         lines: list[str] = []
         summaries.append(tune(residual_concat_net(), root / f"run{run}", cache=root / "costs.sqlite",
-                              echo=lines.append, **SETTINGS))
+                              costs=QuickMeasured(), echo=lines.append, **SETTINGS))
         printed.append(lines)
     return root / "run0", summaries, printed
 

@@ -14,6 +14,7 @@ from search.errors import SearchError
 from search.graph import extract_graph
 from search.host import make_target
 from search.zoo import is_transformer, load_model, model_stats, reference_outputs
+from tests.quick_costs import QuickMeasured
 
 TARGET = make_target(2)
 TOKENS = np.random.default_rng(3)
@@ -99,7 +100,7 @@ def test_attention_matmuls_are_layout_free_batch_matmul_nodes():
 
 def test_tune_exports_a_checked_plan_of_bert(tmp_path):
     summary = tune("bert_small", tmp_path / "out", cache=tmp_path / "costs.sqlite", threads=1, space_size=2, repeat=2,
-                   calibrate=0, echo=lambda line: None)
+                   calibrate=0, costs=QuickMeasured(), echo=lambda line: None)
     artifact = load_artifact(tmp_path / "out" / "artifact")
     assert artifact.manifest["numerical_check"]["passed"]
     assert summary["measurements"]["new"] > 0 and summary["plan"]["latency"]["median_ms"] > 0
