@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import tempfile
+import weakref
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,21 +68,38 @@ def reference_outputs(graph: OpGraph, target: tvm.target.Target, seed: int) -> l
 
 @dataclass(frozen=True)
 class CompiledPlan:
-    """A compiled, numerically checked plan; ``manifest`` is what ``save`` writes to ``manifest.json``."""
+    """A compiled, numerically checked plan: ``library``, the shared library written once (in a folder of this
+    process, removed with this object), ``executable``, that library loaded; ``manifest`` is what ``save`` writes to
+    ``manifest.json``."""
 
     executable: Any
     plan: Plan
+    library: Path
     manifest: dict[str, Any] = field(default_factory=dict)
 
     def save(self, directory: str | Path) -> Path:
         """Write ``model.so``, ``plan.json`` and ``manifest.json`` into ``directory`` (created if needed)."""
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        with quiet_tvm_log():
-            self.executable.export_library(str(out / LIBRARY), **export_options())
+        shutil.copyfile(self.library, out / LIBRARY)
         self.plan.save(out / "plan.json")
         (out / "manifest.json").write_text(json.dumps(self.manifest, indent=2) + "\n")
         return out
+
+
+def write_library(executable: Any) -> tuple[Any, Path]:
+    """``executable`` written as a shared library into a new folder of this process (removed with the loaded library
+    returned, or when the process ends), and loaded: the numerical check runs the code a user's artifact will hold,
+    without compiling it a second time in memory."""
+    folder = Path(tempfile.mkdtemp(prefix="tessera-library-"))
+    try:
+        with quiet_tvm_log():
+            executable.export_library(str(folder / LIBRARY), **export_options())
+            loaded = tvm.runtime.load_module(str(folder / LIBRARY))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return loaded, folder / LIBRARY
 
 
 def save_artifact(compiled: CompiledPlan, directory: str | Path) -> Path:
@@ -150,12 +169,17 @@ def export(
         executable, calls = lower_and_compile(emitted.module, emitted.kernels, target)
     if reference is None:
         reference = reference_outputs(graph, target, seed)
-    error = relative_error(run_vm(executable, random_inputs(graph, seed)), reference)
     bf16 = plan.bf16_nodes
     tolerance = max_error if max_error is not None else DEFAULT_MAX_ERROR if bf16 else TOLERANCE
-    if not error <= tolerance:
-        raise SearchError(f"numerical check failed: relative error {error:.3g} > {tolerance:g} against the stock "
-                          f"NCHW build (plan for {plan.model or 'the model'})")
+    library, path = write_library(executable)
+    try:
+        error = relative_error(run_vm(library, random_inputs(graph, seed)), reference)
+        if not error <= tolerance:
+            raise SearchError(f"numerical check failed: relative error {error:.3g} > {tolerance:g} against the "
+                              f"stock NCHW build (plan for {plan.model or 'the model'})")
+    except BaseException:
+        shutil.rmtree(path.parent, ignore_errors=True)
+        raise
     manifest = {
         "model": plan.model,
         "args": plan.args,
@@ -177,5 +201,7 @@ def export(
         "calls": [{"symbol": call.symbol, "computes": [asdict(emitted.origins[name]) for name in call.bindings
                                                        if name in emitted.origins]} for call in calls],
     }
-    return CompiledPlan(executable, plan, manifest)
+    compiled = CompiledPlan(library, plan, path, manifest)
+    weakref.finalize(compiled, shutil.rmtree, path.parent, ignore_errors=True)
+    return compiled
 

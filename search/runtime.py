@@ -25,10 +25,11 @@ from typing import Any, Literal
 
 from search.errors import SearchError
 from search.microkernels import link_options
+from search.native import object_file
 
 SOURCE = Path(__file__).with_name("runtime_pool.cc")
-COMPILE_OPTIONS = ("-O2", "-std=c++17", "-pthread")
-"""Added to the compiler TVM's ``export_library`` runs, for ``SOURCE``."""
+COMPILE_OPTIONS = ("-O2", "-std=c++17", "-pthread", "-fPIC")
+"""How ``SOURCE`` is compiled (once: ``search.native``)."""
 POOLS = ("tessera", "tvm")
 LAUNCH_POINTER = "__TVMBackendParallelLaunch"
 BARRIER_POINTER = "__TVMBackendParallelBarrier"
@@ -111,6 +112,6 @@ def _has_symbol(library: ctypes.CDLL, name: str) -> bool:
 
 
 def export_options() -> dict[str, Any]:
-    """The keyword arguments of ``export_library`` that compile tessera's pool into the library and link its
-    micro-kernels (``search.microkernels``)."""
-    return {"addons": [str(SOURCE), *link_options()["addons"]], "options": list(COMPILE_OPTIONS)}
+    """The keyword arguments of ``export_library`` that link tessera's pool and its micro-kernels
+    (``search.microkernels``) into the library."""
+    return {"addons": [str(object_file(SOURCE, COMPILE_OPTIONS)), *link_options()["addons"]], "options": ["-pthread"]}

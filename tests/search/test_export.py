@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import tempfile
 
 import pytest
 import tvm
@@ -102,14 +104,19 @@ def test_blocked_predictors_feed_fixed_ssd_outputs(target):
     assert run_vm(compiled.executable, random_inputs(graph, 0))[0].shape == (1, 240, 4)
 
 
-def test_a_given_reference_is_what_the_plan_is_checked_against(graph, target):
+def test_a_given_reference_is_what_the_plan_is_checked_against(graph, target, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the checked libraries are written
     plan = Plan(MIXED, model="tiny", args={"batch": 1})
     reference = reference_outputs(graph, target, 5)
     once = export(graph, plan, target=target, threads=1, seed=5)
     given = export(graph, plan, target=target, threads=1, seed=5, reference=reference)
     assert given.manifest["numerical_check"] == once.manifest["numerical_check"]
+    assert once.library.parent.parent == tmp_path and once.library.exists()
+    del once, given  # their libraries go with them; a failed check leaves none
+    gc.collect()
     with pytest.raises(SearchError, match="numerical check failed"):
         export(graph, plan, target=target, threads=1, seed=5, reference=[2.0 * r for r in reference])
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_invalid_plan_fails_before_compiling(graph, target):
