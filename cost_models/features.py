@@ -23,11 +23,11 @@ from search.kinds import KINDS, KernelKind, LayoutKind, kernel_kind
 from search.kinds.features import BYTES, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
-FEATURE_VERSION = 14  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
+FEATURE_VERSION = 15  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
 # 4: gelu_tanh; 5: is_batch_matmul; 6: permuted_a, permuted_b, permuted_out; 7: winograd; 8: is_softmax,
 # is_layer_norm, lane_partials; 9: prologue; 10: rows_outer; 11: a dense kernel's layouts (row layouts) and
 # rows_outer (its loop order); 12: activation_ops (replacing the flags relu, relu6, gelu, gelu_tanh); 13: gate;
-# 14: bf16
+# 14: bf16; 15: k_unroll, and a dense or batch_matmul kernel's register tile of rows (reg_n, accumulators, ...)
 
 # the kinds with an is_<kind> feature
 FLAGGED_KINDS = ("conv2d", "depthwise_conv2d", "dense", "batch_matmul", "softmax", "layer_norm", "layout_transform")
@@ -46,9 +46,9 @@ FEATURE_NAMES = (
     # the algorithm: a conv2d's Winograd output tile size (0: direct); its precision (0: fp32, else the bf16 knob)
     "winograd", "bf16",
     # schedule knobs and what they imply
-    "ic_block", "oc_block", "reg_n", "unroll_kw", "rows_outer", "oc_lane_use", "ic_lane_use", "accumulators",
-    "accumulator_use", "width_tiles", "oc_padding", "width_padding", "log_parallel_items", "parallel_balance",
-    "lane_partials",  # softmax, layer norm: one partial sum per vector lane (1) or one per row (0)
+    "ic_block", "oc_block", "reg_n", "unroll_kw", "k_unroll", "rows_outer", "oc_lane_use", "ic_lane_use",
+    "accumulators", "accumulator_use", "width_tiles", "oc_padding", "width_padding", "log_parallel_items",
+    "parallel_balance", "lane_partials",  # softmax, layer norm: one partial sum per vector lane (1) or one per row (0)
     # tile footprints (bytes, log2)
     "log_register_tile", "log_l1_tile", "log_l2_tile",
     # fused epilogue; a conv2d's prologue (a pre-activation or a gate): 0 none, else 1 + where it is computed (its

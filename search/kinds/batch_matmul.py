@@ -152,7 +152,8 @@ class BatchMatmulKind(TemplateKind):
     def features(self, spec: KernelSpec) -> dict[str, float]:
         wl = spec.workload
         extents = Extents(wl.batch * wl.m, wl.k, 1, 1, wl.n, 1, 1)
-        row = tiled_kernel_features(spec, extents, wl.k, dict(spec.knobs).get("n_bn", 1), layouts=False)
+        row = tiled_kernel_features(spec, extents, wl.k, dict(spec.knobs).get("n_bn", 1), layouts=False, tile="reg_m",
+                                    tiled=wl.m)
         a, w = template.operand_layouts(spec.in_layout)
         out = template.result_layout(spec.out_layout)
         row.update({f"permuted_{name}": float(order != template.VIEW)

@@ -6,9 +6,9 @@ the first setting give the same PrimFunc); every knob setting of every layout pa
 settings that hold every pair of knob values, ``settings="pairwise"``; the bf16 settings at least on each workload's
 first pair) builds a scheduled PrimFunc whose parameters have the packed shapes, and computes what the kind's numpy
 reference computes (``tolerance``), for every epilogue the kind lists; features, if the kind gives them, are finite
-numbers. A layout kind is run in every layout that fits its example inputs against its numpy reference.
-``kind_checks`` yields the checks one by one (the test suite parametrises over them); ``check_kind`` runs them all
-and raises ``AssertionError`` naming the first failure.
+numbers and tell every knob setting of a layout pair from the others. A layout kind is run in every layout that fits
+its example inputs against its numpy reference. ``kind_checks`` yields the checks one by one (the test suite
+parametrises over them); ``check_kind`` runs them all and raises ``AssertionError`` naming the first failure.
 """
 
 from __future__ import annotations
@@ -163,6 +163,12 @@ def _features_check(kind: KernelKind, spec: KernelSpec) -> None:
         return
     bad = {k: v for k, v in values.items() if not (isinstance(k, str) and isinstance(v, float) and math.isfinite(v))}
     assert not bad, f"{kind.name}: features must be finite floats by name, got {bad}"
+    seen: dict[tuple, Knobs] = {}
+    for knobs in kind.knob_space(spec):
+        row = tuple(sorted(kind.features(replace(spec, knobs=knobs)).items()))
+        assert row not in seen, (f"{kind.name}: the knob settings {dict(seen.get(row, ()))} and {dict(knobs)} of "
+                                 f"{_where(kind, spec)} have the same features (a cost model cannot tell them apart)")
+        seen[row] = knobs
 
 
 def _kernel_checks(kind: KernelKind, workloads: Sequence[Any], epilogues: Sequence[Epilogue],

@@ -77,6 +77,6 @@ class DenseKind(TemplateKind):
         extents = Extents(wl.batch, wl.in_features, 1, 1, wl.out_features, 1, 1)
         run = layout(spec.in_layout).block() or wl.in_features  # the input's contiguous run of features
         knobs = dict(spec.knobs)
-        return {**tiled_kernel_features(spec, extents, run, knobs.get("oc_bn", 1)),
+        return {**tiled_kernel_features(spec, extents, run, knobs.get("oc_bn", 1), tile="reg_b", tiled=wl.batch),
                 "rows_outer": float(knobs.get("rows", 0)),  # row tiles outermost (the default, 0, resolved)
                 "bf16": float(knobs.get(KNOB, 0))}

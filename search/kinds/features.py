@@ -83,9 +83,11 @@ class Extents:
 
 
 def tiled_kernel_features(spec: KernelSpec, e: Extents, ib: int, ob: int, *, depthwise: bool = False,
-                          layouts: bool = True) -> dict[str, float]:
+                          layouts: bool = True, tile: str = "reg_n", tiled: int | None = None) -> dict[str, float]:
     """The features of a kernel of extents ``e`` tiled by the conv-style templates: input-channel block ``ib``,
-    output-channel vector block ``ob``, register tile ``reg_n`` output columns (knob), fused epilogue."""
+    output-channel vector block ``ob``, a register tile of ``ob`` by the knob ``tile`` (default ``reg_n``: output
+    columns) of the ``tiled`` extent (default: the output width), loops over the reduction unrolled by the knob
+    ``k_unroll`` (0: none), fused epilogue."""
     knobs, epilogue = dict(spec.knobs), spec.epilogue
     (kh, kw), (sh, sw) = e.kernel, e.strides
     n, ci, co, oh, ow = e.batch, e.in_channels, e.out_channels, e.out_height, e.out_width
@@ -100,17 +102,18 @@ def tiled_kernel_features(spec: KernelSpec, e: Extents, ib: int, ob: int, *, dep
     if layouts:
         row.update(layout_features("in", spec.in_layout, ci, e.width))
         row.update(layout_features("out", spec.out_layout, co, ow))
-    reg_n = knobs.get("reg_n", 1)
+    reg_n, tiled = knobs.get(tile, 1), ow if tiled is None else tiled
     vectors = math.ceil(ob / VECTOR_LANES)
-    oc_blocks, width_tiles = math.ceil(co / max(ob, 1)), math.ceil(ow / reg_n)  # knobs need not divide: padded
+    oc_blocks, width_tiles = math.ceil(co / max(ob, 1)), math.ceil(tiled / reg_n)  # knobs need not divide: padded
     items = n * oc_blocks * oh  # the fused, parallel outer loops
     per_tap = 1 if depthwise else ib
     input_patch = ((reg_n - 1) * sw + kw) * kh * per_tap
     row.update(ic_block=ib, oc_block=ob, reg_n=reg_n, unroll_kw=knobs.get("unroll_kw", -1),
+               k_unroll=knobs.get("k_unroll", 0),
                rows_outer=knobs.get("rows", -1),
                oc_lane_use=_lane_use(ob), ic_lane_use=_lane_use(ib), accumulators=reg_n * vectors,
                accumulator_use=reg_n * vectors / ACCUMULATORS, width_tiles=width_tiles,
-               oc_padding=oc_blocks * ob / co - 1, width_padding=width_tiles * reg_n / ow - 1,
+               oc_padding=oc_blocks * ob / co - 1, width_padding=width_tiles * reg_n / tiled - 1,
                log_parallel_items=log_size(items), parallel_balance=items / (math.ceil(items / 2) * 2),
                log_register_tile=log_size(reg_n * ob * BYTES),
                log_l1_tile=log_size((input_patch + kh * kw * per_tap * ob + reg_n * ob) * BYTES),
