@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import json
+import shutil
 import tempfile
 import time
 import warnings
@@ -37,6 +38,7 @@ from search.export import (
     input_manifest,
     random_inputs,
     run_vm,
+    write_library,
 )
 from search.host import make_target
 from search.numerics import relative_error
@@ -170,22 +172,26 @@ def tune_metaschedule(
         tuned_seconds = time.monotonic() - start
         executable = ms.relax_integration.compile_relax(database, mod, target, params=None)
     inputs = random_inputs(graph, seed)
-    error = relative_error(run_vm(executable, inputs), run_vm(tvm.compile(mod, target=target), inputs))
-    if not error <= TOLERANCE:
-        raise SearchError(f"MetaSchedule build of {label} failed the numerical check: relative error {error:.3g}")
-    manifest = {
-        "model": label, "args": args, "batch": args["batch"],
-        **input_manifest(graph),
-        "target": {"kind": "llvm", "mcpu": str(target.attrs.get("mcpu", "")), "num-cores": threads},
-        "threads": threads, "tvm_version": tvm.__version__,
-        "tessera_version": importlib.metadata.version("tessera"),
-        "numerical_check": {"passed": True, "relative_error": error, "tolerance": TOLERANCE, "seed": seed},
-        "library": LIBRARY,
-        "metaschedule": {"budget_seconds": budget_seconds, "tuning_seconds": tuned_seconds,
-                         "total_seconds": time.monotonic() - start, "trials": deadline.trials,
-                         "tasks": len(contexts)},
-    }
-    CompiledPlan(executable, Plan({}, label, args), manifest).save(out)
+    library, path = write_library(executable)  # checked as the artifact will hold it
+    try:
+        error = relative_error(run_vm(library, inputs), run_vm(tvm.compile(mod, target=target), inputs))
+        if not error <= TOLERANCE:
+            raise SearchError(f"MetaSchedule build of {label} failed the numerical check: relative error {error:.3g}")
+        manifest = {
+            "model": label, "args": args, "batch": args["batch"],
+            **input_manifest(graph),
+            "target": {"kind": "llvm", "mcpu": str(target.attrs.get("mcpu", "")), "num-cores": threads},
+            "threads": threads, "tvm_version": tvm.__version__,
+            "tessera_version": importlib.metadata.version("tessera"),
+            "numerical_check": {"passed": True, "relative_error": error, "tolerance": TOLERANCE, "seed": seed},
+            "library": LIBRARY,
+            "metaschedule": {"budget_seconds": budget_seconds, "tuning_seconds": tuned_seconds,
+                             "total_seconds": time.monotonic() - start, "trials": deadline.trials,
+                             "tasks": len(contexts)},
+        }
+        CompiledPlan(library, Plan({}, label, args), path, manifest).save(out)
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
     (Path(out) / "metaschedule.json").write_text(json.dumps(manifest["metaschedule"], indent=2) + "\n")
     return manifest
 
