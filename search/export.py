@@ -68,9 +68,9 @@ def reference_outputs(graph: OpGraph, target: tvm.target.Target, seed: int) -> l
 
 @dataclass(frozen=True)
 class CompiledPlan:
-    """A compiled, numerically checked plan: ``library``, the shared library written once (in a folder of this
-    process, removed with this object), ``executable``, that library loaded; ``manifest`` is what ``save`` writes to
-    ``manifest.json``."""
+    """A compiled, numerically checked plan: ``library``, the shared library written once (``write_library``; the
+    folder of one that ``export`` made goes with this object), ``executable``, that library loaded; ``manifest`` is
+    what ``save`` writes to ``manifest.json``."""
 
     executable: Any
     plan: Plan
@@ -88,9 +88,9 @@ class CompiledPlan:
 
 
 def write_library(executable: Any) -> tuple[Any, Path]:
-    """``executable`` written as a shared library into a new folder of this process (removed with the loaded library
-    returned, or when the process ends), and loaded: the numerical check runs the code a user's artifact will hold,
-    without compiling it a second time in memory."""
+    """``executable`` written as a shared library into a new temporary folder (the caller removes it; nothing is left
+    if writing or loading fails), and loaded: the numerical check runs the code a user's artifact will hold, without
+    compiling it a second time in memory."""
     folder = Path(tempfile.mkdtemp(prefix="tessera-library-"))
     try:
         with quiet_tvm_log():
