@@ -12,7 +12,9 @@
 //   w    the weights of the 16 output channels, (blocks, kh, kw, 16 channel pairs, 16, 2) bf16: each 64-byte row
 //        holds a pair of input channels for every output channel, as the dot-product instructions read them;
 //   out  the run, (width, 16) fp32.
-// Both return 0, or -1 when this CPU (or the kernel's permission for AMX state) lacks the instructions.
+// The `rows` functions take several short runs of `run_width` pixels (at most 16: a strided convolution's output rows),
+// run r's input at x + r * run_step elements and its pixels at out + r * run_width * 16; `width` is all of them.
+// All return 0, or -1 when this CPU (or the kernel's permission for AMX state) lacks the instructions.
 #include <cpuid.h>
 #include <immintrin.h>
 #include <stdint.h>
@@ -130,6 +132,40 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxRow(const Row& r) {
   _tile_release();
 }
 
+// Up to kGroups runs of at most 16 pixels at once, one accumulator each (every one `width` rows, their input through
+// tile 5), run r's input `run_step` elements after run r - 1's: alone, the one accumulator of a short run leaves each
+// tile product waiting for the last one.
+#define TESSERA_AMX_RUN(run)                                                                   \
+  do {                                                                                        \
+    _tile_loadd(5, r.input(block, i, j, 0) + (run) * run_step, pixel_bytes);                  \
+    _tile_dpbf16ps(run, 5, 6);                                                                \
+  } while (0)
+
+__attribute__((target("amx-tile,amx-bf16"))) void AmxRuns(const Row& r, int runs, long run_step) {
+  const long pixel_bytes = 2L * kBlock * r.stride_w;
+  LoadTiles(1, r.width);
+  _tile_zero(0);
+  if (runs > 1) _tile_zero(1);
+  if (runs > 2) _tile_zero(2);
+  if (runs > 3) _tile_zero(3);
+  for (int block = 0; block < r.blocks; ++block) {
+    for (int i = 0; i < r.kh; ++i) {
+      for (int j = 0; j < r.kw; ++j) {
+        _tile_loadd(6, r.weights(block, i, j), 64);
+        TESSERA_AMX_RUN(0);
+        if (runs > 1) TESSERA_AMX_RUN(1);
+        if (runs > 2) TESSERA_AMX_RUN(2);
+        if (runs > 3) TESSERA_AMX_RUN(3);
+      }
+    }
+  }
+  _tile_stored(0, r.out, 64);
+  if (runs > 1) _tile_stored(1, r.out + (long)r.width * kLanes, 64);
+  if (runs > 2) _tile_stored(2, r.out + 2L * r.width * kLanes, 64);
+  if (runs > 3) _tile_stored(3, r.out + 3L * r.width * kLanes, 64);
+  _tile_release();
+}
+
 // `Pixels` output pixels at once, each one vector of 16 output channels in a register; the weights' vector is shared
 // by them, each pixel's pair of input channels broadcast from memory.
 template <int Pixels>
@@ -194,5 +230,31 @@ extern "C" int tessera_bf16_conv_row_dot(const uint16_t* x, const uint16_t* w, f
   static const bool available = HasAvx512Bf16();
   if (!available) return -1;
   DotRow(Row{x, w, out, blocks, row_stride, block_stride, kh, kw, stride_w, dilation_h, dilation_w, width});
+  return 0;
+}
+
+extern "C" int tessera_bf16_conv_rows_amx(const uint16_t* x, const uint16_t* w, float* out, int blocks,
+                                          int row_stride, int block_stride, int kh, int kw, int stride_w,
+                                          int dilation_h, int dilation_w, int run_step, int run_width, int width) {
+  static const bool available = HasAmx();
+  if (!available) return -1;
+  for (int first = 0; first * run_width < width; first += kGroups) {
+    const int runs = width / run_width - first < kGroups ? width / run_width - first : kGroups;
+    AmxRuns(Row{x + (long)first * run_step, w, out + (long)first * run_width * kLanes, blocks, row_stride,
+                block_stride, kh, kw, stride_w, dilation_h, dilation_w, run_width},
+            runs, run_step);
+  }
+  return 0;
+}
+
+extern "C" int tessera_bf16_conv_rows_dot(const uint16_t* x, const uint16_t* w, float* out, int blocks,
+                                          int row_stride, int block_stride, int kh, int kw, int stride_w,
+                                          int dilation_h, int dilation_w, int run_step, int run_width, int width) {
+  static const bool available = HasAvx512Bf16();
+  if (!available) return -1;
+  for (int run = 0; run * run_width < width; ++run) {
+    DotRow(Row{x + (long)run * run_step, w, out + (long)run * run_width * kLanes, blocks, row_stride, block_stride,
+               kh, kw, stride_w, dilation_h, dilation_w, run_width});
+  }
   return 0;
 }

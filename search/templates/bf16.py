@@ -10,7 +10,7 @@ and applying the epilogue from it into the output layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import tvm
@@ -36,8 +36,12 @@ CHUNK = 64  # pixels (or rows of a matmul) per call: the AMX micro-kernel's four
 # 3: each call applies the epilogue to its own pixels (no separate pass over the whole output). 4: a row of taps that
 # fits one block with the channels (a stem's) is folded into the channels. 5: the AVX-512 BF16 kernel splits a run into
 # tiles of even sizes (a row of 7 pixels: one tile of 7, not 4 + 1 + 1 + 1); packing drops the bounds that always hold.
-VERSION = 5
+# 6: a strided convolution whose output rows have at most 16 pixels computes four of them per call, one tile each;
+# folded taps are packed from a zero-padded copy of the input whose channels are padded to a power of two.
+VERSION = 6
 FUNCTIONS = {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"}
+ROWS_FUNCTIONS = {AMX: "tessera_bf16_conv_rows_amx", DOT: "tessera_bf16_conv_rows_dot"}
+"""The micro-kernels of several short runs per call (``microkernels.cc``), by the bf16 knob's value."""
 
 
 def is_bf16(knobs: Knobs) -> bool:
@@ -91,7 +95,7 @@ def packed(shape: Sequence[int], source: Callable[..., tuple[tvm.tirx.PrimExpr, 
 
 def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout: str, shape: Sequence[int],
               calls: int, offsets: Offsets, scalars: Scalars, pixels: int, block: Block, place: Place,
-              channel_axis: int = 1) -> tuple[te.Tensor, list[te.Tensor]]:
+              channel_axis: int = 1, functions: Mapping[int, str] = FUNCTIONS) -> tuple[te.Tensor, list[te.Tensor]]:
     """The output "out" of logical ``shape`` in ``out_layout``, and its epilogue's inputs (bias, residual):
     ``calls`` calls of the spec's micro-kernel in a parallel loop, call ``i`` reading ``packed`` and ``weight`` at
     the element offsets ``offsets(i)`` with the micro-kernel's integer arguments ``scalars(i)`` (``microkernels.cc``;
@@ -99,10 +103,11 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
     from which the epilogue writes them, still in cache. Call ``i`` computes block ``block(i)`` of the channels (axis
     ``channel_axis`` of ``shape``, along which the bias runs); its row ``p`` of channel ``c`` is the output element
     ``place(i, p, c)`` = (valid, logical index), dropped where ``valid`` (None: always) is false. A call that finds
-    its instructions missing raises an error."""
+    its instructions missing raises an error. ``functions`` names the micro-kernel of each bf16 setting
+    (``ROWS_FUNCTIONS``: several short runs per call)."""
     from search import microkernels
 
-    function = FUNCTIONS[instruction_unit(spec)]
+    function = functions[instruction_unit(spec)]
     microkernels.load()  # for a numerical check compiled in memory; libraries link them (``link_options``)
     epilogue, stored = spec.epilogue, layout(out_layout)
     physical, channels = stored.physical_shape(shape), shape[channel_axis]

@@ -10,9 +10,10 @@ Two stages (``search.templates.bf16``):
   the calls run in parallel; each writes its fp32 pixels into a scratch buffer of its own, from which the fused
   epilogue (bias, residual, activation) writes them, still in cache, in the output layout. A stride-1 convolution
   runs the output rows as one run of pixels (``y * padded width + x``; the pixels of the padding columns are
-  computed and dropped), in chunks of ``CHUNK``; any other, one output row per call. ``pack`` may make a
-  convolution of stride 1 (``_packing``): a strided 1x1 one without padding packs only the pixels it reads; a row of
-  taps that fits one block with the channels (a stem's 7 x 3) is folded into the channels.
+  computed and dropped), in chunks of ``CHUNK``; any other, one output row per call, or ``GROUPS`` of them where a
+  row has at most 16 pixels (a tile's rows). ``pack`` may make a convolution of stride 1 (``_packing``): a strided
+  1x1 one without padding packs only the pixels it reads; a row of taps that fits one block with the channels (a
+  stem's 7 taps of 3 channels, each padded to 4) is folded into the channels, from a zero-padded copy of the input.
 
 The weights are converted once, when packed (``pack_weight``). A prologue the data is read through (a
 pre-activation ``relu(data * scale + shift)`` or a gate ``data * gate``, ``search.templates.conv2d``) is applied in
@@ -34,7 +35,9 @@ from search.precision import STORAGE, bf16_settings
 from search.templates.bf16 import (
     BLOCK,
     CHUNK,
+    FUNCTIONS,
     LANES,
+    ROWS_FUNCTIONS,
     instruction_unit,
     pack_weights,
     packed,
@@ -43,6 +46,8 @@ from search.templates.bf16 import (
 )
 from search.templates.common import finish, padded, relayout_params
 from search.templates.workloads import KernelSpec, Knobs
+
+GROUPS = 4  # output rows of at most LANES pixels per call: the AMX micro-kernel's accumulator tiles
 
 
 def supports(spec: KernelSpec) -> bool:
@@ -66,7 +71,9 @@ class _Packing:
     """How ``pack`` lays the input out for the micro-kernel: ``rows`` x ``cols`` pixels of ``channels`` channels
     (before padding to blocks), convolved with ``kernel``, ``strides`` and ``dilation``; ``source(y, x, k)`` is the
     input pixel (row, column, channel) that packed pixel (y, x) holds in channel k, read where all are in range and
-    ``k < channels``, zero elsewhere."""
+    ``k < channels``, zero elsewhere. Taps folded into the channels (``group`` > 0) are packed from a zero-padded copy
+    of the input, pixel by pixel with ``group`` channels (``_folded``), tap ``k // group`` and channel ``k % group``
+    in channel k."""
 
     rows: int
     cols: int
@@ -74,14 +81,16 @@ class _Packing:
     kernel: tuple[int, int]
     strides: tuple[int, int]
     dilation: tuple[int, int]
-    source: Callable[..., tuple]
+    source: Callable[..., tuple] | None = None
+    group: int = 0
 
 
 def _packing(spec: KernelSpec) -> _Packing:
     """Direct: the zero-padded input. A 1x1 convolution without padding: only the pixels it reads (then of stride 1).
     A row of taps that fits one block with the channels (``kw x channels <= BLOCK``, as a stem's 3 channels): the taps
     folded into the channels, each packed pixel holding the ``kw`` input pixels its output pixel reads (then a
-    ``kh x 1`` convolution of horizontal stride 1)."""
+    ``kh x 1`` convolution of horizontal stride 1), each in a group of channels padded to a power of two where that
+    fits (a stem's 7 taps of 3 channels in 7 x 4: the 28 values of a packed pixel lie side by side in the copy)."""
     wl = spec.workload
     _, c, h, w = wl.in_shape
     (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilation
@@ -89,19 +98,47 @@ def _packing(spec: KernelSpec) -> _Packing:
     if (kh, kw) == (1, 1) and not any(wl.padding):
         return _Packing(wl.out_height, wl.out_width, c, (1, 1), (1, 1), (1, 1), lambda y, x, k: (y * sh, x * sw, k))
     if kw > 1 and c * kw <= BLOCK:
-        return _Packing(h + top + bottom, wl.out_width, c * kw, (kh, 1), (sh, 1), (dh, 1),
-                        lambda y, x, k: (y - top, x * sw + k // c * dw - left, k % c))
+        group = 1 << (c - 1).bit_length()
+        group = group if kw * group <= BLOCK else c
+        return _Packing(h + top + bottom, wl.out_width, group * kw, (kh, 1), (sh, 1), (dh, 1), group=group)
     return _Packing(h + top + bottom, w + left + right, c, (kh, kw), (sh, sw), (dh, dw),
                     lambda y, x, k: (y - top, x - left, k))
 
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
-    """OIHW -> ``search.templates.bf16.pack_weights`` (taps folded into the channels: OIHW -> O (W I) H 1)."""
+    """OIHW -> ``search.templates.bf16.pack_weights`` (taps folded into the channels: OIHW -> O (W I') H 1, the
+    channels I zero-padded to the packing's group I')."""
     _check(spec)
     o, c, kh, kw = weight.shape
-    if _packing(spec).kernel != (kh, kw):
-        weight = weight.transpose(0, 3, 1, 2).reshape(o, kw * c, kh, 1)
+    group = _packing(spec).group
+    if group:
+        grouped = np.zeros((o, group, kh, kw), weight.dtype)
+        grouped[:, :c] = weight
+        weight = grouped.transpose(0, 3, 1, 2).reshape(o, kw * group, kh, 1)
     return pack_weights(weight)
+
+
+def _folded(spec: KernelSpec, packing: _Packing, read: Callable[..., tvm.tirx.PrimExpr]) -> te.Tensor:
+    """The packed input of folded taps: first ``fold``, the input rounded to bf16 with its zero padding, ``group``
+    channels per pixel (wide enough for every read of the padded taps); then ``pack``, packed pixel (y, x) holding
+    in channel k the fold's pixel (y, x * stride + k // group * dilation), channel k % group (zero for k past the
+    taps)."""
+    wl = spec.workload
+    n, c, h, w = wl.in_shape
+    kw, sw, dw, group = wl.kernel[1], wl.strides[1], wl.dilation[1], packing.group
+    top, left, bottom, right = wl.padding
+    width = max(w + left + right, (packing.cols - 1) * sw + (BLOCK - 1) // group * dw + 1)  # k up to BLOCK - 1
+
+    def fold(nn, yy, xx, cc):
+        y, x = yy - top, xx - left
+        inside = tvm.tirx.all(y >= 0, y < h, x >= 0, x < w, cc < c)
+        y, x = (tvm.tirx.min(tvm.tirx.max(value, 0), extent - 1) for value, extent in ((y, h), (x, w)))
+        return read(nn, y, x, tvm.tirx.min(cc, c - 1)), inside
+
+    folded = packed((n, h + top + bottom, width, group), fold, "fold")
+    zero = tvm.tirx.const(0, STORAGE)
+    return te.compute((n, 1, packing.rows, packing.cols, BLOCK), lambda nn, _, y, x, k: tvm.tirx.if_then_else(
+        k < kw * group, folded[nn, y, x * sw + k // group * dw, k % group], zero), name="pack")
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
@@ -125,49 +162,66 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         y, x = (tvm.tirx.min(tvm.tirx.max(value, 0), extent - 1) for value, extent in ((y, h), (x, w)))
         return read(nn, y, x, tvm.tirx.min(channel, c - 1)), inside
 
-    packed_data = packed((n, blocks, rows, cols, BLOCK), pack, "pack")
+    packed_data = (_folded(spec, packing, read) if packing.group else
+                   packed((n, blocks, rows, cols, BLOCK), pack, "pack"))
     weights = blocks * kh * kw * BLOCK * LANES
     if flat:  # one run of the (oh - 1) * cols + ow pixels per block of output channels, in chunks
         run = (oh - 1) * cols + ow  # the columns past ow are computed and dropped
         chunks, pixels = -(-run // CHUNK), CHUNK
-        calls = n * out_blocks * chunks
+        calls, runs = n * out_blocks * chunks, ()
+
+        # a thread's calls cycle through the smaller operand: all the weights once per chunk of the input (a chunk's
+        # calls, one per block of output channels, follow each other) where they are smaller than an image's input,
+        # else the whole input once per block (a block's calls follow each other)
+        inner = out_blocks * weights < blocks * rows * cols * BLOCK
+
+        def split(call):  # (image, chunk, block of output channels)
+            if inner:
+                return call // out_blocks // chunks, call // out_blocks % chunks, call % out_blocks
+            return call // chunks // out_blocks, call % chunks, call // chunks % out_blocks
 
         def offsets(call):
-            matrix, first = call // chunks, call % chunks * CHUNK  # matrix: (image, block of output channels)
-            return (matrix // out_blocks * blocks * rows * cols + first) * BLOCK, matrix % out_blocks * weights
+            image, chunk, ob = split(call)
+            return (image * blocks * rows * cols + chunk * CHUNK) * BLOCK, ob * weights
 
         def width(call):
-            return tvm.tirx.min(CHUNK, run - call % chunks * CHUNK)
+            return tvm.tirx.min(CHUNK, run - split(call)[1] * CHUNK)
 
         def block(call):
-            return call // chunks % out_blocks
+            return split(call)[2]
 
         def place(call, pixel, channel):
-            at = call % chunks * CHUNK + pixel
-            return (at % cols < ow) if cols > ow else None, (call // chunks // out_blocks, channel, at // cols,
-                                                              at % cols)
-    else:  # one output row per call
-        calls, pixels = n * out_blocks * oh, ow
+            image, chunk, _ = split(call)
+            at = chunk * CHUNK + pixel
+            return (at % cols < ow) if cols > ow else None, (image, channel, at // cols, at % cols)
+    else:  # whole output rows per call: one, or up to GROUPS of at most LANES pixels (one tile each)
+        per = GROUPS if ow <= LANES else 1
+        steps = -(-oh // per)
+        runs = (sh * cols * BLOCK, ow) if per > 1 else ()  # the rows micro-kernel's run step and width
+        calls, pixels = n * out_blocks * steps, per * ow
 
-        def offsets(row):
-            image, y = row // (out_blocks * oh), row % oh
-            return (image * blocks * rows + y * sh) * cols * BLOCK, block(row) * weights
+        def offsets(call):
+            image, y = call // (out_blocks * steps), call % steps * per
+            return (image * blocks * rows + y * sh) * cols * BLOCK, block(call) * weights
 
-        def width(row):
-            return ow
+        def width(call):
+            return tvm.tirx.min(per, oh - call % steps * per) * ow if oh % per else per * ow
 
-        def block(row):
-            return row // oh % out_blocks
+        def block(call):
+            return call // steps % out_blocks
 
-        def place(row, pixel, channel):
-            return None, (row // (out_blocks * oh), channel, row % oh, pixel)
+        def place(call, pixel, channel):
+            return None, (call // (out_blocks * steps), channel, call % steps * per + pixel // ow, pixel % ow)
 
     out, extra = row_calls(packed_data, weight, spec, spec.out_layout, wl.out_shape, calls, offsets,
-                                 lambda call: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw,
-                                               width(call)), pixels, block, place)
+                           lambda call: (blocks, cols * BLOCK, rows * cols * BLOCK, kh, kw, sw, dh, dw, *runs,
+                                         width(call)), pixels, block, place,
+                           functions=ROWS_FUNCTIONS if runs else FUNCTIONS)
     bias, residual = extra[: int(spec.epilogue.bias)], extra[int(spec.epilogue.bias):]
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *bias, *prologue, *residual, out]))
-    relayout_params(sch, [("pack", "read", 0, spec.in_layout, ib)])
+    relayout_params(sch, [("fold" if packing.group else "pack", "read", 0, spec.in_layout, ib)])
+    if packing.group:
+        schedule_pass(sch, "fold", 3)
     schedule_pass(sch, "pack", 3)
     return finish(sch)
 

@@ -234,6 +234,35 @@ def test_the_micro_kernels_sum_the_products_of_bf16_values_for_every_run_width(k
         np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4, err_msg=f"a run of {width} pixels")
 
 
+@needs_bf16
+@pytest.mark.parametrize("knobs", SETTINGS, ids=[f"bf16={value}" for (_, value), in SETTINGS])
+def test_the_rows_micro_kernels_compute_each_short_run_from_its_own_rows(knobs):
+    import ctypes
+
+    from search import microkernels
+    from search.templates.bf16 import BLOCK, LANES, ROWS_FUNCTIONS, pack_weights
+
+    rng = np.random.default_rng(3)
+    blocks, longest, most, step = 2, 16, 6, 40  # runs of 1 to 16 pixels, 1 to 6 of them (two calls' worth on AMX)
+    bits = precision.to_bf16_bits(rng.standard_normal((blocks, most * step, BLOCK)).astype(np.float32))
+    weight = rng.standard_normal((LANES, blocks * BLOCK, 1, 1)).astype(np.float32)
+    packed = np.ascontiguousarray(pack_weights(weight))
+    values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    weights = (packed.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    weights = weights.reshape(blocks, BLOCK // 2, LANES, 2).transpose(0, 1, 3, 2).reshape(blocks * BLOCK, LANES)
+    function = getattr(microkernels.load(), ROWS_FUNCTIONS[dict(knobs)[precision.KNOB]])
+    pointer = ctypes.POINTER(ctypes.c_uint16)
+    for width in range(1, longest + 1):
+        for runs in range(1, most + 1):
+            out = np.full((runs * width, LANES), np.nan, np.float32)
+            assert function(bits.ctypes.data_as(pointer), packed.ctypes.data_as(pointer),
+                            out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), blocks, 0, most * step * BLOCK, 1,
+                            1, 1, 1, 1, step * BLOCK, width, runs * width) == 0
+            pixels = np.concatenate([np.arange(run * step, run * step + width) for run in range(runs)])
+            expected = values[:, pixels].transpose(1, 0, 2).reshape(runs * width, -1) @ weights
+            np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4, err_msg=f"{runs} runs of {width}")
+
+
 def test_tirs_rounding_to_bf16_is_numpys_round_to_nearest_even():
     import tvm
     from tvm import te
