@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cost_models.errors import ModelError
-from search.isa import HOST
+from search.isa import HOST, UNITS
 
 if TYPE_CHECKING:
     from cost_models.xgb_model import XGBCostModel
@@ -53,14 +53,17 @@ def record_files(unit: str = HOST.name) -> list[Path]:
 
 def shipped_records(unit: str = HOST.name) -> dict[str, float]:
     """Task key -> milliseconds of every successful shipped record of ``unit`` whose kind this tessera featurises (a
-    key timed on several hosts: the median of their times)."""
+    key timed on several hosts: the median of their times). The keys are read with ``unit``'s knob spaces, whichever
+    host reads them: an AVX2 host's register tiles are no settings of the AVX-512 templates."""
     from cost_models.exchange import read_records
     from cost_models.learned import featurisable
+    from search.templates.common import sized_for
 
     times: dict[str, list[float]] = defaultdict(list)
     for path in record_files(unit):
         for _, key, record in read_records(path):
             if record.ok:
                 times[key].append(record.median_ms)
-    usable, _ = featurisable(list(times))
+    with sized_for(UNITS.get(unit, HOST)):
+        usable, _ = featurisable(list(times))
     return {key: float(np.median(times[key])) for key in usable}

@@ -207,22 +207,31 @@ def test_the_micro_kernels_compile_to_amx_and_avx512_bf16_instructions_on_any_ho
     assert "tdpbf16ps" in text and "ldtilecfg" in text and "vdpbf16ps" in text
 
 
+def _micro_kernel_operands(seed: int, blocks: int, pixels: int) -> tuple[np.ndarray, ...]:
+    """Random operands of a micro-kernel over ``blocks`` blocks of input channels and 16 output channels: the input
+    ``(blocks, pixels, BLOCK)`` and the packed weights as bf16 bits, and both as float64 values, the weights as a
+    ``(blocks * BLOCK, 16)`` matrix."""
+    from search.templates.bf16 import BLOCK, LANES, pack_weights
+
+    rng = np.random.default_rng(seed)
+    bits = precision.to_bf16_bits(rng.standard_normal((blocks, pixels, BLOCK)).astype(np.float32))
+    packed = np.ascontiguousarray(pack_weights(rng.standard_normal((LANES, blocks * BLOCK, 1, 1)).astype(np.float32)))
+    values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    weights = (packed.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    weights = weights.reshape(blocks, BLOCK // 2, LANES, 2).transpose(0, 1, 3, 2).reshape(blocks * BLOCK, LANES)
+    return bits, packed, values, weights
+
+
 @needs_bf16
 @pytest.mark.parametrize("knobs", SETTINGS, ids=[f"bf16={value}" for (_, value), in SETTINGS])
 def test_the_micro_kernels_sum_the_products_of_bf16_values_for_every_run_width(knobs):
     import ctypes
 
     from search import microkernels
-    from search.templates.bf16 import BLOCK, FUNCTIONS, LANES, pack_weights
+    from search.templates.bf16 import BLOCK, FUNCTIONS, LANES
 
-    rng = np.random.default_rng(1)
     blocks, widest = 2, 45  # runs of 1 to 45 pixels: three tiles of 14 and every remainder
-    bits = precision.to_bf16_bits(rng.standard_normal((blocks, widest, BLOCK)).astype(np.float32))
-    weight = rng.standard_normal((LANES, blocks * BLOCK, 1, 1)).astype(np.float32)
-    packed = np.ascontiguousarray(pack_weights(weight))
-    values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    weights = (packed.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    weights = weights.reshape(blocks, BLOCK // 2, LANES, 2).transpose(0, 1, 3, 2).reshape(blocks * BLOCK, LANES)
+    bits, packed, values, weights = _micro_kernel_operands(1, blocks, widest)
     function = getattr(microkernels.load(), FUNCTIONS[dict(knobs)[precision.KNOB]])
     pointer = ctypes.POINTER(ctypes.c_uint16)
     for width in range(1, widest + 1):
@@ -240,16 +249,10 @@ def test_the_rows_micro_kernels_compute_each_short_run_from_its_own_rows(knobs):
     import ctypes
 
     from search import microkernels
-    from search.templates.bf16 import BLOCK, LANES, ROWS_FUNCTIONS, pack_weights
+    from search.templates.bf16 import BLOCK, LANES, ROWS_FUNCTIONS
 
-    rng = np.random.default_rng(3)
     blocks, longest, most, step = 2, 16, 6, 40  # runs of 1 to 16 pixels, 1 to 6 of them (two calls' worth on AMX)
-    bits = precision.to_bf16_bits(rng.standard_normal((blocks, most * step, BLOCK)).astype(np.float32))
-    weight = rng.standard_normal((LANES, blocks * BLOCK, 1, 1)).astype(np.float32)
-    packed = np.ascontiguousarray(pack_weights(weight))
-    values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    weights = (packed.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    weights = weights.reshape(blocks, BLOCK // 2, LANES, 2).transpose(0, 1, 3, 2).reshape(blocks * BLOCK, LANES)
+    bits, packed, values, weights = _micro_kernel_operands(3, blocks, most * step)
     function = getattr(microkernels.load(), ROWS_FUNCTIONS[dict(knobs)[precision.KNOB]])
     pointer = ctypes.POINTER(ctypes.c_uint16)
     for width in range(1, longest + 1):
