@@ -37,7 +37,8 @@ CHUNK = 64  # pixels (or rows of a matmul) per call: the AMX micro-kernel's four
 # fits one block with the channels (a stem's) is folded into the channels. 5: the AVX-512 BF16 kernel splits a run into
 # tiles of even sizes (a row of 7 pixels: one tile of 7, not 4 + 1 + 1 + 1); packing drops the bounds that always hold.
 # 6: a strided convolution whose output rows have at most 16 pixels computes four of them per call, one tile each;
-# folded taps are packed from a zero-padded copy of the input whose channels are padded to a power of two.
+# folded taps are packed from a zero-padded copy of the input whose channels are padded to a power of two; a stride-1
+# convolution's calls cycle through its weights where they are smaller than an image's input.
 VERSION = 6
 FUNCTIONS = {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"}
 ROWS_FUNCTIONS = {AMX: "tessera_bf16_conv_rows_amx", DOT: "tessera_bf16_conv_rows_dot"}
