@@ -1,13 +1,14 @@
-"""bf16 against fp32 on a network's kernels: time and numerical error of each.
+"""bf16 and int8 against fp32 on a network's kernels: time and numerical error of each.
 
 ``--network resnet50``: ResNet-50's distinct convolutions (batch 1, 224x224; bias and ReLU fused, as in the network),
 in NCHW16c -> NCHW16c (the stem reads NCHW). ``--network bert_base``: BERT-base's linear layers (128 tokens; bias,
 and GELU or the residual fused, as in the network) in NC -> NC, and its attention's batched matmuls, read and
 written where the heads are split and merged. For each: the fastest of the fp32 template's first
-``--fp32-settings`` knob settings (Winograd among them where it applies) and every bf16 setting the host runs
-(``search.precision``: AMX tiles, AVX-512 BF16 dot products), each timed like a kernel
-(``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and interquartile
-range), one at a time, and run once on random data against the float64 numpy reference
+``--fp32-settings`` knob settings (Winograd among them where it applies), every bf16 setting the host runs
+(``search.precision``: AMX tiles, AVX-512 BF16 dot products) and, on the convolutions, every int8 setting (AMX-INT8
+tiles, AVX-512 VNNI dot products; the data quantised over its own range, ``search.templates.int8``), each timed like
+a kernel (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and
+interquartile range), one at a time, and run once on random data against the float64 numpy reference
 (``search.kinds.checks.kernel_error``). The last line sums the kernels once each (not weighted by how often the
 network repeats them). Run it with nothing else on the machine.
 
@@ -30,7 +31,13 @@ from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import kernel_kind  # noqa: E402
 from search.kinds.checks import kernel_error  # noqa: E402
-from search.precision import INSTRUCTIONS, KNOB, bf16_settings, precision_of  # noqa: E402
+from search.precision import (  # noqa: E402
+    INSTRUCTIONS,
+    INT8_INSTRUCTIONS,
+    bf16_settings,
+    int8_settings,
+    precision_of,
+)
 from search.templates import BatchMatmulWorkload, DenseWorkload, Epilogue, KernelSpec  # noqa: E402
 
 LAYOUT = "NCHW16c"
@@ -65,6 +72,7 @@ def bert_base_kernels(tokens: int = 128, width: int = 768, heads: int = 12) -> l
 
 
 NETWORKS = {"resnet50": resnet50_kernels, "bert_base": bert_base_kernels}
+INT8_NETWORKS = ("resnet50",)  # int8 kernels: convolutions only
 
 
 def main() -> None:
@@ -80,13 +88,14 @@ def main() -> None:
     if not settings:
         parser.error(f"this CPU ({host().cpu}) has no bf16 instructions ({' or '.join(INSTRUCTIONS.values())})")
     target = make_target(args.threads)
-    units = {value: INSTRUCTIONS[value] for (_, value), in settings}
-    print(f"host: {host().cpu}, vector unit {HOST.name}, bf16 instructions {', '.join(units.values())}; "
+    settings += int8_settings() if args.network in INT8_NETWORKS else []
+    flags = [(INSTRUCTIONS if knob == "bf16" else INT8_INSTRUCTIONS)[value] for (knob, value), in settings]
+    print(f"host: {host().cpu}, vector unit {HOST.name}, instructions {', '.join(flags)}; "
           f"{args.threads} threads, load {os.getloadavg()[0]:.2f}; {args.network}'s kernels, epilogues fused; "
           f"ms: median (IQR); error: max|out - ref| / max(1, max|ref|)\n")
-    columns = " | ".join(f"bf16 {flag} | speed-up | error" for flag in units.values())
+    columns = " | ".join(f"{knob} {flag} | speed-up | error" for ((knob, _),), flag in zip(settings, flags))
     print(f"| kernel | workload | fp32 best (setting) | error | {columns} |")
-    print("| --- | --- | --- | ---: |" + " ---: | ---: | ---: |" * len(units))
+    print("| --- | --- | --- | ---: |" + " ---: | ---: | ---: |" * len(settings))
     totals = [0.0] * (1 + len(settings))
     for name, shape, spec in NETWORKS[args.network]():
         kind = kernel_kind(spec.workload.kind)
@@ -96,8 +105,8 @@ def main() -> None:
         row = [f"{best.median_ms:.3f} ({best.iqr_ms:.3f}) ({_label(knobs)})",
                f"{kernel_error(replace(spec, knobs=knobs), target=target):.1e}"]
         totals[0] += best.median_ms
-        for index, bf16 in enumerate(settings, start=1):
-            built = replace(spec, knobs=bf16)
+        for index, reduced in enumerate(settings, start=1):
+            built = replace(spec, knobs=reduced)
             timing = _time(kind, built, target, args)
             totals[index] += timing.median_ms
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{best.median_ms / timing.median_ms:.2f}x",
@@ -105,7 +114,7 @@ def main() -> None:
         print(f"| {name} | {shape} | {' | '.join(row)} |", flush=True)
     sums = " | ".join(f"{t:.3f} | {totals[0] / t:.2f}x | " for t in totals[1:])
     print(f"| sum | | {totals[0]:.3f} | | {sums}|")
-    print(f"\nload after: {os.getloadavg()[0]:.2f}; bf16 knob: {KNOB}")
+    print(f"\nload after: {os.getloadavg()[0]:.2f}")
 
 
 def _time(kind, spec: KernelSpec, target, args):

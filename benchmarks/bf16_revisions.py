@@ -1,16 +1,16 @@
 """An earlier revision of the bf16 convolution template against the current one, paired on ResNet-50's convolutions.
 
-The baseline is a copy of an earlier ``search/templates/conv2d_bf16.py``, loaded as a module beside the current one
-(it must build on the current helpers of ``search/templates/bf16.py`` and the current micro-kernels). Each of
-ResNet-50's distinct convolutions (as ``benchmarks/bf16_kernels.py`` builds them), and two strided 3x3 ones with
+The baseline is a copy of an earlier ``search/templates/conv2d_dot.py``, loaded as a module beside the current one
+(it must build on the current helpers of ``search/templates/dot.py`` and ``bf16.py`` and the current micro-kernels).
+Each of ResNet-50's distinct convolutions (as ``benchmarks/bf16_kernels.py`` builds them), and two strided 3x3 ones with
 short output rows (Inception-v3's 17x17 -> 8x8 reduction, an SSD extra layer), is built by both in this process and
 timed alternately, round by round (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least
 50 ms), so that a neighbour's load on a shared host falls on both. Per kernel: the medians of the rounds, the median
 and range of the per-round ratios (baseline / current: > 1, the current is faster) and the ratio of the minima.
 Run it with nothing else on the machine.
 
-    git show REV:search/templates/conv2d_bf16.py > /tmp/conv2d_bf16_before.py
-    .venv/bin/python benchmarks/bf16_revisions.py --baseline /tmp/conv2d_bf16_before.py [--unit amx|dot]
+    git show REV:search/templates/conv2d_dot.py > /tmp/conv2d_dot_before.py
+    .venv/bin/python benchmarks/bf16_revisions.py --baseline /tmp/conv2d_dot_before.py [--unit amx|dot]
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def kernels() -> list[tuple[str, str, KernelSpec]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--baseline", type=Path, required=True, help="an earlier conv2d_bf16.py")
+    parser.add_argument("--baseline", type=Path, required=True, help="an earlier conv2d_dot.py")
     parser.add_argument("--unit", choices=sorted(UNITS), default="amx")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=9)
@@ -61,11 +61,11 @@ def main() -> None:
         parser.error(f"this CPU ({host().cpu}) has no {INSTRUCTIONS[unit]}")
     if not 1 <= args.threads <= len(os.sched_getaffinity(0)) or args.rounds < 1:
         parser.error("--threads from 1 to the usable cores, --rounds positive")
-    spec = importlib.util.spec_from_file_location("conv2d_bf16_baseline", args.baseline)
+    spec = importlib.util.spec_from_file_location("conv2d_dot_baseline", args.baseline)
     baseline = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = baseline  # dataclasses look their module up
     spec.loader.exec_module(baseline)
-    current, target = conv2d_kernels.conv2d_bf16, make_target(args.threads)
+    current, target = conv2d_kernels.conv2d_dot, make_target(args.threads)
     only = set(args.only.split(",")) if args.only else None
     print(f"host: {host().cpu}, vector unit {HOST.name}; bf16 on {INSTRUCTIONS[unit]}; {args.threads} threads, "
           f"{args.rounds} rounds, load {os.getloadavg()[0]:.2f}; baseline {args.baseline.name}; ms\n")
@@ -78,11 +78,11 @@ def main() -> None:
         built = replace(kernel, knobs=((KNOB, unit),))
         kind = kernel_kind(built.workload.kind)
         new = kind.build(built, target)
-        conv2d_kernels.conv2d_bf16 = baseline  # the kind's template reaches the bf16 one through this attribute
+        conv2d_kernels.conv2d_dot = baseline  # the kind's template reaches the bf16 one through this attribute
         try:
             old = kind.build(built, target)
         finally:
-            conv2d_kernels.conv2d_bf16 = current
+            conv2d_kernels.conv2d_dot = current
         times: dict[str, list[float]] = {"old": [], "new": []}
         for _ in range(args.rounds):
             for label, func in (("old", old), ("new", new)):

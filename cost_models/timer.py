@@ -121,14 +121,17 @@ def argument_shapes(func: tvm.tirx.PrimFunc) -> list[tuple[tuple[int, ...], str]
 def random_arguments(
     shapes: Sequence[tuple[tuple[int, ...], str]], seed: int = 0, device: tvm.runtime.Device | None = None
 ) -> list[tvm.runtime.Tensor]:
-    """Tensors of uniform values in [-1, 1) (bf16 ones, ``search.precision.STORAGE``, as their bit patterns): never
-    uninitialised memory, whose denormals or NaNs skew timings."""
+    """Tensors of uniform values in [-1, 1) (bf16 ones, ``search.precision.STORAGE``, as their bit patterns; 8-bit
+    integers over their whole range): never uninitialised memory, whose denormals or NaNs skew timings."""
     rng = np.random.default_rng(seed)
     device = device or tvm.cpu()
     return [tvm.runtime.tensor(_uniform(rng, shape, dtype), device) for shape, dtype in shapes]
 
 
 def _uniform(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    if dtype in ("int8", "uint8"):
+        limits = np.iinfo(dtype)
+        return rng.integers(limits.min, limits.max, shape, dtype=dtype, endpoint=True)
     values = rng.uniform(-1, 1, shape)
     return to_bf16_bits(values) if dtype == STORAGE else values.astype(dtype)
 

@@ -20,7 +20,7 @@ from search.isa import HOST, VectorUnit, cpu_field, cpu_flags
 if TYPE_CHECKING:
     import tvm
 
-FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+FEATURES = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 """The CPU flags ``Host.features`` reports when present."""
 
 INSTRUCTION_SETS = {

@@ -22,12 +22,18 @@ KNOB = "bf16"
 AMX, DOT = 1, 2
 INSTRUCTIONS = {AMX: "amx_bf16", DOT: "avx512_bf16"}
 """The CPU flag each bf16 setting needs."""
+INT8_KNOB = "int8"
+INT8_INSTRUCTIONS = {AMX: "amx_int8", DOT: "avx512_vnni"}
+"""The CPU flag each int8 setting (knob ``int8``: unsigned 8-bit data, signed 8-bit weights, int32 sums) needs."""
 PRECISIONS = ("fp32", "bf16", "auto")
 STORAGE = "uint16"
 """How kernels store bf16 values: their bit patterns (TVM would legalise a bf16 buffer into fp32 arithmetic)."""
 TOLERANCE = 2e-2
 """A bf16 kernel's relative error against its float64 reference (bf16 keeps 8 significant bits: 2**-9 per rounded
 operand, sums of thousands of products in fp32)."""
+INT8_TOLERANCE = 5e-2
+"""An int8 kernel's relative error against its float64 reference on data spanning its quantisation's range (255 steps
+of the data, 127 of each output channel's weights, exact integer sums)."""
 DEFAULT_MAX_ERROR = 2e-2
 """A search's error budget when none is given: a plan's largest relative output error against the fp32 build."""
 
@@ -43,8 +49,9 @@ def check_max_error(max_error: object) -> float | None:
 
 
 def precision_of(knobs: Knobs) -> str:
-    """``"bf16"`` for a setting with the bf16 knob, else ``"fp32"``."""
-    return "bf16" if dict(knobs).get(KNOB) else "fp32"
+    """``"bf16"`` or ``"int8"`` for a setting with that knob, else ``"fp32"``."""
+    knobs = dict(knobs)
+    return "bf16" if knobs.get(KNOB) else "int8" if knobs.get(INT8_KNOB) else "fp32"
 
 
 def to_bf16_bits(values: np.ndarray) -> np.ndarray:
@@ -57,6 +64,12 @@ def bf16_settings(features: Iterable[str] | None = None) -> list[Knobs]:
     """The bf16 settings a CPU with ``features`` (default: this host's) runs, AMX first."""
     have = host().features if features is None else set(features)
     return [((KNOB, unit),) for unit, flag in INSTRUCTIONS.items() if flag in have]
+
+
+def int8_settings(features: Iterable[str] | None = None) -> list[Knobs]:
+    """The int8 settings a CPU with ``features`` (default: this host's) runs, AMX first."""
+    have = host().features if features is None else set(features)
+    return [((INT8_KNOB, unit),) for unit, flag in INT8_INSTRUCTIONS.items() if flag in have]
 
 
 def check_precision(precision: str, features: Iterable[str] | None = None) -> str:

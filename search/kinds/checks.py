@@ -28,8 +28,9 @@ from search.kinds.registry import kernel_kind
 from search.layouts import layout
 from search.numerics import relative_error
 from search.op import Op
+from search.precision import INT8_TOLERANCE, precision_of
 from search.precision import TOLERANCE as BF16_TOLERANCE
-from search.precision import precision_of
+from search.templates.int8 import RANGE
 from search.templates.workloads import Epilogue, KernelSpec
 
 TOLERANCE = 1e-4  # of max|out - reference| relative to max(1, max|reference|), float32 against float64
@@ -120,8 +121,8 @@ def kernel_error(spec: KernelSpec, *, target=None, seed: int = 0) -> float:
 
 def tolerance(spec: KernelSpec) -> float:
     """The largest relative error ``check_kernel`` accepts: ``TOLERANCE`` for fp32, ``search.precision``'s for
-    bf16."""
-    return TOLERANCE if precision_of(spec.knobs) == "fp32" else BF16_TOLERANCE
+    bf16 and int8."""
+    return {"fp32": TOLERANCE, "bf16": BF16_TOLERANCE, "int8": INT8_TOLERANCE}[precision_of(spec.knobs)]
 
 
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:
@@ -141,6 +142,8 @@ def _numerics(kind: KernelKind, spec: KernelSpec, target, seed: int) -> float:
     (_, data_shape), *others = activations
     data = rng.uniform(-1, 1, data_shape)
     params = kind.random_params(wl, spec.epilogue, rng)
+    if precision_of(spec.knobs) == "int8":  # quantised over the range of the data, as calibration would find it
+        params[RANGE] = np.array([data.min(), data.max()])
     inputs = [data, *(rng.uniform(-1, 1, shape) for _, shape in others)]
     func = kind.build(spec, target)
     assert bool(func.attrs["tir.is_scheduled"]) and "global_symbol" not in func.attrs, \

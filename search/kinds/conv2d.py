@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from search.bindings import Bindings, plain
+from search.errors import SearchError
 from search.kinds.base import Match, TemplateKind
 from search.kinds.epilogue import (
     apply_epilogue,
@@ -23,6 +24,7 @@ from search.layouts import view_block
 from search.precision import KNOB
 from search.relax_exprs import static_shape
 from search.templates import conv2d as template
+from search.templates import conv2d_dot, int8
 from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
 
 
@@ -151,7 +153,14 @@ class Conv2DKind(ConvLike):
         return (data, *gate, *residual)
 
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The weights (bf16: as bf16), the bias and the prologue's parameters; an int8 setting's from the range of
+        its input (``params[int8.RANGE]``): ``search.templates.conv2d_dot.pack_int8``."""
         self.check_spec(spec)
+        if int8.is_int8(spec.knobs):
+            if int8.RANGE not in params:
+                raise SearchError(f"an int8 kernel needs the range of its input ({int8.RANGE}) from calibration")
+            data = int8.quantisation(*(float(v) for v in params[int8.RANGE]))
+            return conv2d_dot.pack_int8(spec, np.asarray(params["weight"]), params.get("bias"), data)
         prologue = ("scale", "shift") if spec.epilogue.prologue else ()
         return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params),
                 *(np.ascontiguousarray(params[name], dtype=spec.workload.dtype) for name in prologue)]

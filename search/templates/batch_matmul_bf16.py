@@ -2,7 +2,7 @@
 operands rounded to bf16 at run time, fp32 accumulation, each tensor in the layout its pair names (as the fp32
 template's, ``search.templates.batch_matmul``); the settings of ``search.precision``'s ``bf16`` knob.
 
-The linear layer's micro-kernel (``search.templates.bf16``) on every (batch, head): ``pack_a`` rounds ``a``'s rows in
+The linear layer's micro-kernel (``search.templates.dot``) on every (batch, head): ``pack_a`` rounds ``a``'s rows in
 blocks of 32 of the reduction ``(B, H, K' // 32, m, 32)``; ``pack_w`` rounds ``w`` into the micro-kernel's weight
 order ``(B, H, N' // 16, K' // 32, 16, 16, 2)`` (a weight packed at run time: ``w`` is an activation); ``acc`` runs one
 call per (batch, head), block of 16 columns and chunk of up to ``CHUNK`` rows, in parallel, each followed by the
@@ -17,8 +17,9 @@ from tvm import te
 from search.layouts import layout
 from search.precision import bf16_settings
 from search.templates import batch_matmul_layouts as layouts
-from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, packed, row_calls, schedule_pass
+from search.templates.bf16 import BF16, BLOCK, instruction_unit, packed
 from search.templates.common import finish, padded
+from search.templates.dot import CHUNK, LANES, row_calls, schedule_pass
 from search.templates.workloads import KernelSpec, Knobs
 
 
@@ -64,7 +65,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
 
     out, _ = row_calls(packed_a, packed_w, spec, layouts.result_layout(spec.out_layout), (*outer, wl.m, wl.n),
                        wl.batch * columns * chunks, offsets, scalars, CHUNK, lambda call: call // chunks % columns,
-                       place, channel_axis=3)
+                       place, BF16, channel_axis=3)
     sch = tvm.s_tir.Schedule(te.create_prim_func([a, w, out]))
     schedule_pass(sch, "pack_a", 3)
     schedule_pass(sch, "pack_w", 4)

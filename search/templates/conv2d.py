@@ -14,7 +14,7 @@ So a 126-channel NCHW output still fills the vector lanes (``oc_bn=16``: 128 com
 3x3 stride-1 convolutions also have Winograd settings (knob ``winograd``: the output tile size), built by
 ``search.templates.winograd``: the algorithm is a choice of the plan like the layouts and the tiles. On a host with
 bf16 instructions, the last settings compute in bf16 (knob ``bf16``, ``search.precision``), built by
-``search.templates.conv2d_bf16``.
+``search.templates.conv2d_dot``.
 
 Knob ``rows`` orders the parallel loops: 0 (the default) runs each output channel block over all rows, its weights
 kept in cache; 1 runs each output row over all channel blocks, its input rows kept in cache (large images). A setting
@@ -39,7 +39,7 @@ from tvm import te, topi
 
 from search.errors import SearchError
 from search.layouts import candidate_layouts, layout, view_block
-from search.templates import conv2d_bf16, winograd
+from search.templates import conv2d_dot, winograd
 from search.templates.bf16 import is_bf16
 from search.templates.common import (
     by_closeness,
@@ -55,6 +55,7 @@ from search.templates.common import (
     unit,
     vectorize_tile,
 )
+from search.templates.int8 import is_int8
 from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 
 OC_BLOCKS = (16, 32, 8, 64, 4)  # oc_bn choices for NCHW / NHWC outputs, best guess first
@@ -137,7 +138,7 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
         firsts = [next(k for k in fits if dict(k)["prologue"] == where) for where in PROLOGUES]
         fits = firsts + [k for k in fits if k not in firsts]
     fast = winograd.knob_space(spec)
-    merged = [*fits[:1], *fast[:1], *fits[1:2], *fast[1:], *fits[2:], *conv2d_bf16.knob_space(spec)]
+    merged = [*fits[:1], *fast[:1], *fits[1:2], *fast[1:], *fits[2:], *conv2d_dot.knob_space(spec)]
     return merged if size is None else merged[: max(size, 0)]
 
 
@@ -151,11 +152,11 @@ def _blocks(spec: KernelSpec) -> tuple[int, int, dict[str, int]]:
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
     """OIHW -> ``(O' // ob, I // ib, kh, kw, ib, ob)``, O' the output channels zero-padded to a multiple of ob (a
-    Winograd setting: ``search.templates.winograd.pack_weight``; a bf16 one: ``search.templates.conv2d_bf16``'s)."""
+    Winograd setting: ``search.templates.winograd.pack_weight``; a bf16 one: ``search.templates.conv2d_dot``'s)."""
     if winograd.is_winograd(spec.knobs):
         return winograd.pack_weight(spec, weight)
     if is_bf16(spec.knobs):
-        return conv2d_bf16.pack_weight(spec, weight)
+        return conv2d_dot.pack_weight(spec, weight)
     ib, ob, _ = _blocks(spec)
     o, i, kh, kw = weight.shape
     zeros = np.pad(weight, ((0, padded(o, ob) - o), (0, 0), (0, 0), (0, 0)))
@@ -168,8 +169,8 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         if not winograd.supports(spec):
             raise SearchError(f"no Winograd kernel for {spec}")
         return winograd.build(spec, target)
-    if is_bf16(spec.knobs):
-        return conv2d_bf16.build(spec, target)
+    if is_bf16(spec.knobs) or is_int8(spec.knobs):
+        return conv2d_dot.build(spec, target)
     ib, ob, knobs = _blocks(spec)
     wl = spec.workload
     n, c, h, w = wl.in_shape

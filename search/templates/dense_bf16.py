@@ -1,7 +1,7 @@
 """bfloat16 dense layer ``out[b, o] = sum_i data[b, i] * weight[o, i]``: bf16 data and weights, fp32 accumulation,
 rows stored ``NC`` or ``CN{c}c`` on either side; the settings of ``search.precision``'s ``bf16`` knob.
 
-The convolution's micro-kernel with a 1x1 window (``search.templates.bf16``): ``pack`` rounds the rows to bf16 in
+The convolution's micro-kernel with a 1x1 window (``search.templates.dot``): ``pack`` rounds the rows to bf16 in
 blocks of 32 features ``(I' // 32, rows, 32)``; ``out`` runs one call per block of 16 output features and chunk of
 up to ``CHUNK`` rows, in parallel, each followed by the fused epilogue of its rows into the output layout
 (``row_calls``).
@@ -15,8 +15,9 @@ from tvm import te
 
 from search.layouts import layout
 from search.precision import STORAGE, bf16_settings
-from search.templates.bf16 import BLOCK, CHUNK, LANES, instruction_unit, pack_weights, packed, row_calls, schedule_pass
+from search.templates.bf16 import BF16, BLOCK, instruction_unit, pack_weights, packed
 from search.templates.common import finish, padded
+from search.templates.dot import CHUNK, LANES, row_calls, schedule_pass
 from search.templates.workloads import KernelSpec, Knobs
 
 
@@ -54,8 +55,8 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         return blocks, 0, rows * BLOCK, 1, 1, 1, 1, 1, width
 
     out, extra = row_calls(packed_data, weight, spec, spec.out_layout, (rows, wl.out_features), out_blocks * chunks,
-                                 offsets, scalars, CHUNK, lambda call: call // chunks,
-                                 lambda call, row, feature: (None, (call % chunks * CHUNK + row, feature)))
+                           offsets, scalars, CHUNK, lambda call: call // chunks,
+                           lambda call, row, feature: (None, (call % chunks * CHUNK + row, feature)), BF16)
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
     ib = layout(spec.in_layout).block()
     if ib is not None:

@@ -20,7 +20,7 @@ from search.kinds.conv2d import conv_reference
 from search.layouts import layout
 from search.plan import Plan, baseline_plan
 from search.space import tuning_space
-from search.templates import conv2d_bf16
+from search.templates import conv2d_dot
 from search.templates.workloads import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from tests.search.tiny_nets import dense_block_net, residual_concat_net
 
@@ -115,10 +115,10 @@ def test_a_bf16_batch_matmul_of_two_activations_matches_numpy_within_bf16s_toler
 def test_a_bf16_setting_takes_no_other_knob_and_groups_1():
     workload = WORKLOADS[0]
     with pytest.raises(SearchError, match="one knob bf16"):
-        conv2d_bf16.pack_weight(KernelSpec(workload, "NCHW", "NCHW", (("bf16", 1), ("reg_n", 4))), np.zeros(1))
+        conv2d_dot.pack_weight(KernelSpec(workload, "NCHW", "NCHW", (("bf16", 1), ("reg_n", 4))), np.zeros(1))
     grouped = dataclasses.replace(workload, groups=2)
     with pytest.raises(SearchError, match="groups 1"):
-        conv2d_bf16.pack_weight(KernelSpec(grouped, "NCHW", "NCHW", (("bf16", 1),)), np.zeros(1))
+        conv2d_dot.pack_weight(KernelSpec(grouped, "NCHW", "NCHW", (("bf16", 1),)), np.zeros(1))
 
 
 def test_the_precision_searched_picks_the_settings_of_each_node():
@@ -193,77 +193,6 @@ def test_a_plan_with_bf16_on_a_host_without_it_is_refused_naming_the_instruction
     monkeypatch.setattr(precision, "host", lambda: dataclasses.replace(host(), features=frozenset({"avx512_bf16"})))
     with pytest.raises(SearchError, match=r"conv2d_1.*bf16=1' computes in bf16, which needs amx_bf16"):
         validate(plan, graph)
-
-
-def test_the_micro_kernels_compile_to_amx_and_avx512_bf16_instructions_on_any_host(tmp_path):
-    import subprocess
-
-    from search import microkernels
-
-    assembly = tmp_path / "microkernels.s"
-    subprocess.run([microkernels.compiler(), "-S", *microkernels.OPTIONS, str(microkernels.SOURCE), "-o",
-                    str(assembly)], check=True)
-    text = assembly.read_text()
-    assert "tdpbf16ps" in text and "ldtilecfg" in text and "vdpbf16ps" in text
-
-
-def _micro_kernel_operands(seed: int, blocks: int, pixels: int) -> tuple[np.ndarray, ...]:
-    """Random operands of a micro-kernel over ``blocks`` blocks of input channels and 16 output channels: the input
-    ``(blocks, pixels, BLOCK)`` and the packed weights as bf16 bits, and both as float64 values, the weights as a
-    ``(blocks * BLOCK, 16)`` matrix."""
-    from search.templates.bf16 import BLOCK, LANES, pack_weights
-
-    rng = np.random.default_rng(seed)
-    bits = precision.to_bf16_bits(rng.standard_normal((blocks, pixels, BLOCK)).astype(np.float32))
-    packed = np.ascontiguousarray(pack_weights(rng.standard_normal((LANES, blocks * BLOCK, 1, 1)).astype(np.float32)))
-    values = (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    weights = (packed.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    weights = weights.reshape(blocks, BLOCK // 2, LANES, 2).transpose(0, 1, 3, 2).reshape(blocks * BLOCK, LANES)
-    return bits, packed, values, weights
-
-
-@needs_bf16
-@pytest.mark.parametrize("knobs", SETTINGS, ids=[f"bf16={value}" for (_, value), in SETTINGS])
-def test_the_micro_kernels_sum_the_products_of_bf16_values_for_every_run_width(knobs):
-    import ctypes
-
-    from search import microkernels
-    from search.templates.bf16 import BLOCK, FUNCTIONS, LANES
-
-    blocks, widest = 2, 45  # runs of 1 to 45 pixels: three tiles of 14 and every remainder
-    bits, packed, values, weights = _micro_kernel_operands(1, blocks, widest)
-    function = getattr(microkernels.load(), FUNCTIONS[dict(knobs)[precision.KNOB]])
-    pointer = ctypes.POINTER(ctypes.c_uint16)
-    for width in range(1, widest + 1):
-        out = np.full((width, LANES), np.nan, np.float32)
-        assert function(bits.ctypes.data_as(pointer), packed.ctypes.data_as(pointer),
-                        out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), blocks, 0, widest * BLOCK, 1, 1, 1, 1,
-                        1, width) == 0
-        expected = values[:, :width].transpose(1, 0, 2).reshape(width, -1) @ weights
-        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4, err_msg=f"a run of {width} pixels")
-
-
-@needs_bf16
-@pytest.mark.parametrize("knobs", SETTINGS, ids=[f"bf16={value}" for (_, value), in SETTINGS])
-def test_the_rows_micro_kernels_compute_each_short_run_from_its_own_rows(knobs):
-    import ctypes
-
-    from search import microkernels
-    from search.templates.bf16 import BLOCK, LANES, ROWS_FUNCTIONS
-
-    blocks, longest, most, step = 2, 16, 6, 40  # runs of 1 to 16 pixels, 1 to 6 of them (two calls' worth on AMX)
-    bits, packed, values, weights = _micro_kernel_operands(3, blocks, most * step)
-    function = getattr(microkernels.load(), ROWS_FUNCTIONS[dict(knobs)[precision.KNOB]])
-    pointer = ctypes.POINTER(ctypes.c_uint16)
-    for width in range(1, longest + 1):
-        for runs in range(1, most + 1):
-            out = np.full((runs * width, LANES), np.nan, np.float32)
-            assert function(bits.ctypes.data_as(pointer), packed.ctypes.data_as(pointer),
-                            out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), blocks, 0, most * step * BLOCK, 1,
-                            1, 1, 1, 1, step * BLOCK, width, runs * width) == 0
-            pixels = np.concatenate([np.arange(run * step, run * step + width) for run in range(runs)])
-            expected = values[:, pixels].transpose(1, 0, 2).reshape(runs * width, -1) @ weights
-            np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4, err_msg=f"{runs} runs of {width}")
 
 
 def test_tirs_rounding_to_bf16_is_numpys_round_to_nearest_even():
