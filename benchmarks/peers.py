@@ -6,7 +6,11 @@ Per network (batch 1, ``--threads`` for everyone):
    ``--layouts`` and ``--space-size`` if given), the best of
    pbqp and ilp (60 s), the plan exported and checked; its seconds are recorded;
    with ``--precision auto`` (or bf16), also ``tessera-auto``: the same space with bf16 candidates, solved within
-   the error budget ``--max-error`` (``experiments.budget``; default ``search.precision.DEFAULT_MAX_ERROR``);
+   the error budget ``--max-error`` (``experiments.budget``; default ``search.precision.DEFAULT_MAX_ERROR``); with
+   ``--calibration-samples N`` as well, ``tessera-int8``: the same search given N calibration inputs, so int8
+   candidates too (``search.activation_ranges``), its budget checked on them. The calibration inputs are N draws
+   of the distribution the timed input comes from (standard normal; seeds 1 to N, the timed input is seed 0), kept
+   in ``WORK/<model>/calibration.npz``;
 2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
 3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
    spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
@@ -15,9 +19,11 @@ Per network (batch 1, ``--threads`` for everyone):
    ``F.scaled_dot_product_attention``), ONNX Runtime and OpenVINO's CPU plugin (``openvino`` in the precision it
    picks for the CPU, bf16 where the CPU computes it; ``openvino-f32`` held to f32) on the zoo network re-emitted
    with the same weights (``search.zoo.torch_net``, ``torch_transformer``, ``search.zoo.onnx.save``,
-   ``save_transformer``; needs ``pip install -e ".[peers]"``); a peer that is not installed, channels-last on a
-   transformer, or PyTorch on a network with operators ``torch_net`` does not write, is skipped and named in the
-   table.
+   ``save_transformer``; needs ``pip install -e ".[peers]"``); with calibration inputs, ``onnxruntime-int8``: that
+   ONNX file quantised as ONNX Runtime's users quantise it (``onnxruntime.quantization.quantize_static``: QDQ
+   format, per-channel weights, its default types and min-max calibration on the same calibration inputs); a peer
+   that is not installed, channels-last on a transformer, or PyTorch on a network with operators ``torch_net`` does
+   not write, is skipped and named in the table.
 
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
@@ -97,12 +103,53 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
                      "solver": solver, "status": solutions[solver].status}
     if args.precision != "fp32":
         paths["tessera-auto"], facts["reduced"] = prepare_reduced(model, work, args, extracted.graph, reference)
+    if args.precision != "fp32" and args.calibration_samples:
+        calibration = calibration_inputs(extracted.graph, work / "calibration.npz", args.calibration_samples)
+        paths["tessera-int8"], facts["int8"] = prepare_reduced(model, work, args, extracted.graph, reference,
+                                                               calibration, "tessera-int8")
     return paths, facts
 
 
-def prepare_reduced(model: str, work: Path, args, graph, reference) -> tuple[Path, dict]:
+def calibration_inputs(graph, path: Path, samples: int) -> Path:
+    """``samples`` draws of the timed input's distribution (``search.artifact.random_arrays``, seeds 1 to
+    ``samples``; the timed input is seed 0) as a calibration file (``search.activation_ranges``)."""
+    import numpy as np
+
+    from search.artifact import random_arrays
+
+    shapes, names = [shape for _, shape in graph.inputs], [name for name, _ in graph.inputs]
+    draws = [random_arrays(shapes, seed, graph.input_dtypes) for seed in range(1, samples + 1)]
+    np.savez(path, **{name: np.stack([draw[i] for draw in draws]) for i, name in enumerate(names)})
+    return path
+
+
+def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
+    """``onnx_file`` quantised by ONNX Runtime's static quantisation (QDQ, per-channel, its defaults otherwise) with
+    ``calibration``'s inputs, beside it."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    with np.load(calibration) as data:
+        arrays = {name: data[name] for name in data.files}
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            count = len(next(iter(arrays.values())))
+            self.feeds = iter([{name: array[i] for name, array in arrays.items()} for i in range(count)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    out = onnx_file.with_name(onnx_file.stem + ".int8.onnx")
+    quantize_static(str(onnx_file), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+    return out
+
+
+def prepare_reduced(model: str, work: Path, args, graph, reference, calibration: Path | None = None,
+                    label: str = "tessera-auto") -> tuple[Path, dict]:
     """``tessera-auto``: the space with bf16 candidates (``--precision``), solved with pbqp and ilp within the error
-    budget, exported and checked against it."""
+    budget, exported and checked against it; with ``calibration`` inputs, int8 candidates too (``label``
+    ``tessera-int8``), the budget checked on those inputs."""
     from cost_models.sources import MeasuredSource
     from experiments.budget import budget_for, solve_within
     from experiments.extraction import extract
@@ -112,19 +159,23 @@ def prepare_reduced(model: str, work: Path, args, graph, reference) -> tuple[Pat
     start = time.monotonic()
     extracted = extract(model, image_size=args.image_size, threads=args.threads, costs=MeasuredSource(args.timing),
                         layouts=args.layouts, space_size=args.space_size, precision=args.precision,
-                        max_error=args.max_error, **({"cache": args.cache} if args.cache else {}))
+                        max_error=args.max_error, calibration_data=calibration,
+                        **({"cache": args.cache} if args.cache else {}))
     budget, chosen = budget_for(extracted), make_solvers("pbqp,ilp", 60.0)
     solved = solve_within(extracted, lambda problem: solve_all(problem, chosen), budget,
                           lambda line: print(f"{model}: {line}", file=sys.stderr))
     plan = extracted.plan(solved.solutions[solved.best])
     compiled = export(graph, plan, target=extracted.settings.target, threads=args.threads,
-                      seed=extracted.args["seed"], reference=reference, max_error=budget.max_error)
-    nodes = plan.bf16_nodes
-    facts = {"precision": args.precision, "tasks": extracted.tasks, "measured": extracted.new,
+                      seed=extracted.args["seed"], reference=reference, max_error=budget.max_error,
+                      checked_on=extracted.calibration)
+    check = compiled.manifest["numerical_check"]
+    facts = {"label": label, "precision": args.precision, "tasks": extracted.tasks, "measured": extracted.new,
              "seconds": time.monotonic() - start, "predicted_ms": solved.solutions[solved.best].cost,
-             "solver": solved.best, "bf16_nodes": len(nodes), "operators": len(plan.choices),
-             "relative_error": compiled.manifest["numerical_check"]["relative_error"], "budget": budget.to_dict()}
-    return compiled.save(work / "tessera-auto"), facts
+             "solver": solved.best, "bf16_nodes": len(plan.bf16_nodes), "int8_nodes": len(plan.int8_nodes),
+             "operators": len(plan.choices), "relative_error": check["relative_error"], "budget": budget.to_dict(),
+             **({"calibration_samples": check["samples"], "top1_changed": check["top1_changed"]}
+                if calibration else {})}
+    return compiled.save(work / label), facts
 
 
 def missing_peers(model: str, mod) -> dict[str, str]:
@@ -201,14 +252,20 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
     if onnx_peers:
         onnx_file = save_onnx(mod, work / "model.onnx", model)
         contenders += [Contender(peer, peer, onnx_file) for peer in onnx_peers]
+        if "onnxruntime" in onnx_peers and "int8" in facts:
+            contenders.append(Contender("onnxruntime-int8", "onnxruntime",
+                                        quantised_onnx(onnx_file, work / "calibration.npz")))
     for peer, reason in missing.items():
         facts.setdefault("skipped", {})[peer] = reason
         print(f"{model}: {peer} skipped: {reason}", file=sys.stderr)
     latency = interleaved_peers(contenders, rounds=args.rounds, threads=args.threads,
                                 echo=lambda line: print(f"{model}: {line}", file=sys.stderr))
-    if "reduced" in facts:  # its output error is bf16's, held to the budget, not float32's reordering
-        reduced = facts["reduced"]
-        latency["tessera-auto"]["precision"] = f"bf16 on {reduced['bf16_nodes']} of {reduced['operators']} nodes"
+    for reduced in (facts[key] for key in ("reduced", "int8") if key in facts):  # errors held to the budget
+        latency[reduced["label"]]["precision"] = (
+            f"bf16 on {reduced['bf16_nodes']}" + (f", int8 on {reduced['int8_nodes']}" if reduced["int8_nodes"] else "")
+            + f" of {reduced['operators']} nodes")
+    if "onnxruntime-int8" in latency:
+        latency["onnxruntime-int8"]["precision"] = "int8: static QDQ, per-channel"
     result = {"model": model, "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
               "date": datetime.datetime.now().isoformat(timespec="seconds"), "command": command, **facts,
               "latency": latency}
@@ -229,7 +286,7 @@ def table(result: dict) -> list[str]:
                      earlier=", tuned by an earlier run" if result["metaschedule"].get("reused") else "")
                  if "metaschedule" in result else
                  f"MetaSchedule failed: {result['metaschedule_error']}. " if "metaschedule_error" in result else "")
-             + _reduced_line(result.get("reduced"))
+             + _reduced_line(result.get("reduced")) + _reduced_line(result.get("int8"))
              + f"{result['rounds']} interleaved rounds, {result['threads']} threads; {result['date']}; "
              f"`{result['command']}`.", "",
              "| contender | engine | median ms | IQR ms | min..max ms | contender / tessera | output error |",
@@ -262,17 +319,22 @@ def _reduced_line(reduced: dict | None) -> str:
     """What the table says of ``tessera-auto``; empty without it."""
     if reduced is None:
         return ""
-    budget = reduced["budget"]
-    return (f"tessera-auto (precision {reduced['precision']}): bf16 on {reduced['bf16_nodes']} of "
-            f"{reduced['operators']} nodes, relative error {reduced['relative_error']:.1e} within the budget "
-            f"{budget['max_error']:g} ({len(budget['checks'])} plans checked, {len(budget['forbidden'])} nodes "
-            f"forbidden bf16), {reduced['tasks']} tasks ({reduced['measured']} measured in this run), plan predicted "
-            f"{reduced['predicted_ms']:.2f} ms ({reduced['solver']}), {reduced['seconds']:.0f} s. ")
+    budget, label = reduced["budget"], reduced.get("label", "tessera-auto")
+    int8 = f", int8 on {reduced['int8_nodes']}" if reduced.get("int8_nodes") else ""
+    checked = (f" on {reduced['calibration_samples']} calibration inputs (top-1 changed on "
+               f"{reduced['top1_changed']:.0%})" if "calibration_samples" in reduced and
+               reduced["top1_changed"] is not None else
+               f" on {reduced['calibration_samples']} calibration inputs" if "calibration_samples" in reduced else "")
+    return (f"{label} (precision {reduced['precision']}): bf16 on {reduced['bf16_nodes']}{int8} of "
+            f"{reduced['operators']} nodes, relative error {reduced['relative_error']:.1e}{checked} within the "
+            f"budget {budget['max_error']:g} ({len(budget['checks'])} plans checked, {len(budget['forbidden'])} nodes "
+            f"limited in precision), {reduced['tasks']} tasks ({reduced['measured']} measured in this run), plan "
+            f"predicted {reduced['predicted_ms']:.2f} ms ({reduced['solver']}), {reduced['seconds']:.0f} s. ")
 
 
 def summary(results: list[dict]) -> list[str]:
     """One markdown row per network: each contender's median over tessera's ("-" where it did not run)."""
-    labels = ["tessera-auto", *BASELINES, *PEERS]
+    labels = ["tessera-auto", "tessera-int8", *BASELINES, *PEERS, "onnxruntime-int8"]
     lines = ["| network | tessera (ms) | " + " | ".join(labels) + " |", "| --- | ---: |" + " ---: |" * len(labels)]
     for result in results:
         latency = result["latency"]
@@ -355,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time tessera-auto, a plan searched with bf16 candidates (default: fp32 only)")
     parser.add_argument("--max-error", type=float, default=None,
                         help="tessera-auto's error budget (default: search.precision.DEFAULT_MAX_ERROR)")
+    parser.add_argument("--calibration-samples", type=int, default=0,
+                        help="with --precision auto: also tessera-int8 and onnxruntime-int8, calibrated on this many "
+                        "draws of the timed input's distribution (default: 0, none)")
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """What the cost layer measures: a template kernel or a layout transform, each with a canonical cache key and the
 PrimFunc that gets timed for it.
 
-The key holds only what determines the timing (kind, workload, layouts, knobs, epilogue; a bf16 kernel's
+The key holds only what determines the timing (kind, workload, layouts, knobs, epilogue; a bf16 or int8 kernel's
 generation), never where the task came from, so the same workload on two nodes or in two models is measured once.
 """
 
@@ -20,7 +20,7 @@ from search.followers import get_follower
 from search.kinds import KINDS, LayoutKind, kernel_kind
 from search.layouts import ACTIVATION_AXES, layout
 from search.lower import schedule_legalised
-from search.templates import bf16
+from search.templates import bf16, int8
 from search.templates.workloads import KernelSpec, epilogue_key
 
 TRANSFORM_DTYPE = "float32"
@@ -49,6 +49,7 @@ class KernelTask:
                 "knobs": [list(pair) for pair in spec.knobs],
                 "epilogue": epilogue_key(spec.epilogue),
                 **({"bf16_version": bf16.VERSION} if bf16.is_bf16(spec.knobs) else {}),
+                **({"int8_version": int8.VERSION} if int8.is_int8(spec.knobs) else {}),
             }
         )
 

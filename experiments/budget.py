@@ -1,11 +1,13 @@
-"""The error budget of a search with bf16 candidates: each plan's output error, measured on the exported network,
-held within ``max_error``.
+"""The error budget of a search with bf16 or int8 candidates: each plan's output error, measured on the exported
+network, held within ``max_error``.
 
-Every solver's plan with bf16 nodes is exported and run on the model's random inputs against the stock fp32 build
-(``search.export``). While a plan's relative error exceeds the budget, the half of its bf16 nodes that gain least
-from bf16 (the cheapest fp32 candidate of their domain less their bf16 candidate's cost) are forbidden bf16 (their
-bf16 candidates priced infinite) and the problem is solved again; so a budget too tight for any bf16 node ends
-with the fp32 plan. The forbidden nodes stay forbidden for the calibration rounds' problems.
+Every solver's plan with bf16 or int8 nodes is exported and run against the stock fp32 build (``search.export``): on
+the calibration inputs where the search has them, else on the model's random inputs. While a plan's relative error
+exceeds the budget, the half of its reduced-precision nodes that gain least from their precision (the cheapest
+candidate of their domain in a more accurate precision less their candidate's cost) lose that precision: an int8
+node its int8 candidates, a bf16 node its bf16 and int8 ones (priced infinite), and the problem is solved again;
+so an int8 node may fall back to bf16 before fp32, and a budget too tight for any reduced-precision node ends with
+the fp32 plan. The limits stay for the calibration rounds' problems.
 """
 
 from __future__ import annotations
@@ -17,20 +19,31 @@ from typing import Any
 
 from experiments.extraction import Extracted
 from experiments.solving import Solved
-from search.precision import DEFAULT_MAX_ERROR, precision_of
+from search.precision import DEFAULT_MAX_ERROR, REDUCED, precision_of
 from solvers.problem import Problem
+
+ACCURACY = ("fp32", *REDUCED)
+"""The precisions, most accurate first."""
 
 
 @dataclass
 class Budget:
-    """``max_error``, the nodes forbidden bf16 so far and the checks made (bf16 nodes, error, within)."""
+    """``max_error``, the most accurate precision each limited node may no longer use (``forbidden``: node ->
+    ``bf16`` or ``int8``; that one and every less accurate one are forbidden) and the checks made."""
 
     max_error: float
-    forbidden: set[str] = field(default_factory=set)
+    forbidden: dict[str, str] = field(default_factory=dict)
     checks: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_error": self.max_error, "forbidden": sorted(self.forbidden), "checks": self.checks}
+        return {"max_error": self.max_error, "forbidden": dict(sorted(self.forbidden.items())),
+                "checks": self.checks}
+
+    def limit(self, node: str, precision: str) -> None:
+        """Forbid ``node`` ``precision`` and every less accurate one (kept if it is already stricter)."""
+        current = self.forbidden.get(node)
+        if current is None or ACCURACY.index(precision) < ACCURACY.index(current):
+            self.forbidden[node] = precision
 
 
 def budget_for(extracted: Extracted) -> Budget | None:
@@ -41,54 +54,68 @@ def budget_for(extracted: Extracted) -> Budget | None:
 
 def solve_within(extracted: Extracted, solve: Callable[[Problem], Solved], budget: Budget,
                  echo: Callable[[str], None]) -> Solved:
-    """``solve`` on the extraction's problem, again with more nodes forbidden bf16 until every plan it finds holds
-    ``budget`` (see the module docstring)."""
+    """``solve`` on the extraction's problem, again with more nodes limited in precision until every plan it finds
+    holds ``budget`` (see the module docstring)."""
     from search.export import export, reference_outputs
 
     settings = extracted.settings
-    reference = reference_outputs(extracted.graph, settings.target, settings.seed)
+    checked_on = extracted.calibration
+    reference = None if checked_on else reference_outputs(extracted.graph, settings.target, settings.seed)
     while True:
-        problem = _forbidden(extracted.problem, budget.forbidden)
+        problem = limited(extracted.problem, budget.forbidden)
         solved = solve(problem)
-        over: set[str] = set()
+        over: dict[str, str] = {}
         for name, solution in solved.solutions.items():
             if not solution.assignment:
                 continue
             plan = extracted.plan(solution)
-            nodes = plan.bf16_nodes
+            nodes = plan.reduced_nodes
             if not nodes:
                 continue
             compiled = export(extracted.graph, plan, target=settings.target, threads=settings.threads,
-                              seed=settings.seed, reference=reference, max_error=math.inf)
-            error = compiled.manifest["numerical_check"]["relative_error"]
-            within = error <= budget.max_error
-            budget.checks.append({"solver": name, "bf16_nodes": len(nodes), "error": error, "within": within})
-            echo(f"error budget: {name}'s plan with {len(nodes)} bf16 nodes: relative error {error:.2g} "
-                 f"({'within' if within else 'over'} {budget.max_error:g})")
+                              seed=settings.seed, reference=reference, max_error=math.inf, checked_on=checked_on)
+            check = compiled.manifest["numerical_check"]
+            error, within = check["relative_error"], check["relative_error"] <= budget.max_error
+            counts = {"bf16_nodes": len(plan.bf16_nodes), "int8_nodes": len(plan.int8_nodes)}
+            budget.checks.append({"solver": name, **counts, "error": error, "within": within,
+                                  **({"top1_changed": check["top1_changed"]} if check.get("top1_changed") is not None
+                                     else {})})
+            echo(f"error budget: {name}'s plan with {counts['bf16_nodes']} bf16 and {counts['int8_nodes']} int8 "
+                 f"nodes: relative error {error:.2g} ({'within' if within else 'over'} {budget.max_error:g})")
             if not within:
-                over |= set(_least_gain(problem, solution.assignment, nodes)[: max(1, len(nodes) // 2)])
+                for node in _least_gain(problem, solution.assignment, nodes)[: max(1, len(nodes) // 2)]:
+                    over[node] = _precision(solution.assignment[node])
         if not over:
             return solved
-        budget.forbidden |= over
-        echo(f"error budget: {len(over)} more nodes forbidden bf16 ({len(budget.forbidden)} in all); solving again")
+        for node, precision in over.items():
+            budget.limit(node, precision)
+        echo(f"error budget: {len(over)} more nodes limited in precision ({len(budget.forbidden)} in all); "
+             "solving again")
 
 
-def _is_bf16(choice: str) -> bool:
+def _precision(choice: str) -> str:
     from search.candidates import Candidate
 
-    return precision_of(Candidate.parse(choice).knobs) == "bf16"
+    return precision_of(Candidate.parse(choice).knobs)
 
 
-def _forbidden(problem, nodes: set[str]):
-    return problem.forbidding(lambda node, candidate: node in nodes and _is_bf16(candidate)) if nodes else problem
+def limited(problem: Problem, forbidden: dict[str, str]) -> Problem:
+    """``problem`` with each node in ``forbidden`` priced infinite in its forbidden precisions."""
+    def bars(node: str, candidate: str) -> bool:
+        return node in forbidden and ACCURACY.index(_precision(candidate)) >= ACCURACY.index(forbidden[node])
+
+    return problem.forbidding(bars) if forbidden else problem
 
 
-def _least_gain(problem, assignment: dict[str, str], nodes: list[str]) -> list[str]:
-    """``nodes`` by what their bf16 candidate saves over the cheapest fp32 candidate of their domain, least first."""
+def _least_gain(problem: Problem, assignment: dict[str, str], nodes: list[str]) -> list[str]:
+    """``nodes`` by what their candidate saves over the cheapest candidate of their domain in a more accurate
+    precision, least first."""
     def gain(name: str) -> float:
         node = problem.nodes[problem.index(name)]
-        fp32 = min((cost for candidate, cost in zip(node.candidates, node.costs) if not _is_bf16(candidate)),
-                   default=math.inf)
-        return fp32 - node.costs[node.candidates.index(assignment[name])]
+        chosen = assignment[name]
+        rank = ACCURACY.index(_precision(chosen))
+        better = min((cost for candidate, cost in zip(node.candidates, node.costs)
+                      if ACCURACY.index(_precision(candidate)) < rank), default=math.inf)
+        return better - node.costs[node.candidates.index(chosen)]
 
     return sorted(nodes, key=gain)

@@ -268,7 +268,10 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                         f"costs some on a quiet machine (default: {DEFAULT_RUNTIME.spin_us})")
     p.add_argument("--max-error", type=float, default=None,
                    help="the largest relative error of the output against the stock fp32 build that the check "
-                        "accepts (default: 0.001, or 0.02 for a plan with bf16 operators)")
+                        "accepts (default: 0.001, or 0.02 for a plan with bf16 or int8 operators)")
+    p.add_argument("--calibration-data", default=None, metavar="FILE.npz",
+                   help="check on these inputs (an array per model input, by name: one sample or (samples, ...)) "
+                        "instead of a random one: a plan with int8 nodes is quantised for inputs like them")
     p.set_defaults(run=_run_export)
 
 
@@ -280,7 +283,8 @@ def _run_export(args: argparse.Namespace) -> int:
     from search.precision import check_max_error
 
     check_output_directory(args.out, ("model.so", "plan.json", "manifest.json"),
-                            {"plan file": args.plan, "model file": args.model})
+                            {"plan file": args.plan, "model file": args.model,
+                             "calibration data": args.calibration_data})
     check_max_error(args.max_error)
     runtime = replace(DEFAULT_RUNTIME, pool=args.pool, spin_us=args.spin_us)
     if not 1 <= args.threads <= MAX_THREADS:
@@ -290,14 +294,16 @@ def _run_export(args: argparse.Namespace) -> int:
         warnings.simplefilter("always", UserWarning)
         compiled = export_plan(args.model, args.plan, batch=args.batch, image_size=args.image_size,
                                input_shape=args.input_shape, threads=args.threads, seed=args.seed,
-                               runtime=runtime, max_error=args.max_error)
+                               runtime=runtime, max_error=args.max_error, calibration_data=args.calibration_data)
     for warning in caught:
         print(f"note: {warning.message}", file=sys.stderr)
     save_artifact(compiled, args.out)
     m, check = compiled.manifest, compiled.manifest["numerical_check"]
     print(f"wrote {args.out}: {len(compiled.plan.choices)} nodes, {m['kernels']} kernels, {m['layout_transforms']} "
           f"layout transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})"
-          + (f", {len(m['bf16_nodes'])} nodes in bf16" if m["bf16_nodes"] else ""))
+          + (f", {len(m['bf16_nodes'])} nodes in bf16" if m["bf16_nodes"] else "")
+          + (f", {len(m['int8_nodes'])} in int8" if m["int8_nodes"] else "")
+          + (f" on {check['samples']} calibration samples" if "samples" in check else ""))
     return 0
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,13 +34,21 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layouts", default=None,
                    help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c; "
                         "a linear layer's rows always NC, blocked where CN{c}c is named, e.g. CN16c)")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"],
-                   help="what the kernels compute in: fp32, bf16 where an operator has a bf16 kernel, or auto (either, "
-                        "per operator, by cost); bf16 needs a CPU with avx512_bf16 or amx_bf16 (default: fp32)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8", "auto"],
+                   help="what the kernels compute in: fp32, bf16 or int8 where an operator has such a kernel, or auto "
+                        "(any, per operator, by cost); bf16 needs a CPU with avx512_bf16 or amx_bf16, int8 one with "
+                        "avx512_vnni or amx_int8 and --calibration-data (default: fp32)")
     p.add_argument("--max-error", type=float, default=None,
-                   help="with bf16 candidates: the largest relative error of a plan's output against the fp32 "
-                        "build, measured on the exported network; bf16 operators are given up until it holds "
-                        "(default: 0.02)")
+                   help="with bf16 or int8 candidates: the largest relative error of a plan's output against the fp32 "
+                        "build, measured on the exported network (on the calibration inputs, if given); operators "
+                        "are given up to a more accurate precision until it holds (default: 0.02)")
+    p.add_argument("--calibration-data", default=None, metavar="FILE.npz",
+                   help="the model's inputs as the deployment sees them (an array per input, by name: one sample or "
+                        "(samples, ...)): the fp32 network runs on them to find each int8 kernel's input range, "
+                        "and every plan's error is checked on them; without it int8 is not offered")
+    p.add_argument("--calibration-method", default="minmax", choices=["minmax", "percentile"],
+                   help="an int8 input's range: its minimum and maximum on the calibration inputs, or their 0.01st "
+                        "and 99.99th percentiles (default: minmax)")
     p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
     p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())
@@ -76,6 +85,7 @@ def _measurement_kwargs(args: argparse.Namespace) -> dict:
     return {"batch": args.batch, "image_size": args.image_size, "input_shape": args.input_shape, "seed": args.seed,
             "threads": args.threads, "space_size": args.space_size, "layouts": args.layouts,
             "precision": args.precision, "max_error": args.max_error,
+            "calibration_data": args.calibration_data, "calibration_method": args.calibration_method,
             "cache": args.cache or DEFAULT_CACHE, "costs": source, "transforms": args.transforms,
             "address": args.address, "key_by_node": args.key_by_node, "progress": ProgressBar()}
 
@@ -85,7 +95,8 @@ def _measurement_inputs(args: argparse.Namespace) -> dict[str, str | None]:
     from cost_models.cache import DEFAULT_CACHE
 
     cache = str(Path(args.cache or DEFAULT_CACHE).expanduser())
-    return {"model file": args.model, "cost-model file": args.cost_model, "cost cache": cache}
+    return {"model file": args.model, "cost-model file": args.cost_model, "cost cache": cache,
+            "calibration data": args.calibration_data}
 
 
 def _add_extract(sub: argparse._SubParsersAction) -> None:
@@ -104,6 +115,8 @@ def _run_extract(args: argparse.Namespace) -> int:
         extracted = extract(args.model, **kwargs)
     finally:
         kwargs["progress"].close()
+    if extracted.int8_note:
+        print(f"note: {extracted.int8_note}", file=sys.stderr)
     extracted.problem.save(args.out)
     p = extracted.problem
     print(f"wrote {args.out}: {p.num_nodes} nodes, {len(p.edges)} edges, {sum(p.domain_sizes)} candidates; "

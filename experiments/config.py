@@ -38,8 +38,9 @@ An experiment file looks like::
                                    # parameter is a key (cost_models.sources.source_parameters)
     timing = ["warm", "context"]   # the sources that measure: timing method(s) (default context; cost_models.timer)
     transforms = ["shared", "pairwise"]  # layout transforms priced once per conversion (default) or per read
-    precision = ["fp32", "auto"]   # what kernels compute in: fp32 (default), bf16 or auto (search.precision)
-    max_error = 0.02               # with bf16: a plan's largest relative output error (experiments.budget)
+    precision = ["fp32", "auto"]   # what kernels compute in: fp32 (default), bf16, int8 or auto (search.precision)
+    max_error = 0.02               # with bf16 or int8: a plan's largest relative output error (experiments.budget)
+    calibration_data = "inputs.npz"  # the model's inputs: int8 ranges and the error checked on them (as tune's)
     # address = "10.0.0.1:6379"    # measure on this Ray cluster (as tessera extract --address); not part of the
                                    # trial's id or hash; with tessera ablate --address on the same cluster, or --serial
 
@@ -108,7 +109,8 @@ class ProblemSpec:
     timing: str | None = None  # None: context
     transforms: str | None = None  # None: shared
     precision: str | None = None  # None: fp32
-    max_error: float | None = None  # None: search.precision.DEFAULT_MAX_ERROR with bf16
+    max_error: float | None = None  # None: search.precision.DEFAULT_MAX_ERROR with bf16 or int8
+    calibration_data: str | None = None  # None: no int8, errors checked on a random input
     address: str | None = None  # a Ray cluster measuring it; where, not what: outside the trial's id and hash
 
     @property
@@ -133,6 +135,7 @@ class ProblemSpec:
             costs += "" if self.transforms is None else f"-{self.transforms}"
             costs += "" if self.precision is None else f"-{self.precision}"
             costs += "" if self.max_error is None else f"-e{self.max_error:g}"
+            costs += "" if self.calibration_data is None else f"-c{Path(self.calibration_data).stem}"
             return (f"{Path(self.model).stem}{size}{batch}{shape}-s{self.seed}-n{self.space_size}-t{self.threads}-"
                     + self.layouts.replace(",", "+") + costs)
         nodes = "" if self.nodes is None else f"-n{self.nodes}"
@@ -156,7 +159,8 @@ class ProblemSpec:
         return extract(self.model, batch=self.batch, image_size=self.image_size, input_shape=shape, seed=self.seed,
                        threads=self.threads, space_size=self.space_size, layouts=self.layouts, cache=self.cache,
                        costs=source, transforms=self.transforms or "shared", progress=progress, address=self.address,
-                       precision=self.precision or "fp32", max_error=self.max_error)
+                       precision=self.precision or "fp32", max_error=self.max_error,
+                       calibration_data=self.calibration_data)
 
     def load(self) -> Problem:
         """Generate, read or measure the problem."""

@@ -149,7 +149,8 @@ LayoutSpaces = text_axis("a comma-separated string of layouts or a list of them"
 CostSources = Annotated[text_axis("a cost source or a list of distinct ones"), member(COST_SOURCES, "cost source")]
 TransformPricings = Annotated[text_axis("shared or pairwise, or a list of distinct ones"),
                               member(TRANSFORMS, "layout-transform pricing")]
-Precisions = Annotated[text_axis("fp32, bf16 or auto, or a list of distinct ones"), member(PRECISIONS, "precision")]
+Precisions = Annotated[text_axis("fp32, bf16, int8 or auto, or a list of distinct ones"),
+                       member(PRECISIONS, "precision")]
 
 
 class _ModelTable(ProblemEntry):
@@ -169,6 +170,7 @@ class _ModelTable(ProblemEntry):
     transforms: TransformPricings | None = None
     precision: Precisions | None = None
     max_error: PositiveNumber | None = None
+    calibration_data: PathText | None = None
     address: Annotated[str, Strict(), expect("a Ray cluster's HOST:PORT")] | None = None
 
     @field_validator("model")
@@ -267,7 +269,7 @@ class _ModelTable(ProblemEntry):
         return {"model": [self.model], "cache": [self.cache], **shape, "seed": self.seed,
                 "space_size": self.space_size, "layouts": self.layouts, "threads": self.threads,
                 "transforms": self.transforms or [None], "precision": self.precision or [None],
-                "max_error": [self.max_error],
+                "max_error": [self.max_error], "calibration_data": [self.calibration_data],
                 "address": [self.address]}
 
     def axes(self) -> dict[str, list[Any]]:

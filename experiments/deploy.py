@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None, image_size: int | None = None,
                 input_shape: ShapesLike = None, threads: int = 1, seed: int | None = None,
-                runtime: RuntimeSettings = DEFAULT_RUNTIME, max_error: float | None = None) -> CompiledPlan:
+                runtime: RuntimeSettings = DEFAULT_RUNTIME, max_error: float | None = None,
+                calibration_data: str | Path | None = None) -> CompiledPlan:
     """Compile ``plan`` for ``model`` and check it against the stock build; ``CompiledPlan.save(dir)`` writes it.
 
     Parameters
@@ -37,7 +38,11 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
         The thread pool the library runs its parallel loops on (``search.runtime``).
     max_error : float, optional
         The largest relative output error the numerical check accepts (``search.export.export``'s default: fp32's
-        for an fp32 plan, ``search.precision.DEFAULT_MAX_ERROR`` with bf16 operators).
+        for an fp32 plan, ``search.precision.DEFAULT_MAX_ERROR`` with bf16 or int8 operators).
+    calibration_data : str or Path, optional
+        A ``.npz`` of the model's inputs (``search.activation_ranges.load_calibration``) the check runs on instead of
+        the random input: a plan with int8 nodes is quantised for inputs like these (its ``ranges``), which random
+        ones need not resemble.
 
     Warns
     -----
@@ -48,7 +53,9 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
     --------
     >>> export_plan("resnet18", "tuned/plan.json").save("build/")  # doctest: +SKIP
     """
-    from search.export import export
+    from search.activation_ranges import load_calibration
+    from search.export import check_inputs, export
+    from search.host import make_target
     from search.plan import baseline_plan
     from search.precision import check_max_error
     from search.templates.common import unit
@@ -58,12 +65,15 @@ def export_plan(model: str, plan: str | Path | Plan, *, batch: int | None = None
     graph, model_args = plan_network(model, saved, batch=batch, image_size=image_size, input_shape=input_shape,
                                      seed=seed)
     chosen = saved or baseline_plan(graph, str(plan))
-    plan = Plan(chosen.choices, model, model_args, chosen.vector_unit)
+    plan = Plan(chosen.choices, model, model_args, chosen.vector_unit, chosen.ranges)
     if plan.vector_unit and plan.vector_unit != unit().name:
         warnings.warn(f"the plan's knobs were chosen for {plan.vector_unit}, this host has {unit().name}: compiled "
                       f"with the plan's sizing (correct, maybe slower here; tune on this host for its own)",
                       stacklevel=2)
-    return export(graph, plan, threads=threads, seed=seed, runtime=runtime, max_error=check_max_error(max_error))
+    max_error = check_max_error(max_error)
+    checked_on = None if calibration_data is None else check_inputs(
+        graph, make_target(threads), load_calibration(calibration_data, graph))
+    return export(graph, plan, threads=threads, seed=seed, runtime=runtime, max_error=max_error, checked_on=checked_on)
 
 
 def plan_network(model: str, plan: Plan | None, *, batch: int | None = None, image_size: int | None = None,

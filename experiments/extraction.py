@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import tvm
 
     from cost_models.sources import CostSource
+    from search.export import CheckInputs
     from search.graph import OpGraph
     from search.plan import Plan
     from search.zoo.shapes import ShapesLike
@@ -33,7 +34,9 @@ class Extracted:
     check's default), where the costs came from (``costs``, also the problem's
     ``meta["costs"]``), and measurement counts (``tasks`` distinct measurements needed, ``new`` of them measured now,
     ``failed`` failures, in ``seconds``, of which ``spent`` went to builds and timings: ``CostProvider.spent``); the
-    uniform plans whose candidates the space holds (``baselines``)."""
+    uniform plans whose candidates the space holds (``baselines``); the calibration inputs the graph's int8 ranges
+    came from, with the stock build's outputs on them (``calibration``: what the plans' error is checked on), and
+    ``int8_note``, why a search that could use int8 did not (no calibration inputs; "" otherwise)."""
 
     graph: OpGraph
     problem: Problem
@@ -51,6 +54,8 @@ class Extracted:
     max_error: float | None = None
     baselines: tuple[str, ...] = ()
     spent: dict[str, float] = field(default_factory=dict)
+    calibration: CheckInputs | None = None
+    int8_note: str = ""
 
     def plan(self, solution: Any) -> Plan:
         """A solver's solution of this problem as the ``search.plan.Plan`` that ``search.export.export`` compiles
@@ -58,7 +63,7 @@ class Extracted:
         from search.plan import plan_from_assignment
 
         return plan_from_assignment(solution.assignment, self.model, self.args,
-                                    auxiliary=self.problem.meta.get("auxiliary", ()))
+                                    auxiliary=self.problem.meta.get("auxiliary", ()), graph=self.graph)
 
 
 def load_network(model: str | tvm.IRModule, name: str | None = None, *, batch: int | None = None,
@@ -101,6 +106,8 @@ def extract(
     baselines: Sequence[str] | None = None,
     precision: str = "fp32",
     max_error: float | None = None,
+    calibration_data: str | Path | None = None,
+    calibration_method: str = "minmax",
 ) -> Extracted:
     """Measure (what ``cache`` lacks of) ``model``'s candidate space and build its cost problem.
 
@@ -118,6 +125,11 @@ def extract(
     max_error : float, optional
         The largest relative output error a plan may have against the fp32 build: what ``tune`` holds its plans to
         (``experiments.budget``) and their exports are checked against; default ``search.export``'s check.
+    calibration_data, calibration_method
+        A ``.npz`` of the model's inputs (``search.activation_ranges.load_calibration``) and how ranges are taken from
+        them (``minmax`` or ``percentile``): the operators that have int8 kernels get their input's range, so that
+        ``precision`` ``int8`` or ``auto`` may run them in int8, and every plan's error is checked on these inputs.
+        Without it int8 is not offered (``Extracted.int8_note`` says so); ``precision="int8"`` is refused.
     costs : CostSource or str
         Where costs come from (``cost_models.sources``): a source's name, ``"measured"`` by default, or a source
         with its parameters, such as ``XGBoostSource("model.json")``.
@@ -139,8 +151,8 @@ def extract(
     Raises
     ------
     SearchError
-        Unknown model, bad sizes, threads, layouts, space size or precision (bf16 on a CPU without bf16
-        instructions); ``key_by_node`` without ``address``.
+        Unknown model, bad sizes, threads, layouts, space size or precision (bf16 or int8 on a CPU without their
+        instructions, int8 without calibration data); a bad calibration file; ``key_by_node`` without ``address``.
     CostSourceError
         An unknown cost source or one that cannot open: a bad parameter, an unusable cache or model file, a cluster
         that cannot be joined or measured on (``cost_models.cluster.ClusterError``).
@@ -150,8 +162,12 @@ def extract(
     from cost_models.cluster import Cluster
     from cost_models.sources import cost_source, refuse_cluster
     from search import space as spaces
+    from search.activation_ranges import METHODS, input_ranges, load_calibration
+    from search.calibrated import calibrated, int8_capable
+    from search.export import check_inputs
     from search.kinds import KINDS
     from search.plan import check_baselines
+    from search.precision import int8_settings
 
     source = cost_source(costs)
     if transforms not in TRANSFORMS:
@@ -165,6 +181,11 @@ def extract(
     layouts = spaces.parse_layouts(spaces.DEFAULT_LAYOUTS if layouts is None else layouts)
     space_size = spaces.check_space_size(spaces.DEFAULT_SPACE_SIZE if space_size is None else space_size)
     check_precision(precision)
+    if precision == "int8" and calibration_data is None:
+        raise SearchError("precision int8 needs calibration inputs (--calibration-data FILE.npz): an int8 kernel is "
+                          "quantised over the range its input takes on them")
+    if calibration_method not in METHODS:
+        raise SearchError(f"calibration method must be one of {', '.join(METHODS)}, got {calibration_method!r}")
     max_error = check_max_error(max_error)
     baselines = check_baselines(spaces.BASELINES if baselines is None else baselines)
     tally = _Tally(progress)
@@ -172,10 +193,19 @@ def extract(
                                       input_shape=input_shape)  # a bad model file is refused before a cache is made
     if not graph.tunable:
         raise SearchError(f"{label}: nothing to tune: no operator of a kind tessera plans ({', '.join(KINDS)})")
+    calibration, int8_note = None, ""
+    if calibration_data is not None:
+        samples = load_calibration(calibration_data, graph)
+        graph = calibrated(graph, input_ranges(graph, samples, settings.target, calibration_method))
+        calibration = check_inputs(graph, settings.target, samples)
+    elif precision == "auto" and int8_settings() and any(map(int8_capable, graph.tunable)):
+        int8_note = "int8 not offered: no calibration inputs (--calibration-data FILE.npz)"
     space = spaces.tuning_space(graph, layouts=layouts, space_size=space_size,
                                 baselines=baselines, precision=precision)
     meta = {"model": label, "args": args, "threads": settings.threads, "layouts": list(layouts),
-            "space_size": space_size, "transforms": transforms, "precision": precision, "max_error": max_error}
+            "space_size": space_size, "transforms": transforms, "precision": precision, "max_error": max_error,
+            **({"calibration_data": {"file": str(calibration_data), "samples": len(calibration.inputs),
+                                "method": calibration_method}} if calibration else {})}
     with source.open(settings.cache, settings.target, settings.threads, tally, **cluster) as provider:
         start = time.perf_counter()
         priced = source.price(provider, graph, space, tally.wrap(provider.measure), meta=meta,
@@ -183,7 +213,8 @@ def extract(
         provenance, spent = source.provenance(provider), provider.spent()
     problem = replace(priced, meta={**priced.meta, "costs": provenance})
     return Extracted(graph, problem, label, args, settings, tuple(layouts), space_size, provenance, tally.tasks,
-                     tally.new, tally.failed, time.perf_counter() - start, precision, max_error, baselines, spent)
+                     tally.new, tally.failed, time.perf_counter() - start, precision, max_error, baselines, spent,
+                     calibration, int8_note)
 
 
 class _Tally:

@@ -1,7 +1,7 @@
 """Run one trial in the current process and return everything the driver logs (workers never talk to MLflow).
 
 A solver trial solves the instance with ``solvers.solve``; an LP-bound trial computes ``solvers.bound.lp_lower_bound``.
-A model instance with bf16 candidates holds its solver's plan to the instance's error budget as ``tune`` does
+A model instance with bf16 or int8 candidates holds its solver's plan to the instance's error budget as ``tune`` does
 (``experiments.budget``). With ``latency`` metrics a solver trial on a model instance also exports its plan
 (``search.export.export``, which checks it numerically against the stock build) and times it end to end
 (``search.artifact.measure_latency``).
@@ -134,7 +134,7 @@ def _bound(trial: Trial, problem) -> dict[str, Any]:
 
 
 def _solve(trial: Trial, problem, extracted: Extracted | None, report: Callable[[str], None]) -> dict[str, Any]:
-    """The trial's solution; on a model with bf16 candidates, held to its error budget (``experiments.budget``,
+    """The trial's solution; on a model with bf16 or int8 candidates, held to its error budget (``experiments.budget``,
     imported only then: it imports TVM, which a trial on a problem file never needs)."""
     budget = None
     if extracted is not None and extracted.precision != "fp32":

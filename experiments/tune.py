@@ -115,6 +115,8 @@ def tune(
         extracted.problem.save(directory / "problem.json")
         if line := _selective_line(source, extracted):
             echo(line)
+        if extracted.int8_note:
+            echo(f"note: {extracted.int8_note}")
         echo(f"solving with {', '.join(instance.name for instance in chosen)}")
         budget = budget_for(extracted)
 

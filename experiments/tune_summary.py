@@ -85,7 +85,8 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
                          "failed": extracted.failed, "seconds": extracted.seconds},
         "solver": solution_dict(solutions[best]),
         "plan": {**plan.to_dict(), "operators": len(extracted.graph.tunable),
-                 "bf16_nodes": extracted.plan(solutions[best]).bf16_nodes},
+                 "bf16_nodes": extracted.plan(solutions[best]).bf16_nodes,
+                 "int8_nodes": extracted.plan(solutions[best]).int8_nodes},
         "baselines": baselines,
         "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
                   "artifact": str(directory / TUNED_ARTIFACT), "picture": str(directory / PICTURE)},
@@ -209,16 +210,17 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     if "budget" in s:
         b = s["budget"]
         lines.append(f"error budget {b['max_error']:g}: {len(b['checks'])} plans checked, {len(b['forbidden'])} "
-                     "nodes forbidden bf16")
+                     "nodes limited in precision")
     if s.get("calibration", {}).get("skipped"):
         lines.append(f"calibration stopped: {s['calibration']['skipped']}")
     if s.get("drift", {}).get("disturbed"):
         lines.append(f"warning: the latencies above were timed while {s['drift']['kernels']} of the plans' kernels ran "
                      f"x{s['drift']['ratio']:.2f} their recorded time: the machine was disturbed; tune again later")
     extra = ", plans/" if "solvers" in s else ""
-    bf16 = s["plan"].get("bf16_nodes", [])
-    share = f" ({len(bf16)} of {s['plan']['operators']} operators in bf16)" if p.get("precision", "fp32") != "fp32" \
-        else ""
+    bf16, int8 = s["plan"].get("bf16_nodes", []), s["plan"].get("int8_nodes", [])
+    in_int8 = f", {len(int8)} in int8" if int8 else ""
+    share = f" ({len(bf16)} of {s['plan']['operators']} operators in bf16{in_int8})" \
+        if p.get("precision", "fp32") != "fp32" else ""
     if "time" in s:
         lines.append(_time_line(s["time"]))
     lines.append(f"numerical check of the plan: relative error {s['plan']['relative_error']:.2g}{share}; wrote "

@@ -14,7 +14,8 @@ from search.graph import OpGraph
 from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
 from search.layouts import LayoutError, activation_layout
 from search.op import Op
-from search.precision import INSTRUCTIONS, KNOB, by_precision
+from search.precision import INSTRUCTIONS, INT8_INSTRUCTIONS, INT8_KNOB, KNOB, by_precision, precision_of
+from search.templates.int8 import RANGE
 from search.templates.workloads import KernelSpec, Knobs
 
 
@@ -69,7 +70,8 @@ def default_knobs(op: Op, in_layout: str, out_layout: str) -> Knobs:
 def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int | None = None,
                     precision: str = "fp32") -> list[Candidate]:
     """Candidates of tunable ``op``: every supported layout pair x up to ``knobs_per_layout`` knob settings of the
-    ``precision`` searched (``search.precision.by_precision``).
+    ``precision`` searched (``search.precision.by_precision``; int8 ones only where ``op`` is calibrated: its
+    parameters hold its input's range, ``search.activation_ranges``).
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
     (so the default of each pair comes first, in the kind's layout order).
@@ -80,7 +82,8 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
     per_pair = []
     for in_layout, out_layout in kind.layout_pairs(op):
         if isinstance(kind, KernelKind):
-            space = kind.knob_space(kind.spec(op, in_layout, out_layout))
+            space = [knobs for knobs in kind.knob_space(kind.spec(op, in_layout, out_layout))
+                     if RANGE in op.params or precision_of(knobs) != "int8"]
             settings = by_precision(space, precision, knobs_per_layout) or [()]
         else:
             settings = kind.variants(op, out_layout)
@@ -123,10 +126,14 @@ def check_candidate(op: Op, candidate: Candidate) -> None:
             for key, value in setting:
                 allowed.setdefault(key, set()).add(value)
         for key, value in candidate.knobs:
-            if key == KNOB and value not in allowed.get(key, ()):
-                raise SearchError(f"{where}: {candidate.name!r} computes in bf16, which needs "
-                                  f"{INSTRUCTIONS.get(value, 'an instruction set tessera knows')}; this CPU's kernel "
-                                  f"offers {sorted(allowed.get(key, ())) or 'no bf16 setting'}")
+            for knob, precision, flags in ((KNOB, "bf16", INSTRUCTIONS), (INT8_KNOB, "int8", INT8_INSTRUCTIONS)):
+                if key == knob and value not in allowed.get(key, ()):
+                    raise SearchError(f"{where}: {candidate.name!r} computes in {precision}, which needs "
+                                      f"{flags.get(value, 'an instruction set tessera knows')}; this CPU's kernel "
+                                      f"offers {sorted(allowed.get(key, ())) or f'no {precision} setting'}")
+            if key == INT8_KNOB and RANGE not in op.params:
+                raise SearchError(f"{where}: {candidate.name!r} computes in int8, which needs the range of its input "
+                                  f"on calibration inputs (--calibration-data; a plan records it under 'ranges')")
             if value not in allowed.get(key, ()):
                 raise SearchError(f"{where}: knob {key}={value} is not in the template's space "
                                   f"{ {k: sorted(v) for k, v in allowed.items()} }")

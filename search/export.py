@@ -21,6 +21,7 @@ import tvm
 from tvm import relax
 
 from search.artifact import quiet_tvm_log, random_arrays
+from search.calibrated import calibrated
 from search.emit import emit_module
 from search.errors import SearchError
 from search.graph import OpGraph, extract_graph
@@ -64,6 +65,31 @@ def run_vm(executable, inputs: list[np.ndarray]) -> list[np.ndarray]:
 def reference_outputs(graph: OpGraph, target: tvm.target.Target, seed: int) -> list[np.ndarray]:
     """The stock NCHW build's outputs on ``random_inputs(graph, seed)``: what ``export`` checks a plan against."""
     return run_vm(tvm.compile(graph.module, target=target), random_inputs(graph, seed))
+
+
+@dataclass(frozen=True)
+class CheckInputs:
+    """Inputs a plan's numerical check runs on instead of the random one: per sample, the model's inputs and the
+    stock NCHW build's outputs on them (``check_inputs``)."""
+
+    inputs: list[list[np.ndarray]]
+    outputs: list[list[np.ndarray]]
+
+
+def check_inputs(graph: OpGraph, target: tvm.target.Target, samples: list[list[np.ndarray]]) -> CheckInputs:
+    """``samples`` (the calibration inputs, ``search.activation_ranges.load_calibration``) with the stock build's
+    outputs on each."""
+    stock = tvm.compile(graph.module, target=target)
+    return CheckInputs([list(sample) for sample in samples], [run_vm(stock, list(sample)) for sample in samples])
+
+
+def _top1_changed(outputs: list[list[np.ndarray]], reference: list[list[np.ndarray]]) -> float | None:
+    """The share of the samples' rows whose arg-max (top-1 class) differs from the reference's, for a classifier (a
+    first output of shape (batch, classes), classes > 1); None otherwise."""
+    if not reference or reference[0][0].ndim != 2 or reference[0][0].shape[1] < 2:
+        return None
+    changed = [np.argmax(out[0], axis=1) != np.argmax(ref[0], axis=1) for out, ref in zip(outputs, reference)]
+    return float(np.mean(np.concatenate(changed)))
 
 
 @dataclass(frozen=True)
@@ -129,6 +155,7 @@ def export(
     reference: list[np.ndarray] | None = None,
     runtime: RuntimeSettings = DEFAULT_RUNTIME,
     max_error: float | None = None,
+    checked_on: CheckInputs | None = None,
 ) -> CompiledPlan:
     """Compile ``plan`` for a model and check it against the model's stock NCHW build.
 
@@ -152,7 +179,10 @@ def export(
         How the library runs its parallel loops (``search.runtime``; recorded in the manifest, applied when loaded).
     max_error : float, optional
         The largest relative error the numerical check accepts; default ``TOLERANCE`` for an fp32 plan,
-        ``search.precision.DEFAULT_MAX_ERROR`` for a plan with bf16 operators.
+        ``search.precision.DEFAULT_MAX_ERROR`` for a plan with bf16 or int8 operators.
+    checked_on : CheckInputs, optional
+        Inputs to check on (``check_inputs``: the calibration samples) instead of the random one: the error is the
+        largest over them, and for a classifier the share of rows whose top-1 class changes is recorded.
 
     Raises
     ------
@@ -161,19 +191,25 @@ def export(
         the reference's largest magnitude).
     """
     graph = mod_or_graph if isinstance(mod_or_graph, OpGraph) else extract_graph(mod_or_graph)
+    if plan.ranges:  # an int8 node's kernel is quantised over its input's range
+        graph = calibrated(graph, plan.ranges)
     target = target or make_target(threads)
     vector_unit = UNITS[plan.vector_unit] if plan.vector_unit else unit()
     with sized_for(vector_unit):
         chosen = validate(plan, graph)
         emitted = emit_module(graph, chosen, target)
         executable, calls = lower_and_compile(emitted.module, emitted.kernels, target)
-    if reference is None:
+    if reference is None and checked_on is None:
         reference = reference_outputs(graph, target, seed)
-    bf16 = plan.bf16_nodes
-    tolerance = max_error if max_error is not None else DEFAULT_MAX_ERROR if bf16 else TOLERANCE
+    tolerance = max_error if max_error is not None else DEFAULT_MAX_ERROR if plan.reduced_nodes else TOLERANCE
     library, path = write_library(executable)
     try:
-        error = relative_error(run_vm(library, random_inputs(graph, seed)), reference)
+        if checked_on is None:
+            error, check = relative_error(run_vm(library, random_inputs(graph, seed)), reference), {"seed": seed}
+        else:
+            outputs = [run_vm(library, sample) for sample in checked_on.inputs]
+            error = max(relative_error(out, ref) for out, ref in zip(outputs, checked_on.outputs))
+            check = {"samples": len(outputs), "top1_changed": _top1_changed(outputs, checked_on.outputs)}
         if not error <= tolerance:
             raise SearchError(f"numerical check failed: relative error {error:.3g} > {tolerance:g} against the "
                               f"stock NCHW build (plan for {plan.model or 'the model'})")
@@ -195,8 +231,10 @@ def export(
         "kernels": len(emitted.kernels),
         "kernel_symbols": sorted(emitted.kernels),
         "layout_transforms": emitted.transforms,
-        "numerical_check": {"passed": True, "relative_error": error, "tolerance": tolerance, "seed": seed},
-        "bf16_nodes": bf16,
+        "numerical_check": {"passed": True, "relative_error": error, "tolerance": tolerance, **check},
+        "bf16_nodes": plan.bf16_nodes,
+        "int8_nodes": plan.int8_nodes,
+        "ranges": dict(plan.ranges),
         "library": LIBRARY,
         "calls": [{"symbol": call.symbol, "computes": [asdict(emitted.origins[name]) for name in call.bindings
                                                        if name in emitted.origins]} for call in calls],

@@ -8,13 +8,15 @@ A plan file::
 ``vector_unit`` names the unit the candidates' knobs were chosen for (``search.isa.UNITS``; a plan tuned on an
 AVX-512 host may name register tiles an AVX2 host's templates do not offer). Baselines record it too: their default
 knobs depend on the unit. Without it (older or hand-written files) the knobs are read against the host's unit.
+A plan with int8 nodes records each one's input range on the calibration inputs, ``"ranges": {"conv2d_3": [0.0,
+5.2], ...}`` (``search.activation_ranges``), from which its kernels' quantisation is made.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +41,14 @@ BASELINES = ("nchw", "nhwc", "nchw16c")
 
 @dataclass(frozen=True)
 class Plan:
-    """Node name -> candidate name, plus the model it was made for (name and load arguments) and the vector unit
-    its knobs were chosen for ("" when unknown: the host's)."""
+    """Node name -> candidate name, plus the model it was made for (name and load arguments), the vector unit
+    its knobs were chosen for ("" when unknown: the host's) and the input range of each int8 node."""
 
     choices: dict[str, str]
     model: str = ""
     args: dict[str, Any] = field(default_factory=dict)
     vector_unit: str = ""
+    ranges: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.vector_unit and self.vector_unit not in UNITS:
@@ -53,7 +56,8 @@ class Plan:
 
     def to_dict(self) -> dict[str, Any]:
         unit = {"vector_unit": self.vector_unit} if self.vector_unit else {}
-        return {"model": self.model, "args": dict(self.args), **unit, "choices": dict(self.choices)}
+        ranges = {"ranges": dict(self.ranges)} if self.ranges else {}
+        return {"model": self.model, "args": dict(self.args), **unit, "choices": dict(self.choices), **ranges}
 
     @classmethod
     def from_dict(cls, data: Any) -> Plan:
@@ -62,13 +66,19 @@ class Plan:
         choices = data["choices"]
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in choices.items()):
             raise SearchError("plan 'choices' must map node names to candidate strings")
-        fields = {"model": "", "args": {}, "vector_unit": ""}  # each absent or null: its default
+        fields = {"model": "", "args": {}, "vector_unit": "", "ranges": {}}  # each absent or null: its default
         values = {key: default if data.get(key) is None else data[key] for key, default in fields.items()}
         for key, value in values.items():
             if not isinstance(value, type(fields[key])):
-                kind = "an object" if key == "args" else "a string"
+                kind = "an object" if key in ("args", "ranges") else "a string"
                 raise SearchError(f"plan {key!r} must be {kind}, got {value!r}")
-        return cls(dict(choices), values["model"], dict(values["args"]), values["vector_unit"])
+        bad = [node for node, pair in values["ranges"].items() if not (
+            isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair))]
+        if bad:
+            raise SearchError(f"plan 'ranges' maps int8 nodes to [low, high]; {bad[0]!r} has "
+                              f"{values['ranges'][bad[0]]!r}")
+        return cls(dict(choices), values["model"], dict(values["args"]), values["vector_unit"],
+                   {node: [float(v) for v in pair] for node, pair in values["ranges"].items()})
 
     def save(self, path: str | Path) -> None:
         write_json_atomic(path, self.to_dict())
@@ -91,10 +101,22 @@ class Plan:
     def candidate(self, node: str) -> Candidate:
         return Candidate.parse(self.choices[node])
 
+    def nodes_in(self, precision: str) -> list[str]:
+        """The nodes this plan runs in ``precision`` (``search.precision``), sorted."""
+        return sorted(name for name in self.choices if precision_of(self.candidate(name).knobs) == precision)
+
     @property
     def bf16_nodes(self) -> list[str]:
-        """The nodes this plan runs in bf16 (``search.precision``), sorted."""
-        return sorted(name for name in self.choices if precision_of(self.candidate(name).knobs) == "bf16")
+        return self.nodes_in("bf16")
+
+    @property
+    def int8_nodes(self) -> list[str]:
+        return self.nodes_in("int8")
+
+    @property
+    def reduced_nodes(self) -> list[str]:
+        """The nodes this plan runs below fp32 (bf16 or int8), sorted."""
+        return sorted(self.bf16_nodes + self.int8_nodes)
 
 
 def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:
@@ -166,10 +188,13 @@ def check_baselines(names: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def plan_from_assignment(assignment: Mapping[str, str], model: str = "", args: Mapping[str, Any] | None = None, *,
-                         auxiliary: Iterable[str] = ()) -> Plan:
+                         auxiliary: Iterable[str] = (), graph: OpGraph | None = None) -> Plan:
     """A solver's assignment (node -> candidate name) as a ``Plan``: the names are the plan's choices (less the
     problem's ``auxiliary`` nodes, ``problem.meta["auxiliary"]``), their knobs those of the templates as sized now (the
-    host's unit)."""
+    host's unit); with ``graph``, the input ranges it holds for the plan's int8 nodes."""
+    from search.calibrated import ranges_of
+
     skip = set(auxiliary)
-    return Plan({node: name for node, name in assignment.items() if node not in skip}, model, dict(args or {}),
+    plan = Plan({node: name for node, name in assignment.items() if node not in skip}, model, dict(args or {}),
                 unit().name)
+    return replace(plan, ranges=ranges_of(graph, plan.int8_nodes)) if graph is not None else plan

@@ -1,11 +1,13 @@
-"""Precision as an axis of the candidate space: a kernel computes in fp32 or in bfloat16 (bf16 data and weights,
-fp32 accumulation and output).
+"""Precision as an axis of the candidate space: a kernel computes in fp32, in bfloat16 (bf16 data and weights, fp32
+accumulation and output) or in int8 (unsigned 8-bit data, signed 8-bit weights, int32 sums, fp32 output).
 
 A bf16 candidate carries the knob ``bf16`` with the instructions it runs on: ``AMX`` (AMX-BF16 tiles) or ``DOT``
-(AVX-512 BF16 dot products); without the knob a candidate is fp32, so fp32 names and cache keys are what they were.
-What a search may use is a ``PRECISIONS`` choice: ``fp32``, ``bf16`` (every operator whose kind has a bf16 kernel) or
-``auto`` (either, per operator). A host without bf16 instructions offers no bf16 settings: ``auto`` is fp32 there
-and ``bf16`` is refused (``check_precision``).
+(AVX-512 BF16 dot products); an int8 one the knob ``int8`` (AMX-INT8 tiles or AVX-512 VNNI dot products); without
+either a candidate is fp32, so fp32 names and cache keys are what they were. What a search may use is a
+``PRECISIONS`` choice: ``fp32``, ``bf16`` or ``int8`` (every operator whose kind has such a kernel) or ``auto`` (any,
+per operator). An int8 kernel needs the range of its input on calibration inputs (``search.activation_ranges``), so
+only calibrated operators have int8 candidates. A host without the instructions offers no such settings: ``auto``
+leaves them out there and ``bf16`` or ``int8`` is refused (``check_precision``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ INSTRUCTIONS = {AMX: "amx_bf16", DOT: "avx512_bf16"}
 INT8_KNOB = "int8"
 INT8_INSTRUCTIONS = {AMX: "amx_int8", DOT: "avx512_vnni"}
 """The CPU flag each int8 setting (knob ``int8``: unsigned 8-bit data, signed 8-bit weights, int32 sums) needs."""
-PRECISIONS = ("fp32", "bf16", "auto")
+PRECISIONS = ("fp32", "bf16", "int8", "auto")
+REDUCED = ("bf16", "int8")
+"""The precisions below fp32, most accurate first."""
 STORAGE = "uint16"
 """How kernels store bf16 values: their bit patterns (TVM would legalise a bf16 buffer into fp32 arithmetic)."""
 TOLERANCE = 2e-2
@@ -80,17 +84,21 @@ def check_precision(precision: str, features: Iterable[str] | None = None) -> st
     if precision == "bf16" and not bf16_settings(features):
         raise SearchError(f"precision bf16 needs {' or '.join(INSTRUCTIONS.values())}, which this CPU "
                           f"({host().cpu}) does not have")
+    if precision == "int8" and not int8_settings(features):
+        raise SearchError(f"precision int8 needs {' or '.join(INT8_INSTRUCTIONS.values())}, which this CPU "
+                          f"({host().cpu}) does not have")
     return precision
 
 
 def by_precision(space: list[Knobs], precision: str, size: int | None = None) -> list[Knobs]:
     """The settings of a knob space a search with ``precision`` uses: ``fp32`` its first ``size`` fp32 settings,
-    ``bf16`` its first bf16 one, on the host's fastest instructions (its fp32 ones where it has none), ``auto``
-    both. The other bf16 settings (AVX-512 BF16 on a host with AMX) stay valid settings of a plan."""
+    ``bf16`` (``int8``) its first bf16 (int8) one, on the host's fastest instructions (its fp32 ones where it has
+    none), ``auto`` all three. The other such settings (dot products on a host with AMX) stay valid settings of a
+    plan."""
     fp32 = [knobs for knobs in space if precision_of(knobs) == "fp32"][:size]
-    bf16 = [knobs for knobs in space if precision_of(knobs) == "bf16"][:1]
+    firsts = {name: [knobs for knobs in space if precision_of(knobs) == name][:1] for name in REDUCED}
     if precision == "fp32":
         return fp32
-    if precision == "bf16":
-        return bf16 or fp32
-    return [*fp32, *bf16]
+    if precision in firsts:
+        return firsts[precision] or fp32
+    return [*fp32, *firsts["bf16"], *firsts["int8"]]

@@ -15,7 +15,7 @@ from search.errors import SearchError
 from search.graph import OpGraph
 from search.layouts import searchable_layouts
 from search.plan import BASELINES, baseline_plan
-from search.precision import check_precision
+from search.precision import REDUCED, check_precision
 
 DEFAULT_LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c", "NCHW32c")
 DEFAULT_SPACE_SIZE = 50
@@ -54,11 +54,11 @@ def tuning_space(
     the first ``space_size`` of them, then the candidates of the uniform plans ``baselines`` (names of
     ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
-    ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32`` or
-    ``bf16`` (a node whose kind has no bf16 kernel: fp32), or ``auto``: the first ``space_size`` fp32 candidates and
-    the first ``space_size`` bf16 ones (so that its space holds the fp32 one); SearchError for ``bf16`` on a host
-    without bf16 instructions. The baselines (fp32) make every node's domain non-empty and let their predicted costs
-    be read off the problem.
+    ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32``,
+    ``bf16`` or ``int8`` (a node without such a kernel, or an uncalibrated one for int8: fp32), or ``auto``: the
+    first ``space_size`` fp32 candidates and the first ``space_size`` of each other precision (so that its space
+    holds the fp32 one); SearchError for ``bf16`` or ``int8`` on a host without their instructions. The baselines
+    (fp32) make every node's domain non-empty and let their predicted costs be read off the problem.
     """
     check_space_size(space_size)
     check_precision(precision)
@@ -67,7 +67,7 @@ def tuning_space(
     space = {}
     for op in graph.tunable:
         chosen = []
-        for searched in ("fp32", "bf16") if precision == "auto" else (precision,):
+        for searched in ("fp32", *REDUCED) if precision == "auto" else (precision,):
             ranked = node_candidates(op, precision=searched)
             chosen += [c for c in ranked if op.layout_free or {c.in_layout, c.out_layout} <= allowed][:space_size]
         chosen += [plan.candidate(op.name) for plan in baselines]

@@ -232,6 +232,11 @@ class KernelKind(OperatorKind):
         """The kernel's output argument as (the layout it is stored in, its logical shape)."""
         return spec.out_layout, tuple(self.out_shape(spec.workload))
 
+    def int8_capable(self, op: Op) -> bool:
+        """Whether the template has int8 settings for ``op``: its kernels then read the range of their input from
+        ``op.params`` (``search.templates.int8.RANGE``, found on calibration inputs). Default: no int8 kernel."""
+        return False
+
     # ------------------------------------------------------------------------------------------------ layout-free
     def stored_layouts(self, op: Op) -> tuple[tuple[str, ...], str]:
         """For a layout-free op: the layout each input value stores the kernel's logical operand in, and the layout

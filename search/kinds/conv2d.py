@@ -146,6 +146,10 @@ class Conv2DKind(ConvLike):
     def match(self, bindings: Bindings, index: int) -> Match | None:
         return match_conv(bindings, index, depthwise=False)
 
+    def int8_capable(self, op) -> bool:
+        """Groups 1, without a prologue or gate (``search.templates.conv2d_dot``)."""
+        return conv2d_dot.supports(self.spec(op, "NCHW", "NCHW", int8.settings_on_any_cpu()[0]))
+
     def activations(self, spec: KernelSpec) -> tuple[tuple[str, tuple[int, ...]], ...]:
         data, *residual = super().activations(spec)
         wl = spec.workload
@@ -166,6 +170,8 @@ class Conv2DKind(ConvLike):
                 *(np.ascontiguousarray(params[name], dtype=spec.workload.dtype) for name in prologue)]
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
+        if int8.is_int8(spec.knobs):
+            raise NotImplementedError("int8 convolutions have no cost-model features yet: they are priced measured")
         wl, knobs = spec.workload, dict(spec.knobs)
         ib = view_block(spec.in_layout, wl.in_channels)
         ob = knobs["oc_bn"] if "oc_bn" in knobs else view_block(spec.out_layout, wl.out_channels)

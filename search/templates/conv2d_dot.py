@@ -36,7 +36,7 @@ from tvm import te
 
 from search.errors import SearchError
 from search.layouts import layout, view_block
-from search.precision import STORAGE, bf16_settings
+from search.precision import STORAGE, bf16_settings, int8_settings
 from search.templates import int8
 from search.templates.bf16 import BF16, rounded, to_bf16_bits
 from search.templates.common import finish, padded, relayout_params
@@ -52,8 +52,8 @@ def supports(spec: KernelSpec) -> bool:
 
 
 def knob_space(spec: KernelSpec) -> list[Knobs]:
-    """The bf16 settings this host runs (``search.precision.bf16_settings``) where the kernel applies."""
-    return bf16_settings() if supports(spec) else []
+    """The bf16 settings, then the int8 ones, that this host runs (``search.precision``) where the kernel applies."""
+    return [knobs for knobs in bf16_settings() + int8_settings() if supports(dataclasses.replace(spec, knobs=knobs))]
 
 
 def _product(spec: KernelSpec) -> DotProduct:

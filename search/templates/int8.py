@@ -37,6 +37,11 @@ def is_int8(knobs: Knobs) -> bool:
     return INT8_KNOB in dict(knobs)
 
 
+def settings_on_any_cpu() -> list[Knobs]:
+    """Every int8 setting, whether or not this CPU runs it (AMX first)."""
+    return [((INT8_KNOB, value),) for value in INT8.functions]
+
+
 @dataclass(frozen=True)
 class Quantisation:
     """How a tensor's fp32 values map to unsigned 8 bits: ``q = round(x / scale) + zero``."""

@@ -97,8 +97,8 @@ def grid(top: str = "", problem: str = 'generator = "chain"\nseed = 0', solver: 
 
 
 TOP_KEYS = "description, lower_bound, metrics, name, num_cpus, problems, repeats, solvers, time_limit, trial_timeout"
-MODEL_KEYS = ("address, batch, cache, cost_model, costs, hybrid_rounds, image_size, input_shape, layouts, "
-              "max_error, measure_fraction, model, precision, seed, space_size, threads, timing, transforms")
+MODEL_KEYS = ("address, batch, cache, calibration_data, cost_model, costs, hybrid_rounds, image_size, input_shape, "
+              "layouts, max_error, measure_fraction, model, precision, seed, space_size, threads, timing, transforms")
 HUGE_TABLE = grid(problem=f'generator = "chain"\nseed = {list(range(1000))}\ncandidates = {list(range(1, 1001))}')
 HUGE_SOLVER = grid(solver=f'name = "pbqp"\nbranch = {list(range(1000))}\nperturbations = {list(range(1000))}')
 HUGE_GRID = grid("repeats = 2", f'generator = "chain"\nseed = {list(range(500))}\ncandidates = {list(range(1, 101))}')
@@ -143,7 +143,7 @@ FAULTS = [
     (grid(problem='model = "resnet18"\ntransforms = "both"'),
      "problems[0].transforms: unknown layout-transform pricing 'both'; choose from shared, pairwise\n"),
     (grid(problem='model = "resnet18"\nprecision = ["fp32", "fp16"]'),
-     "problems[0].precision: unknown precision 'fp16'; choose from fp32, bf16, auto\n"),
+     "problems[0].precision: unknown precision 'fp16'; choose from fp32, bf16, int8, auto\n"),
     (grid(problem='model = "resnet18"\nmax_error = 0'), "problems[0].max_error must be a positive number"),
     # files that are no experiment file
     (b"\x89PNG\r\n\x1a\n\xff\xfe\x00", "not UTF-8 text (byte 0); is it an experiment file?\n"),

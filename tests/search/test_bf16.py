@@ -178,7 +178,7 @@ def test_a_host_without_bf16_instructions_offers_no_bf16_and_refuses_it(monkeypa
     with pytest.raises(SearchError, match="precision bf16 needs"):
         tuning_space(graph, precision="bf16")
     assert tuning_space(graph, precision="auto") == tuning_space(graph)  # auto is fp32 there
-    with pytest.raises(SearchError, match="precision must be one of fp32, bf16, auto"):
+    with pytest.raises(SearchError, match="precision must be one of fp32, bf16, int8, auto"):
         precision.check_precision("fp16")
     assert precision.bf16_settings({"avx512_bf16"}) == [(("bf16", precision.DOT),)]
     assert precision.bf16_settings({"amx_bf16", "avx512_bf16"}) == [(("bf16", precision.AMX),),
