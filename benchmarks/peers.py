@@ -21,7 +21,8 @@ Per network (batch 1, ``--threads`` for everyone):
    with the same weights (``search.zoo.torch_net``, ``torch_transformer``, ``search.zoo.onnx.save``,
    ``save_transformer``; needs ``pip install -e ".[peers]"``); with calibration inputs, ``onnxruntime-int8``: that
    ONNX file quantised as ONNX Runtime's users quantise it (``onnxruntime.quantization.quantize_static``: QDQ
-   format, per-channel weights, its default types and min-max calibration on the same calibration inputs); a peer
+   format, per-channel weights, its default types and min-max calibration on the same calibration inputs, after its
+   pre-processing); a peer
    that is not installed, channels-last on a transformer, or PyTorch on a network with operators ``torch_net`` does
    not write, is skipped and named in the table.
 
@@ -124,10 +125,13 @@ def calibration_inputs(graph, path: Path, samples: int) -> Path:
 
 
 def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
-    """``onnx_file`` quantised by ONNX Runtime's static quantisation (QDQ, per-channel, its defaults otherwise) with
-    ``calibration``'s inputs, beside it."""
+    """``onnx_file`` quantised by ONNX Runtime's static quantisation as its documentation has users do it: the
+    model pre-processed (``quant_pre_process``; its symbolic shape inference, which needs sympy, skipped: the shapes
+    are static), then ``quantize_static`` (QDQ, per-channel, its defaults otherwise) with ``calibration``'s inputs;
+    beside it."""
     import numpy as np
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
 
     with np.load(calibration) as data:
         arrays = {name: data[name] for name in data.files}
@@ -140,8 +144,9 @@ def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
         def get_next(self):
             return next(self.feeds, None)
 
-    out = onnx_file.with_name(onnx_file.stem + ".int8.onnx")
-    quantize_static(str(onnx_file), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+    prepared, out = (onnx_file.with_name(onnx_file.stem + suffix) for suffix in (".prepared.onnx", ".int8.onnx"))
+    quant_pre_process(str(onnx_file), str(prepared), skip_symbolic_shape=True)  # static shapes: sympy not needed
+    quantize_static(str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
     return out
 
 
