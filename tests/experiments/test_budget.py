@@ -1,10 +1,12 @@
-"""The error budget of a search with bf16 candidates, on a tiny network measured here: plans are held to it by
-giving up bf16 nodes; a budget too tight for any gives the fp32 plan; tune and experiment trials report it."""
+"""The error budget of a search with bf16 or int8 candidates, on a tiny network measured here: plans are held to it
+by giving up reduced-precision nodes (int8 ones to bf16 first); a budget too tight for any gives the fp32 plan; tune
+and experiment trials report it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from experiments.budget import Budget, solve_within
@@ -25,6 +27,8 @@ from tests.search.tiny_nets import residual_concat_net
 
 SPACE = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW"}
 needs_bf16 = pytest.mark.skipif(not precision.bf16_settings(), reason="this CPU has no bf16 instructions")
+needs_int8 = pytest.mark.skipif(not precision.int8_settings(), reason="this CPU has no int8 dot products")
+INT8_CONVS = [f"conv2d_{i}" for i in range(6)]  # the tiny net's groups-1 convolutions
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +125,46 @@ def test_an_experiment_trial_holds_its_plan_to_the_budget(cheap_bf16, monkeypatc
     (check,) = result.budget["checks"]
     assert check["solver"] == "dp" and check["bf16_nodes"] == 7 and check["within"]
     assert sum("bf16=" in choice for choice in result.solution["assignment"].values()) == 7
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory):
+    path = tmp_path_factory.mktemp("calibration") / "inputs.npz"
+    np.savez(path, data=np.random.default_rng(1).uniform(-2, 3, (5, 1, 3, 8, 8)).astype(np.float32))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cheap_int8(cache, calibration):
+    """The tiny net's measured auto-precision problem with calibration inputs, every int8 candidate made free and
+    every bf16 one nearly free, so that the solver takes int8 wherever it can and bf16 next."""
+    extracted = extract(residual_concat_net(), cache=cache, precision="auto", calibration_data=calibration, **SPACE)
+    problem = extracted.problem
+
+    def cost(candidate: str, measured: float) -> float:
+        return 0.0 if "int8=" in candidate else 1e-9 if "bf16=" in candidate else measured
+
+    nodes = tuple(replace(node, costs=[cost(c, m) for c, m in zip(node.candidates, node.costs)])
+                  for node in problem.nodes)
+    return replace(extracted, problem=replace(problem, nodes=nodes))
+
+
+@needs_int8
+def test_a_loose_budget_keeps_every_int8_node_and_reports_the_top1_changes(cheap_int8):
+    assert cheap_int8.calibration is not None and len(cheap_int8.calibration.inputs) == 5
+    budget = Budget(1.0)
+    solved = solve_within(cheap_int8, _dp, budget, lambda line: None)
+    plan = cheap_int8.plan(solved.solutions[solved.best])
+    assert plan.int8_nodes == INT8_CONVS and sorted(plan.ranges) == INT8_CONVS and not budget.forbidden
+    (check,) = budget.checks
+    assert check["within"] and check["int8_nodes"] == 6 and "top1_changed" in check
+
+
+@needs_int8
+def test_a_tight_budget_gives_int8_nodes_up_to_bf16_before_fp32(cheap_int8):
+    budget = Budget(1e-9)
+    solved = solve_within(cheap_int8, _dp, budget, lambda line: None)
+    assert cheap_int8.plan(solved.solutions[solved.best]).reduced_nodes == []
+    assert budget.checks[0]["int8_nodes"] == 6 and not any(c["within"] for c in budget.checks)
+    if precision.bf16_settings():  # the first nodes limited went to bf16, not fp32
+        assert budget.checks[1]["bf16_nodes"] > 0 and set(budget.forbidden.values()) == {"bf16"}

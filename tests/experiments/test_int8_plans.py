@@ -1,6 +1,6 @@
-"""int8 in plans, on a tiny network measured here: calibration inputs give the int8 candidates their input ranges,
-plans mixing fp32, bf16 and int8 export and are checked on those inputs, the error budget gives int8 nodes up to
-bf16 before fp32, and bad calibration files, missing calibration and missing instructions are refused in one line."""
+"""int8 in plans, on a tiny network: calibration inputs give the int8 candidates their input ranges, plans mixing
+fp32, bf16 and int8 export and are checked on those inputs, and bad calibration files, missing calibration and
+missing instructions are refused in one line (the error budget with int8: ``test_budget``)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from experiments.budget import Budget, solve_within
 from experiments.cli import main
-from experiments.extraction import extract
-from experiments.solving import solve_all
 from search import precision
 from search.activation_ranges import input_ranges, load_calibration
 from search.calibrated import calibrated
@@ -22,11 +19,9 @@ from search.export import check_inputs, export
 from search.graph import extract_graph
 from search.host import make_target
 from search.plan import Plan, baseline_plan
-from solvers.base import make_solver
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
-SPACE = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW"}
 INT8 = precision.int8_settings()
 needs_int8 = pytest.mark.skipif(not INT8, reason="this CPU has no int8 dot products (avx512_vnni, amx_int8)")
 CONVS = [f"conv2d_{i}" for i in range(6)]  # groups 1: int8-capable
@@ -117,44 +112,3 @@ def test_a_plan_mixing_fp32_bf16_and_int8_exports_with_its_ranges_and_is_checked
     assert 0 <= check["top1_changed"] <= 1
     with pytest.raises(SearchError, match="computes in int8, which needs the range of its input"):
         export(graph, replace(plan, ranges={}), target=make_target(1), threads=1)
-
-
-@pytest.fixture(scope="module")
-def cheap_int8(tmp_path_factory, calibration):
-    """The tiny net's measured auto-precision problem with calibration inputs, every int8 candidate made free and
-    every bf16 one nearly free, so that the solver takes int8 wherever it can and bf16 next."""
-    cache = tmp_path_factory.mktemp("int8") / "costs.sqlite"
-    extracted = extract(residual_concat_net(), cache=cache, precision="auto", calibration_data=calibration, **SPACE)
-    problem = extracted.problem
-
-    def cost(candidate: str, measured: float) -> float:
-        return 0.0 if "int8=" in candidate else 1e-9 if "bf16=" in candidate else measured
-
-    nodes = tuple(replace(node, costs=[cost(c, m) for c, m in zip(node.candidates, node.costs)])
-                  for node in problem.nodes)
-    return replace(extracted, problem=replace(problem, nodes=nodes))
-
-
-def _dp(problem):
-    return solve_all(problem, [make_solver("dp")])
-
-
-@needs_int8
-def test_a_loose_budget_keeps_every_int8_node_and_reports_the_top1_changes(cheap_int8):
-    assert cheap_int8.calibration is not None and len(cheap_int8.calibration.inputs) == 5
-    budget = Budget(1.0)
-    solved = solve_within(cheap_int8, _dp, budget, lambda line: None)
-    plan = cheap_int8.plan(solved.solutions[solved.best])
-    assert plan.int8_nodes == CONVS and sorted(plan.ranges) == CONVS and not budget.forbidden
-    (check,) = budget.checks
-    assert check["within"] and check["int8_nodes"] == 6 and "top1_changed" in check
-
-
-@needs_int8
-def test_a_tight_budget_gives_int8_nodes_up_to_bf16_before_fp32(cheap_int8):
-    budget = Budget(1e-9)
-    solved = solve_within(cheap_int8, _dp, budget, lambda line: None)
-    assert cheap_int8.plan(solved.solutions[solved.best]).reduced_nodes == []
-    assert budget.checks[0]["int8_nodes"] == 6 and not any(c["within"] for c in budget.checks)
-    if precision.bf16_settings():  # the first nodes limited went to bf16, not fp32
-        assert budget.checks[1]["bf16_nodes"] > 0 and set(budget.forbidden.values()) == {"bf16"}
