@@ -62,7 +62,7 @@ def solve_within(extracted: Extracted, solve: Callable[[Problem], Solved], budge
     checked_on = extracted.calibration
     reference = None if checked_on else reference_outputs(extracted.graph, settings.target, settings.seed)
     while True:
-        problem = limited(extracted.problem, budget.forbidden)
+        problem = _limited(extracted.problem, budget.forbidden)
         solved = solve(problem)
         over: dict[str, str] = {}
         for name, solution in solved.solutions.items():
@@ -99,7 +99,7 @@ def _precision(choice: str) -> str:
     return precision_of(Candidate.parse(choice).knobs)
 
 
-def limited(problem: Problem, forbidden: dict[str, str]) -> Problem:
+def _limited(problem: Problem, forbidden: dict[str, str]) -> Problem:
     """``problem`` with each node in ``forbidden`` priced infinite in its forbidden precisions."""
     def bars(node: str, candidate: str) -> bool:
         return node in forbidden and ACCURACY.index(_precision(candidate)) >= ACCURACY.index(forbidden[node])

@@ -71,12 +71,9 @@ def load_calibration(path: str | Path, graph: OpGraph) -> list[list[np.ndarray]]
 def input_ranges(graph: OpGraph, samples: Sequence[Sequence[np.ndarray]], target, method: str = "minmax"
                  ) -> dict[str, tuple[float, float]]:
     """Each int8-capable operator's input range on ``samples`` (``load_calibration``), by ``method``."""
-    import tvm
-    from tvm import relax
-
     from search.emit import emit_module
     from search.export import run_vm
-    from search.lower import schedule_legalised
+    from search.lower import compile_module
     from search.plan import baseline_plan, validate
 
     if method not in METHODS:
@@ -87,9 +84,7 @@ def input_ranges(graph: OpGraph, samples: Sequence[Sequence[np.ndarray]], target
         return {}
     tapped = dataclasses.replace(graph, outputs=tuple(values), output_is_tuple=True)
     emitted = emit_module(tapped, validate(baseline_plan(graph, "nchw"), graph), target)
-    with target:
-        lowered = relax.get_pipeline("default")(schedule_legalised(emitted.module, target))
-    executable = tvm.compile(lowered, target=target, relax_pipeline=None)
+    executable = compile_module(emitted.module, target)
     seen: dict[str, list[np.ndarray]] = {value: [] for value in values}
     for sample in samples:
         for value, out in zip(values, run_vm(executable, list(sample)), strict=True):

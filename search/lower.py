@@ -184,6 +184,18 @@ def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], 
     """
     fused, merged = _fuse(mod)
     calls = _calls(fused, merged)
+    return _compiled(merged, kernels, target), calls
+
+
+def compile_module(mod: tvm.IRModule, target: tvm.target.Target) -> Any:
+    """``lower_and_compile``'s executable alone, for a module returning intermediate values: its calls are not named
+    (fusion does not keep the sequence that names them) and its kernels not checked (those whose results it no longer
+    returns are dropped)."""
+    return _compiled(_fuse(mod)[1], {}, target)
+
+
+def _compiled(merged: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], target: tvm.target.Target) -> Any:
+    """The executable of ``merged`` (fused), each template kernel in ``kernels`` checked to be kept as built."""
     scheduled = _scheduled(merged, target)
     with target:
         lowered = relax.get_pipeline("default")(scheduled)
@@ -192,4 +204,4 @@ def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], 
         kept = functions.get(name)
         if kept is None or not tvm_ffi.structural_equal(kept.body, func.body):
             raise RuntimeError(f"the compile pipeline changed template kernel {name}")
-    return tvm.compile(lowered, target=target, relax_pipeline=None), calls
+    return tvm.compile(lowered, target=target, relax_pipeline=None)
