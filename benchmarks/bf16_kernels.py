@@ -5,12 +5,13 @@ in NCHW16c -> NCHW16c (the stem reads NCHW). ``--network bert_base``: BERT-base'
 and GELU or the residual fused, as in the network) in NC -> NC, and its attention's batched matmuls, read and
 written where the heads are split and merged. For each: the fastest of the fp32 template's first
 ``--fp32-settings`` knob settings (Winograd among them where it applies), every bf16 setting the host runs
-(``search.precision``: AMX tiles, AVX-512 BF16 dot products) and, on the convolutions, every int8 setting (AMX-INT8
-tiles, AVX-512 VNNI dot products; the data quantised over its own range, ``search.templates.int8``), each timed like
+(``search.precision``: AMX tiles, AVX-512 BF16 dot products) and, on the convolutions and linear layers, every int8
+setting (AMX-INT8 tiles, AVX-512 VNNI dot products; the data quantised over its own range, ``search.templates.int8``;
+a kernel without one shows "-"), each timed like
 a kernel (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and
 interquartile range), one at a time, and run once on random data against the float64 numpy reference
 (``search.kinds.checks.kernel_error``). The last line sums the kernels once each (not weighted by how often the
-network repeats them). Run it with nothing else on the machine.
+network repeats them), each speed-up over the kernels its setting applies to. Run it with nothing else on the machine.
 
     .venv/bin/python benchmarks/bf16_kernels.py --threads 2 [--network bert_base]
 """
@@ -72,7 +73,6 @@ def bert_base_kernels(tokens: int = 128, width: int = 768, heads: int = 12) -> l
 
 
 NETWORKS = {"resnet50": resnet50_kernels, "bert_base": bert_base_kernels}
-INT8_NETWORKS = ("resnet50",)  # int8 kernels: convolutions only
 
 
 def main() -> None:
@@ -88,7 +88,7 @@ def main() -> None:
     if not settings:
         parser.error(f"this CPU ({host().cpu}) has no bf16 instructions ({' or '.join(INSTRUCTIONS.values())})")
     target = make_target(args.threads)
-    settings += int8_settings() if args.network in INT8_NETWORKS else []
+    settings += int8_settings()
     flags = [(INSTRUCTIONS if knob == "bf16" else INT8_INSTRUCTIONS)[value] for (knob, value), in settings]
     print(f"host: {host().cpu}, vector unit {HOST.name}, instructions {', '.join(flags)}; "
           f"{args.threads} threads, load {os.getloadavg()[0]:.2f}; {args.network}'s kernels, epilogues fused; "
@@ -97,6 +97,7 @@ def main() -> None:
     print(f"| kernel | workload | fp32 best (setting) | error | {columns} |")
     print("| --- | --- | --- | ---: |" + " ---: | ---: | ---: |" * len(settings))
     totals = [0.0] * (1 + len(settings))
+    fp32_totals = [0.0] * len(settings)  # over the kernels each setting applies to
     for name, shape, spec in NETWORKS[args.network]():
         kind = kernel_kind(spec.workload.kind)
         fp32 = [k for k in kind.knob_space(spec) if precision_of(k) == "fp32"][: args.fp32_settings]
@@ -106,13 +107,17 @@ def main() -> None:
                f"{kernel_error(replace(spec, knobs=knobs), target=target):.1e}"]
         totals[0] += best.median_ms
         for index, reduced in enumerate(settings, start=1):
+            if reduced not in kind.knob_space(spec):  # int8 batched matmuls: none
+                row += ["-", "-", "-"]
+                continue
             built = replace(spec, knobs=reduced)
             timing = _time(kind, built, target, args)
             totals[index] += timing.median_ms
+            fp32_totals[index - 1] += best.median_ms
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{best.median_ms / timing.median_ms:.2f}x",
                     f"{kernel_error(built, target=target):.1e}"]
         print(f"| {name} | {shape} | {' | '.join(row)} |", flush=True)
-    sums = " | ".join(f"{t:.3f} | {totals[0] / t:.2f}x | " for t in totals[1:])
+    sums = " | ".join(f"{t:.3f} | {f / t:.2f}x | " for t, f in zip(totals[1:], fp32_totals))
     print(f"| sum | | {totals[0]:.3f} | | {sums}|")
     print(f"\nload after: {os.getloadavg()[0]:.2f}")
 

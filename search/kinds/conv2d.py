@@ -8,7 +8,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from search.bindings import Bindings, plain
-from search.errors import SearchError
 from search.kinds.base import Match, TemplateKind
 from search.kinds.epilogue import (
     apply_epilogue,
@@ -161,10 +160,8 @@ class Conv2DKind(ConvLike):
         its input (``params[int8.RANGE]``): ``search.templates.conv2d_dot.pack_int8``."""
         self.check_spec(spec)
         if int8.is_int8(spec.knobs):
-            if int8.RANGE not in params:
-                raise SearchError(f"an int8 kernel needs the range of its input ({int8.RANGE}) from calibration")
-            data = int8.quantisation(*(float(v) for v in params[int8.RANGE]))
-            return conv2d_dot.pack_int8(spec, np.asarray(params["weight"]), params.get("bias"), data)
+            return conv2d_dot.pack_int8(spec, np.asarray(params["weight"]), params.get("bias"),
+                                        int8.input_quantisation(params))
         prologue = ("scale", "shift") if spec.epilogue.prologue else ()
         return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params),
                 *(np.ascontiguousarray(params[name], dtype=spec.workload.dtype) for name in prologue)]

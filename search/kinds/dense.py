@@ -1,5 +1,5 @@
 """The ``dense`` kind: a 2-D matmul by a constant weight and its fused bias, residual add and activation, run by the
-template in ``search.templates.dense`` on rows stored ``NC`` or ``CN{c}c``."""
+template in ``search.templates.dense`` on rows stored ``NC`` or ``CN{c}c`` (in fp32, bf16 or, calibrated, int8)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from search.layouts import layout
 from search.precision import KNOB
 from search.relax_exprs import static_shape
 from search.templates import dense as template
+from search.templates import dense_dot, int8
 from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
 
 
@@ -56,8 +57,17 @@ class DenseKind(TemplateKind):
     def out_shape(self, workload: DenseWorkload) -> tuple[int, ...]:
         return (workload.batch, workload.out_features)
 
+    def int8_capable(self, op) -> bool:
+        """Every linear layer (``search.templates.dense_dot``)."""
+        return True
+
     def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The weights (bf16: as bf16) and the bias; an int8 setting's from the range of its input
+        (``params[int8.RANGE]``): ``search.templates.dense_dot.pack_int8``."""
         self.check_spec(spec)
+        if int8.is_int8(spec.knobs):
+            return dense_dot.pack_int8(spec, np.asarray(params["weight"]), params.get("bias"),
+                                       int8.input_quantisation(params))
         return [template.pack_weight(spec, np.asarray(params["weight"])), *packed_bias(spec, params)]
 
     def random_params(self, workload: DenseWorkload, epilogue: Epilogue, rng: np.random.Generator
@@ -73,6 +83,8 @@ class DenseKind(TemplateKind):
         return apply_epilogue(data @ params["weight"].T, spec.epilogue, params.get("bias"), *residual)
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
+        if int8.is_int8(spec.knobs):
+            raise NotImplementedError("int8 linear layers have no cost-model features yet: they are priced measured")
         wl = spec.workload
         extents = Extents(wl.batch, wl.in_features, 1, 1, wl.out_features, 1, 1)
         run = layout(spec.in_layout).block() or wl.in_features  # the input's contiguous run of features

@@ -7,8 +7,8 @@ register tile of ``reg_b`` rows and the reduction unrolled by ``k_unroll``; (bat
 parallel, feature blocks outermost (knob ``rows`` 0: each block's weights stay in cache while every row tile passes)
 or row tiles outermost (``rows`` 1: each row tile streams every block's weights). ``reg_b`` need not divide the rows
 (``row_tiles``): the tiles past the last row compute it again and the write-back drops them. On a host with bf16
-instructions, the last settings compute in bf16 (knob ``bf16``, ``search.precision``), built by
-``search.templates.dense_bf16``.
+or int8 dot-product instructions, the last settings compute in bf16 (knob ``bf16``) or int8 (knob ``int8``,
+``search.precision``), built by ``search.templates.dense_dot``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tvm
 from tvm import te
 
 from search.layouts import layout, row_layouts
-from search.templates import dense_bf16
+from search.templates import dense_dot
 from search.templates.bf16 import is_bf16
 from search.templates.common import (
     clamped,
@@ -31,6 +31,7 @@ from search.templates.common import (
     row_tiles,
     schedule_matmul,
 )
+from search.templates.int8 import is_int8
 from search.templates.workloads import DenseWorkload, KernelSpec, Knobs
 
 OC_BLOCKS = (16, 32, 8, 64, 4)
@@ -59,23 +60,23 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
-    """The fp32 settings (``knob_product`` order), then the bf16 ones."""
-    space = knob_product(_choices(spec), None) + dense_bf16.knob_space(spec)
+    """The fp32 settings (``knob_product`` order), then the bf16 and int8 ones."""
+    space = knob_product(_choices(spec), None) + dense_dot.knob_space(spec)
     return space if size is None else space[: max(size, 0)]
 
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
-    """(O, I) -> ``(O // ob, I, ob)`` (a bf16 setting: ``search.templates.dense_bf16``'s)."""
-    if is_bf16(spec.knobs):
-        return dense_bf16.pack_weight(spec, weight)
+    """(O, I) -> ``(O // ob, I, ob)`` (a bf16 or int8 setting: ``search.templates.dense_dot``'s)."""
+    if is_bf16(spec.knobs) or is_int8(spec.knobs):
+        return dense_dot.pack_weight(spec, weight)
     ob = resolve_knobs(spec.knobs, _choices(spec))["oc_bn"]
     o, i = weight.shape
     return np.ascontiguousarray(weight.reshape(o // ob, ob, i).transpose(0, 2, 1), dtype=spec.workload.dtype)
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-    if is_bf16(spec.knobs):
-        return dense_bf16.build(spec, target)
+    if is_bf16(spec.knobs) or is_int8(spec.knobs):
+        return dense_dot.build(spec, target)
     wl = spec.workload
     knobs = resolve_knobs(spec.knobs, _choices(spec))
     ob, rows = knobs["oc_bn"], padded(wl.batch, knobs["reg_b"])

@@ -1,4 +1,4 @@
-"""What the dot-product kernel templates (bf16 and int8: ``conv2d_dot``, ``dense_bf16``, ``batch_matmul_bf16``)
+"""What the dot-product kernel templates (bf16 and int8: ``conv2d_dot``, ``dense_dot``, ``batch_matmul_bf16``)
 share: the micro-kernels of each precision (``DotProduct``), the packing of data and weights into their blocks, the
 parallel loop of micro-kernel calls (``search.microkernels``) with the fused epilogue, and the schedule of a
 whole-tensor pass.

@@ -60,6 +60,13 @@ def quantisation(low: float, high: float) -> Quantisation:
     return Quantisation(scale, int(np.clip(np.rint(-low / scale), 0, 255)))
 
 
+def input_quantisation(params: dict[str, np.ndarray]) -> Quantisation:
+    """The quantisation of an int8 node's input from its recorded range (``params[RANGE]``); SearchError without."""
+    if RANGE not in params:
+        raise SearchError(f"an int8 kernel needs the range of its input ({RANGE}) from calibration")
+    return quantisation(*(float(v) for v in params[RANGE]))
+
+
 def quantised_data(values: np.ndarray, q: Quantisation) -> np.ndarray:
     """``values`` quantised as a kernel's ``pack`` does (fp32 arithmetic), as uint8."""
     steps = np.rint(np.asarray(values, np.float32) * np.float32(1 / q.scale))

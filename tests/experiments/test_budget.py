@@ -28,7 +28,7 @@ from tests.search.tiny_nets import residual_concat_net
 SPACE = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW"}
 needs_bf16 = pytest.mark.skipif(not precision.bf16_settings(), reason="this CPU has no bf16 instructions")
 needs_int8 = pytest.mark.skipif(not precision.int8_settings(), reason="this CPU has no int8 dot products")
-INT8_CONVS = [f"conv2d_{i}" for i in range(6)]  # the tiny net's groups-1 convolutions
+INT8_NODES = [f"conv2d_{i}" for i in range(6)] + ["dense_0"]  # groups-1 convolutions and the linear layer
 
 
 @pytest.fixture(scope="module")
@@ -155,9 +155,9 @@ def test_a_loose_budget_keeps_every_int8_node_and_reports_the_top1_changes(cheap
     budget = Budget(1.0)
     solved = solve_within(cheap_int8, _dp, budget, lambda line: None)
     plan = cheap_int8.plan(solved.solutions[solved.best])
-    assert plan.int8_nodes == INT8_CONVS and sorted(plan.ranges) == INT8_CONVS and not budget.forbidden
+    assert plan.int8_nodes == INT8_NODES and sorted(plan.ranges) == INT8_NODES and not budget.forbidden
     (check,) = budget.checks
-    assert check["within"] and check["int8_nodes"] == 6 and "top1_changed" in check
+    assert check["within"] and check["int8_nodes"] == len(INT8_NODES) and "top1_changed" in check
 
 
 @needs_int8
@@ -165,6 +165,6 @@ def test_a_tight_budget_gives_int8_nodes_up_to_bf16_before_fp32(cheap_int8):
     budget = Budget(1e-9)
     solved = solve_within(cheap_int8, _dp, budget, lambda line: None)
     assert cheap_int8.plan(solved.solutions[solved.best]).reduced_nodes == []
-    assert budget.checks[0]["int8_nodes"] == 6 and not any(c["within"] for c in budget.checks)
+    assert budget.checks[0]["int8_nodes"] == len(INT8_NODES) and not any(c["within"] for c in budget.checks)
     if precision.bf16_settings():  # the first nodes limited went to bf16, not fp32
         assert budget.checks[1]["bf16_nodes"] > 0 and set(budget.forbidden.values()) == {"bf16"}

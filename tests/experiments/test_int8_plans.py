@@ -24,7 +24,7 @@ from tests.search.tiny_nets import residual_concat_net
 
 INT8 = precision.int8_settings()
 needs_int8 = pytest.mark.skipif(not INT8, reason="this CPU has no int8 dot products (avx512_vnni, amx_int8)")
-CONVS = [f"conv2d_{i}" for i in range(6)]  # groups 1: int8-capable
+INT8_CAPABLE = [f"conv2d_{i}" for i in range(6)] + ["dense_0"]  # groups-1 convolutions and the linear layer
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_calibration_ranges_are_the_values_each_int8_capable_operator_reads(grap
     samples = load_calibration(calibration, graph)
     assert len(samples) == 5 and samples[0][0].shape == (1, 3, 8, 8)
     ranges = input_ranges(graph, samples, make_target(1))
-    assert sorted(ranges) == CONVS  # not the depthwise convolution or the linear layer
+    assert sorted(ranges) == INT8_CAPABLE  # not the depthwise convolution
     data = np.stack([sample[0] for sample in samples])
     assert ranges["conv2d_0"] == (float(data.min()), float(data.max()))  # the model's input itself
     assert ranges["conv2d_1"][0] >= 0  # after a ReLU

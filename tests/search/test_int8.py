@@ -1,6 +1,6 @@
-"""int8 convolutions (``search.templates.conv2d_dot`` with knob ``int8``): the quantisation, and the kernel against
-numpy's integer arithmetic on the same quantised operands and against the fp32 convolution within the quantisation's
-error."""
+"""int8 convolutions and linear layers (``search.templates.conv2d_dot`` and ``dense_dot`` with knob ``int8``): the
+quantisation, and the kernels against numpy's integer arithmetic on the same quantised operands and against the fp32
+result within the quantisation's error."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from search.host import make_target
 from search.kinds.conv2d import conv_reference
 from search.kinds.epilogue import apply_epilogue
 from search.layouts import layout
-from search.templates import conv2d_dot, int8
-from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
+from search.templates import conv2d_dot, dense_dot, int8
+from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 
 SETTINGS = precision.int8_settings()
 needs_int8 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no int8 dot products (avx512_vnni, amx_int8)")
@@ -72,16 +72,17 @@ def test_tirs_quantisation_is_numpys():
 
 
 def _run(spec: KernelSpec, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
-         residual: np.ndarray | None, quantisation: int8.Quantisation) -> np.ndarray:
-    """The int8 kernel of ``spec`` on logical fp32 operands, its output logical."""
+         residual: np.ndarray | None, quantisation: int8.Quantisation, template=conv2d_dot) -> np.ndarray:
+    """The int8 kernel of ``spec`` (built by ``template``) on logical fp32 operands, its output logical."""
     import tvm
 
     target = make_target(2)
-    func = conv2d_dot.build(spec, target)
+    func = template.build(spec, target)
     lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).jit()
     stored_in, stored_out = layout(spec.in_layout), layout(spec.out_layout)
-    constants = conv2d_dot.pack_int8(spec, weight, bias, quantisation)
-    out = tvm.runtime.tensor(np.full(stored_out.physical_shape(spec.workload.out_shape), np.nan, np.float32))
+    constants = template.pack_int8(spec, weight, bias, quantisation)
+    out_shape = (spec.workload.batch, weight.shape[0]) if weight.ndim == 2 else spec.workload.out_shape
+    out = tvm.runtime.tensor(np.full(stored_out.physical_shape(out_shape), np.nan, np.float32))
     args = [stored_in.from_logical(data.astype(np.float32)), *constants]
     if residual is not None:
         args.append(stored_out.from_logical(residual.astype(np.float32)))
@@ -113,6 +114,33 @@ def test_an_int8_convolution_is_the_integer_convolution_of_its_quantised_operand
     assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
 
 
+@needs_int8
+@pytest.mark.parametrize("knobs", SETTINGS, ids=lambda k: f"int8={k[0][1]}")
+@pytest.mark.parametrize("workload, layouts, epilogue", [
+    (DenseWorkload(128, 96, 48), ("NC", "NC"), Epilogue(True, False, "gelu")),  # two chunks of rows; features padded
+    (DenseWorkload(70, 64, 40), ("CN16c", "NC"), Epilogue(False, True, "gelu_tanh")),  # last chunk 6 rows; 40 outputs
+    (DenseWorkload(1, 200, 32), ("NC", "NC"), Epilogue(True, True, "relu")),  # one row, four blocks of 64 features
+], ids=["gelu", "blocked-rows-residual", "one-row"])
+def test_an_int8_linear_layer_is_the_integer_matmul_of_its_quantised_operands(workload, layouts, epilogue, knobs):
+    rng = np.random.default_rng(1)
+    data = rng.uniform(-0.5, 1, (workload.batch, workload.in_features))
+    weight = rng.uniform(-1, 1, (workload.out_features, workload.in_features))
+    bias = rng.uniform(-1, 1, workload.out_features)
+    residual = rng.uniform(-1, 1, (workload.batch, workload.out_features))
+    spec = KernelSpec(workload, *layouts, knobs, epilogue)
+    q = int8.quantisation(data.min(), data.max())
+    bias, residual = (bias if epilogue.bias else None), (residual if epilogue.residual else None)
+    got = _run(spec, data, weight, bias, residual, q, dense_dot)
+    q_weight, weight_scale = int8.quantised_weights(weight[:, :, None, None])
+    sums = (int8.quantised_data(data, q).astype(np.float64) - q.zero) @ q_weight[:, :, 0, 0].T.astype(np.float64)
+    scale = (q.scale * weight_scale).astype(np.float32).astype(np.float64)
+    emulated = apply_epilogue(sums * scale[None, :], epilogue, bias, residual)
+    exact = apply_epilogue(data @ weight.T, epilogue, bias, residual)
+    peak = np.abs(exact).max()
+    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
+    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+
+
 def test_an_int8_setting_takes_no_other_knob_no_prologue_and_its_own_constants():
     workload = WORKLOADS[0]
     weight = np.zeros((workload.out_channels, workload.in_channels, *workload.kernel))
@@ -124,6 +152,8 @@ def test_an_int8_setting_takes_no_other_knob_no_prologue_and_its_own_constants()
                              None, int8.Quantisation(1.0, 0))
     with pytest.raises(SearchError, match="no bf16 setting"):
         conv2d_dot.pack_weight(KernelSpec(workload, "NCHW", "NCHW", (("int8", 1),)), weight)
+    with pytest.raises(SearchError, match="no bf16 setting"):
+        dense_dot.pack_weight(KernelSpec(DenseWorkload(2, 8, 16), "NC", "NC", (("int8", 1),)), np.zeros((16, 8)))
     grouped = dataclasses.replace(workload, groups=2)
     with pytest.raises(SearchError, match="groups 1"):
         conv2d_dot.pack_int8(KernelSpec(grouped, "NCHW", "NCHW", (("int8", 2),)), weight, None,
