@@ -10,7 +10,11 @@ are enough) and the plans' predicted latency is their
 problem cost plus the time the problem does not price (fixed operators, the work fused around layout nodes and
 followers, the VM's own calls): the median, over the other profiled plans, of measured latency less problem cost, so
 that no plan's prediction uses its own measurement. The solvers then solve the calibrated problem; a new plan is
-exported, timed and profiled with the baselines for the next round, the same plan ends the rounds. Plans timed after
+exported, timed and profiled with the baselines for the next round, the same plan ends the rounds. A new plan is
+timed beside the plan it would replace, in the same rounds, and replaces it only if it runs faster: a re-solve trusts
+the isolated records of the kernels it adds, which no profile has checked, and the cheapest-looking of many noisy
+records are the ones a solver picks (docs/fidelity.md), so a calibrated plan can be predicted faster than the plan
+it replaces and run slower; when it does, the measured plan is kept and the rounds end. Plans timed after
 the last round are predicted at the machine's speed of that timing (``window_factors``: the baselines, timed in both,
 say how much faster or slower it runs now).
 
@@ -40,8 +44,10 @@ class Round:
     """One calibration round: the plans' predicted and measured latency (ms) by label, the offset added to the
     problem cost (median unpriced time; per label, leaving that label out), how the costs were priced, the plan
     the solvers chose on the calibrated problem (``plan_changed``: it differs from the one measured this round), and
-    the drift ratio checked after the profiles this round learned from (``cost_models.drift``), and how many tasks
-    pricing the round measured (``measured``: none where the first pricing measured them all)."""
+    the drift ratio checked after the profiles this round learned from (``cost_models.drift``), how many tasks
+    pricing the round measured (``measured``: none where the first pricing measured them all), and, where the plan
+    changed, the new plan's and the replaced plan's latency timed side by side after the round (``side_by_side_ms``:
+    ``new``, ``replaced``; the replaced plan is kept where it ran faster)."""
 
     index: int
     predicted_ms: dict[str, float]
@@ -51,9 +57,15 @@ class Round:
     plan_changed: bool = False
     drift: float | None = None
     measured: int = 0
+    side_by_side_ms: dict[str, float] | None = None
+
+    @property
+    def kept_replaced(self) -> bool:
+        """Whether the new plan ran slower than the plan it would replace, which was kept."""
+        return self.side_by_side_ms is not None and self.side_by_side_ms["new"] > self.side_by_side_ms["replaced"]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "kept_replaced": self.kept_replaced}
 
 
 def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles: Mapping[str, Profile],

@@ -54,13 +54,15 @@ class TimedPlans:
 
 
 def timing_line(plans: Mapping[str, Plan], baselines: list[str], repeat: int, profile: bool,
-                exports: PlanExports | None = None) -> str:
-    """What ``time_plans`` is about to do (with ``exports``, which already holds some of the plans), as one progress
-    line."""
+                exports: PlanExports | None = None, replaced: bool = False) -> str:
+    """What ``time_plans`` is about to do (with ``exports``, which already holds some of the plans; ``replaced``: one
+    of them is the plan a calibrated one would replace), as one progress line."""
     distinct = {tuple(sorted(plan.choices.items())): plan for plan in plans.values()}
     before = sum(bool(exports and exports.holds(plan)) for plan in distinct.values())
     profiled = ", then profiled inside the network" if profile else ""
     which = f"the solver's and the uniform baselines {', '.join(baselines)}" if baselines else "no baselines"
+    if replaced:
+        which += ", and the plan the solver's would replace"
     reused = f"; {before} of them exported before" if before else ""
     return (f"exporting and checking {len(distinct)} distinct plans ({which}{reused}), timing them in {repeat} "
             f"interleaved rounds{profiled}")

@@ -49,6 +49,10 @@ if TYPE_CHECKING:
     from search.plan import Plan
 
 
+REPLACED = "replaced"
+"""The label under which a calibration round's new plan is timed beside the plan it would replace."""
+
+
 @dataclass(frozen=True)
 class TimedPass:
     """One pass of the loop: a problem solved, every solver's plan and the baselines exported and timed (``plans``
@@ -92,10 +96,11 @@ def tune(
     ``time_limit`` seconds if set: each one's plan is exported, checked and timed in the same interleaved rounds as the
     baselines; the lowest-cost plan is *the* plan, and with several solvers each one's is also ``plans/<solver>.json``
     (one that finds no plan is reported, the others go on). ``repeat``: rounds of the interleaved timing
-    (``experiments.timing``). ``calibrate``: calibration rounds at most (the default, 1, predicted the networks measured
-    within 5%: docs/fidelity.md; 0: the plans are predicted by isolated timings alone); they stop when the plan no
-    longer changes, and every plan's prediction is then its calibrated cost plus the unpriced time of the other plans,
-    carried to the machine's speed of the last timing (``window``). ``baselines``: the uniform plans timed beside the
+    (``experiments.timing``). ``calibrate``: calibration rounds at most (0: the plans are predicted by isolated
+    timings alone; docs/fidelity.md has the default's figures); they stop when the plan no longer changes or when a
+    new plan, timed beside the one it would replace, runs slower (that one is then kept), and every plan's
+    prediction is then its calibrated cost plus the unpriced time of the other plans, carried to the machine's speed
+    of the last timing (``window``). ``baselines``: the uniform plans timed beside the
     solvers' (names of ``search.plan.UNIFORM``; default ``search.plan.BASELINES``, none: ``()``), their candidates
     also measured. ``costs``: a cost source or its name (``cost_models.sources``). The summary's ``time`` says where
     the run's wall time went, by phase (``experiments.phases``). ``echo`` receives each printed line.
@@ -201,22 +206,72 @@ def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved
         calibrated_on = current
         if not round_.plan_changed:  # the plans as timed, predicted and reported on the calibrated problem
             return replace(current, extracted=extracted, solved=solved), done, calibrated_on, None
-        current = _timed_pass(extracted, solved=solved, directory=directory, exports=exports, repeat=repeat,
-                              profile=index < rounds, check=True, echo=echo, clock=clock)
+        replaced = current.plans.get(solver_label(solved.best), current.best_plan)
+        timed = _timed_pass(extracted, solved=solved, directory=directory, exports=exports, repeat=repeat,
+                            profile=index < rounds, check=True, echo=echo, clock=clock, replaced=replaced)
         extracted.problem.save(directory / "problem.json")
+        current, done[-1] = _faster_of(timed, replaced, round_, directory, exports, clock)
+        if done[-1].kept_replaced:
+            new, old = done[-1].side_by_side_ms["new"], done[-1].side_by_side_ms["replaced"]
+            echo(f"calibration round {index}: the new plan ran {new:.4g} ms, the plan it would replace {old:.4g} ms "
+                 "in the same rounds: that plan kept")
+            return current, done, calibrated_on, None
     return current, done, calibrated_on, None
 
 
+def _faster_of(timed: TimedPass, replaced: Plan, round_: Round, directory: Path, exports: PlanExports,
+               clock: PhaseClock) -> tuple[TimedPass, Round]:
+    """The pass that timed a round's new plans beside the plan the best one would replace (``REPLACED``), without
+    that entry: as timed where the new plan ran faster, else with the replaced plan back in the best solver's place
+    (its solution the same choices costed on the new problem, saved as ``plan.json`` and the artifact); and the
+    round with both latencies (``Round.side_by_side_ms``)."""
+    from cost_models.pricing import plan_assignment
+
+    best = solver_label(timed.solved.best)
+    timings = {label: timing for label, timing in timed.timed.timings.items() if label != REPLACED}
+    side_by_side = {"new": timings[best].median_ms, "replaced": timed.timed.timings[REPLACED].median_ms}
+    round_ = replace(round_, side_by_side_ms=side_by_side)
+    plans = {label: plan for label, plan in timed.plans.items() if label != REPLACED}
+    profiles = {label: profile for label, profile in timed.timed.profiles.items() if label != REPLACED}
+    solved = timed.solved
+    if round_.kept_replaced:
+        problem, name = timed.extracted.problem, timed.solved.best
+        assignment = plan_assignment(problem, replaced.choices)
+        solution = replace(solved.solutions[name], assignment=assignment, cost=problem.evaluate(assignment),
+                           status="feasible")
+        solved = replace(solved, solutions={**solved.solutions, name: solution})
+        plans[best], timings[best] = replaced, timed.timed.timings[REPLACED]
+        profiles.pop(best, None)  # the new plan's: the rounds end here
+        _save_best(plans[solver_label(solved.best)], solved, directory, exports, clock)
+    return replace(timed, solved=solved, plans=plans, timed=replace(timed.timed, timings=timings,
+                                                                    profiles=profiles)), round_
+
+
+def _save_best(plan: Plan, solved: Solved, directory: Path, exports: PlanExports, clock: PhaseClock) -> None:
+    """``plan``, exported before, as the tune's plan: ``plan.json`` (and ``plans/<solver>.json`` with several
+    solvers) and the artifact."""
+    plan.save(directory / "plan.json")
+    if len(solved.solutions) > 1:
+        plan.save(directory / "plans" / f"{solved.best}.json")
+    where, _ = exports.export(plan, clock)
+    with clock.phase("export"):
+        shutil.rmtree(directory / TUNED_ARTIFACT, ignore_errors=True)
+        shutil.copytree(where, directory / TUNED_ARTIFACT)
+
+
 def _timed_pass(extracted: Extracted, *, solved: Solved, directory: Path, exports: PlanExports, repeat: int,
-                profile: bool, check: bool, echo: Callable[[str], None], clock: PhaseClock) -> TimedPass:
+                profile: bool, check: bool, echo: Callable[[str], None], clock: PhaseClock,
+                replaced: Plan | None = None) -> TimedPass:
     """Save the solvers' plans, then export (those ``exports`` has not yet), check and time them with the baselines
-    (profiling with ``profile``); with ``check``, the drift check of ``experiments.calibrate``: a disturbed window is
-    timed (and profiled) once more."""
+    and ``replaced`` (labelled ``REPLACED``), profiling with ``profile``; with ``check``, the drift check of
+    ``experiments.calibrate``: a disturbed window is timed (and profiled) once more."""
     plans = _save_plans(extracted, solved, directory)
+    baselines = [label for label in plans if label not in _solver_labels(solved)]
+    if replaced is not None:
+        plans[REPLACED] = replaced
     keep = {solver_label(solved.best): directory / TUNED_ARTIFACT}
     runs = PROFILE_RUNS if profile else 0
-    echo(timing_line(plans, [label for label in plans if label not in _solver_labels(solved)], repeat, profile,
-                     exports))
+    echo(timing_line(plans, baselines, repeat, profile, exports, replaced=replaced is not None))
     timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
     if not check:
         return TimedPass(extracted, solved, plans, timed, None)

@@ -170,6 +170,9 @@ def _round_line(entry: dict[str, Any], solver: str) -> str:
                        for label, ms in entry["measured_ms"].items())
     factors = ", ".join(f"{kind} x{factor:.2f}" for kind, factor in entry["calibration"].get("factors", {}).items())
     fate = f"{solver} chose another plan" if entry["plan_changed"] else "the plan stays"
+    if entry.get("kept_replaced"):
+        fate += (f", which ran {entry['side_by_side_ms']['new']:.4g} ms against the measured plan's "
+                 f"{entry['side_by_side_ms']['replaced']:.4g} ms: the measured plan kept")
     return f"calibration round {entry['index']}: predicted vs measured {errors}; factors {factors or '-'}; {fate}"
 
 

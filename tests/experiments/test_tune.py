@@ -154,6 +154,50 @@ def test_plans_exported_once_in_a_tune_are_not_exported_again_and_their_folder_g
     assert not any(path.exists() for path in where.values())
 
 
+@pytest.mark.parametrize("new_ms, replaced_ms", [(1.0, 2.0), (2.0, 1.0)])
+def test_a_calibrated_plan_replaces_the_measured_one_only_if_it_runs_faster(tmp_path, warm_cache, new_ms,
+                                                                           replaced_ms):
+    """After a calibration round, the new plan is timed beside the plan it would replace; where it ran slower, the
+    replaced plan is the tune's plan again: its solution, ``plan.json`` and artifact, with no ``replaced`` entry."""
+    from cost_models.pricing import plan_cost
+    from experiments.calibrate import Round
+    from experiments.extraction import extract
+    from experiments.phases import PhaseClock
+    from experiments.solving import make_solvers
+    from experiments.timing import PlanExports, PlanTiming, TimedPlans
+    from experiments.tune import REPLACED, TimedPass, _faster_of
+    from experiments.tune_summary import _round_line
+    from search.plan import baseline_plan
+
+    settings = {key: value for key, value in SETTINGS.items() if key not in ("repeat", "calibrate")}
+    extracted = extract(residual_concat_net(), cache=warm_cache, **settings)
+    solved = solve_all(extracted.problem, make_solvers("auto", None))
+    new = extracted.plan(solved.solutions[solved.best])
+    replaced = next(plan for name in BASELINES
+                    if (plan := baseline_plan(extracted.graph, name, extracted.model, extracted.args)).choices
+                    != new.choices)
+    plans = {"solver:auto": new, REPLACED: replaced}
+    timed = TimedPlans({label: PlanTiming(plan_cost(extracted.problem, plan.choices), 0.0, {"median_ms": ms})
+                        for (label, plan), ms in zip(plans.items(), (new_ms, replaced_ms))}, (0.0, 0.0))
+    (tmp_path / "artifact").mkdir()
+    with PlanExports(extracted) as exports:
+        out, round_ = _faster_of(TimedPass(extracted, solved, plans, timed, None), replaced,
+                                 Round(1, {}, {}, {}, plan_changed=True), tmp_path, exports, PhaseClock())
+    assert REPLACED not in out.plans and REPLACED not in out.timed.timings
+    assert round_.side_by_side_ms == {"new": new_ms, "replaced": replaced_ms}
+    assert round_.kept_replaced == (new_ms > replaced_ms) == round_.to_dict()["kept_replaced"]
+    assert out.timed.timings["solver:auto"].median_ms == min(new_ms, replaced_ms)
+    if round_.kept_replaced:
+        solution = out.solved.solutions["auto"]
+        assert out.best_plan.choices == replaced.choices == Plan.load(tmp_path / "plan.json").choices
+        assert solution.status == "feasible" and solution.cost == pytest.approx(
+            plan_cost(extracted.problem, replaced.choices))
+        assert Plan.load(tmp_path / "artifact" / "plan.json").choices == replaced.choices
+        assert "the measured plan kept" in _round_line(round_.to_dict(), "auto")
+    else:
+        assert out.best_plan is new and out.solved is solved and not (tmp_path / "plan.json").exists()
+
+
 def test_a_solver_without_a_plan_is_reported_unless_it_is_the_only_one():
     problem = densenet(3, seed=1, blocks=(4,))
     too_small = DPSolver(max_table_entries=1)  # refuses every problem that needs a table
@@ -233,7 +277,8 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
         pytest.skip(f"the machine was disturbed: {summary['calibration']['skipped']}")
     rounds = summary["calibration"]["rounds"]
     assert 1 <= len(rounds) <= 2 and summary["calibration"]["converged"] == (not rounds[-1]["plan_changed"])
-    assert all(not r["plan_changed"] for r in rounds[-1:]) or len(rounds) == 2
+    assert all(not r["plan_changed"] for r in rounds[-1:]) or len(rounds) == 2 or rounds[-1]["kept_replaced"]
+    assert all((r["side_by_side_ms"] is None) != r["plan_changed"] for r in rounds)
     first = rounds[0]
     assert set(first["measured_ms"]) == {"solver:auto", *BASELINES} == set(first["predicted_ms"])
     assert first["calibration"]["in_network"] > 0 and "conv2d" in first["calibration"]["factors"]
