@@ -257,14 +257,14 @@ def test_operators_without_a_rule_run_as_the_frontend_made_them(onnx):
         node("Add", ["var", "eps"], ["var_eps"]),
         node("Sqrt", ["var_eps"], ["std"]),
         node("Div", ["centred", "std"], ["normed"]),
-        node("ConvTranspose", ["normed", "wt"], ["up"], strides=[2, 2]),
+        node("ConvTranspose", ["normed", "wt"], ["up"], strides=[2, 2], pads=[1, 1, 1, 1], output_padding=[1, 1]),
         node("Resize", ["up", "", "scales"], ["half"], mode="nearest"),
         node("Slice", ["half", "starts", "ends", "axes"], ["sliced"]),
         node("Conv", ["sliced", "w2"], ["c2"]),
         node("Softmax", ["c2"], ["y"], axis=1),
     ]
     inits = [("w1", (rng.standard_normal((C, 3, 3, 3)) * 0.3).astype(np.float32)),
-             ("wt", (rng.standard_normal((C, 4, 2, 2)) * 0.3).astype(np.float32)),
+             ("wt", (rng.standard_normal((C, 4, 3, 3)) * 0.3).astype(np.float32)),  # overlapping blocks
              ("w2", (rng.standard_normal((4, 2, 1, 1)) * 0.3).astype(np.float32)),
              ("two", np.float32(2.0)), ("eps", np.float32(1e-5)),
              ("scales", np.array([1, 1, 0.5, 0.5], np.float32)),
@@ -429,5 +429,40 @@ def test_silu_as_exporters_write_it_fuses_into_the_convolution(onnx, tmp_path):
     _matches_the_frontend(model, mod)
     graph = extract_graph(mod)
     assert [(op.kind, op.attrs["activation"]) for op in graph.ops] == [("conv2d", "silu")]
+    compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
+    assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4
+
+
+def test_a_transposed_convolution_whose_kernel_is_its_stride_becomes_a_tuned_pointwise_convolution(onnx, tmp_path):
+    """ConvTranspose with kernel = stride (DBNet's and U-Nets' upsampling; here 2 x 3, with a bias, a BatchNorm and
+    a Relu after it): a 1x1 conv2d the search tunes, with the bias and BatchNorm folded in, and its channels put in
+    place, computing what TVM's own build of the file does, exported and checked."""
+    from onnx import helper
+
+    from search.export import export
+    from search.graph import extract_graph
+    from search.plan import baseline_plan
+
+    rng = np.random.default_rng(1)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("ConvTranspose", ["c", "wt", "bt"], ["up"], kernel_shape=[2, 3], strides=[2, 3]),
+             helper.make_node("BatchNormalization", ["up", "gamma", "beta", "mean", "var"], ["bn"]),
+             helper.make_node("Relu", ["bn"], ["y"])]
+    inits = [("w", (rng.standard_normal((C, 3, 3, 3)) * 0.3).astype(np.float32)),
+             ("wt", (rng.standard_normal((C, 4, 2, 3)) * 0.3).astype(np.float32)),
+             ("bt", rng.standard_normal(4).astype(np.float32)), ("gamma", rng.uniform(0.5, 1.5, 4).astype(np.float32)),
+             ("beta", rng.standard_normal(4).astype(np.float32)), ("mean", rng.standard_normal(4).astype(np.float32)),
+             ("var", rng.uniform(0.5, 1.5, 4).astype(np.float32))]
+    model = _graph(onnx, nodes, [("x", [1, 3, 8, 10])], [("y", [1, 4, 16, 30])], inits)
+    onnx.save(model, str(tmp_path / "up.onnx"))
+    mod = load_model(str(tmp_path / "up.onnx"))
+    ops = _ops(mod)
+    assert "relax.nn.conv2d_transpose" not in ops and "relax.nn.batch_norm" not in ops
+    assert ops.count("relax.nn.conv2d") == 2 and ops.count("relax.permute_dims") == 1
+    _matches_the_frontend(model, mod)
+    graph = extract_graph(mod)
+    convs = [op for op in graph.ops if op.kind == "conv2d"]
+    assert [(op.attrs["kernel"], op.shape[1]) for op in convs] == [((3, 3), C), ((1, 1), 4 * 2 * 3)]
+    assert convs[1].attrs.get("activation") is None  # the Relu acts after the channels are put in place
     compiled = export(graph, baseline_plan(graph, "nchw16c"), target=TARGET, threads=1)
     assert compiled.manifest["numerical_check"]["relative_error"] <= 1e-4

@@ -8,6 +8,10 @@ input), folds the shape arithmetic exporters leave in the graph on those shapes 
 
 - conv2d + bias add + BatchNormalization (+ Mul/Add/Sub/Div by per-channel constants) fold into one conv2d and one
   (1, C, 1, 1) bias add; a conv without bias gets a zero bias;
+- a ConvTranspose whose kernel equals its stride (each input pixel writes its own block: no padding, output
+  padding, dilation or groups) becomes a 1x1 conv2d to C_out * kH * kW channels, with what follows folded in as into
+  a conv, and its channels put in place by reshape + permute_dims + reshape (depth to space); any other ConvTranspose
+  is kept;
 - a BatchNormalization that follows no foldable conv becomes ``R.multiply`` + ``R.add`` of (1, C, 1, 1) constants;
 - Clip, which the frontend lowers to TIR maximum/minimum kernels, becomes ``R.clip(x, 0, 6)`` for Clip(0, 6),
   ``R.nn.relu`` for Clip(0, inf), ``R.clip(x, lo, hi)`` otherwise;
@@ -17,7 +21,7 @@ input), folds the shape arithmetic exporters leave in the graph on those shapes 
   ``x * x * x``, constants within a relative 1e-6) becomes ``R.nn.gelu`` or ``R.nn.gelu_tanh`` (``gelu``);
 - Dropout and Identity disappear; shape arithmetic on constants is evaluated in numpy.
 
-Every other call (Sigmoid, Softmax, Resize, ConvTranspose, a mean over other axes, a multiply of two activations,
+Every other call (Sigmoid, Softmax, Resize, the other ConvTransposes, a mean over other axes, a multiply of two activations,
 the PrimFuncs the frontend lowers some operators to, ...) is re-emitted as the frontend made it, so the result
 computes exactly what TVM's own build of the file does. Only a file that cannot be read, bound to static shapes or
 converted at all raises ``SearchError``, with one message naming the input, dimension or binding.

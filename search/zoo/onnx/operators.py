@@ -21,6 +21,7 @@ from search.zoo.onnx.rewrite import Rewriter, Rule
 from search.zoo.onnx.values import (
     Items,
     OutsideVocabulary,
+    PendingBlocks,
     PendingClip,
     PendingConv,
     PendingDense,
@@ -47,6 +48,20 @@ def conv2d(rw: Rewriter, var, call):
         raise OutsideVocabulary
     weight = weight.astype(np.float64)
     return PendingConv(rw.tensor(call.args[0]), weight, np.zeros(weight.shape[0]), a)
+
+
+def conv2d_transpose(rw: Rewriter, var, call):
+    """A transposed convolution whose kernel equals its stride (no padding, output padding, dilation or groups):
+    ``PendingBlocks``, a 1x1 conv2d and its channels put in place; any other is re-emitted."""
+    a = call.attrs
+    weight = rw.value(call.args[1])
+    if not isinstance(weight, np.ndarray) or weight.ndim != 4 or int(a.groups) != 1 \
+            or (str(a.data_layout), str(a.kernel_layout)) != ("NCHW", "IOHW") or str(a.out_layout) not in ("", "NCHW") \
+            or [int(s) for s in a.strides] != list(weight.shape[2:]) or any(int(p) for p in a.padding) \
+            or any(int(p) for p in a.output_padding) or any(int(d) != 1 for d in a.dilation):
+        raise OutsideVocabulary
+    weight = weight.astype(np.float64)
+    return PendingBlocks(rw.tensor(call.args[0]), weight, np.zeros(weight.shape[1]))
 
 
 def matmul(rw: Rewriter, var, call):
@@ -236,6 +251,7 @@ def _reshape_to_binding(var, call, x):
 
 OPERATORS: dict[str, Rule] = {
     "relax.nn.conv2d": conv2d,
+    "relax.nn.conv2d_transpose": conv2d_transpose,
     "relax.matmul": matmul,
     "relax.nn.batch_norm": batch_norm,
     **dict.fromkeys(_NUMPY_BINARY, binary),

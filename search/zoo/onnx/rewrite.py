@@ -168,9 +168,7 @@ class Rewriter:
         return x
 
     def _emit_layer(self, layer: PendingLayer) -> relax.Var:
-        name = self._name(layer.kind)
-        out = self.bb.emit(layer.call(), name_hint=name)
-        return self.bb.emit(relax.op.add(out, channel_constant(layer.bias, layer.rank)), name_hint=f"{name}_bias")
+        return layer.emit(self.bb, self._name(layer.kind))
 
     def _emit_clip(self, c: PendingClip) -> relax.Var:
         bounds = (c.low, c.high)

@@ -58,6 +58,11 @@ class PendingLayer(ABC):
     def call(self) -> relax.Call:
         """The layer without its bias, on float32 weights."""
 
+    def emit(self, bb: relax.BlockBuilder, name: str) -> relax.Var:
+        """The layer and its bias add, emitted into ``bb`` as ``name`` and ``name_bias``."""
+        out = bb.emit(self.call(), name_hint=name)
+        return bb.emit(relax.op.add(out, channel_constant(self.bias, self.rank)), name_hint=f"{name}_bias")
+
 
 @dataclass(frozen=True)
 class PendingConv(PendingLayer):
@@ -78,6 +83,33 @@ class PendingConv(PendingLayer):
             dilation=[int(d) for d in self.attrs.dilation],
             groups=int(self.attrs.groups),
         )
+
+
+@dataclass(frozen=True)
+class PendingBlocks(PendingLayer):
+    """A transposed convolution whose kernel equals its stride, weight IOHW: each input pixel writes its own kH x kW
+    block of the output, so it is a 1x1 convolution to out * kH * kW channels (channel (o, i, j): pixel (i, j) of
+    output channel o's block) whose channels are then put in place (depth to space: reshape, permute_dims,
+    reshape)."""
+
+    kind: ClassVar[str] = "conv"
+    rank: ClassVar[int] = 4
+    out_axis: ClassVar[int] = 1
+
+    def call(self) -> relax.Call:
+        ci, co, kh, kw = self.weight.shape
+        pointwise = self.weight.transpose(1, 2, 3, 0).reshape(co * kh * kw, ci, 1, 1)
+        return relax.op.nn.conv2d(self.data, relax.const(pointwise.astype(np.float32)))
+
+    def emit(self, bb: relax.BlockBuilder, name: str) -> relax.Var:
+        _, co, kh, kw = self.weight.shape
+        n, _, h, w = static_shape(self.data)
+        out = bb.emit(self.call(), name_hint=name)
+        out = bb.emit(relax.op.add(out, channel_constant(np.repeat(self.bias, kh * kw), self.rank)),
+                      name_hint=f"{name}_bias")
+        blocks = bb.emit(relax.op.reshape(out, (n, co, kh, kw, h, w)), name_hint=f"{name}_blocks")
+        placed = bb.emit(relax.op.permute_dims(blocks, [0, 1, 4, 2, 5, 3]), name_hint=f"{name}_placed")
+        return bb.emit(relax.op.reshape(placed, (n, co, h * kh, w * kw)), name_hint=f"{name}_space")
 
 
 @dataclass(frozen=True)
