@@ -21,10 +21,10 @@ input), folds the shape arithmetic exporters leave in the graph on those shapes 
   ``x * x * x``, constants within a relative 1e-6) becomes ``R.nn.gelu`` or ``R.nn.gelu_tanh`` (``gelu``);
 - Dropout and Identity disappear; shape arithmetic on constants is evaluated in numpy.
 
-Every other call (Sigmoid, Softmax, Resize, the other ConvTransposes, a mean over other axes, a multiply of two activations,
-the PrimFuncs the frontend lowers some operators to, ...) is re-emitted as the frontend made it, so the result
-computes exactly what TVM's own build of the file does. Only a file that cannot be read, bound to static shapes or
-converted at all raises ``SearchError``, with one message naming the input, dimension or binding.
+Every other call (Sigmoid, Softmax, Resize, the other ConvTransposes, a mean over other axes, a multiply of two
+activations, the PrimFuncs the frontend lowers some operators to, ...) is re-emitted as the frontend made it, so the
+result computes exactly what TVM's own build of the file does. Only a file that cannot be read, bound to static
+shapes or converted at all raises ``SearchError``, with one message naming the input, dimension or binding.
 """
 
 from __future__ import annotations
