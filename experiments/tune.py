@@ -211,10 +211,7 @@ def _calibrate(first: TimedPass, model: Any, solve: Callable[[Extracted], Solved
                             profile=index < rounds, check=True, echo=echo, clock=clock, replaced=replaced)
         extracted.problem.save(directory / "problem.json")
         current, done[-1] = _faster_of(timed, replaced, round_, directory, exports, clock)
-        if done[-1].kept_replaced:
-            new, old = done[-1].side_by_side_ms["new"], done[-1].side_by_side_ms["replaced"]
-            echo(f"calibration round {index}: the new plan ran {new:.4g} ms, the plan it would replace {old:.4g} ms "
-                 "in the same rounds: that plan kept")
+        if done[-1].kept_replaced:  # the summary's round line says so
             return current, done, calibrated_on, None
     return current, done, calibrated_on, None
 
