@@ -3,6 +3,9 @@
 A profile (``search.profile``) times every call of an exported network. ``network_times`` attributes the calls that
 compute a task of the problem to it: a node's kernel, a layout transform (one the VM turned into a reshape took 0 ms),
 or a node's chain (its calls that compute only a layout node's own op or the followers after a node, summed).
+TVM fuses the layout transforms on either side of a fixed operator (a reshape, a resize) into the operator's call; such
+a call's time beyond the fixed operators' own (``fixed_bases``: the same operators' call in a plan that needs no
+conversion there) is the transforms' in-network time, split in proportion to the values' sizes.
 ``store_network_times`` keeps them in the cost cache under the measurement context with timing
 ``network`` (``NETWORK``), beside the isolated timings and never mixed with them.
 
@@ -21,9 +24,10 @@ outside the problem's terms (fixed operators, the work fused around layout nodes
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +38,7 @@ from cost_models.tasks import FREE, ChainTask, KernelTask, Task, TransformTask
 from search.candidates import Candidate, kernel_spec
 from search.graph import OpGraph
 from search.kinds import KernelKind, get_kind
-from search.profile import Profile
+from search.profile import CallTime, Profile
 
 NETWORK = "network"
 """The timing of records read off in-network profiles (not a method ``MeasuredCosts`` can measure with)."""
@@ -148,10 +152,50 @@ def _nearest(pairs: Sequence[tuple[float, float]], at: float, count: int) -> lis
     return picked
 
 
-def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile
-                ) -> tuple[dict[Task, list[float]], float]:
+def fixed_bases(graph: OpGraph, profiles: Iterable[Profile]) -> dict[frozenset[str], float]:
+    """What each group of fixed operators costs with no conversion around it: the median time of the profiled calls
+    that compute exactly that group and nothing else, in any of ``profiles`` (a plan whose layouts meet the fixed
+    operators' NCHW)."""
+    fixed = {op.name for op in graph.ops if op.role == "fixed"}
+    times: dict[frozenset[str], list[float]] = defaultdict(list)
+    for profile in profiles:
+        for call in profile.calls:
+            ops = frozenset(origin.op for origin in call.computes)
+            if call.ran and ops and ops <= fixed and not any(origin.is_transform for origin in call.computes):
+                times[ops].append(call.ms)
+    return {ops: statistics.median(values) for ops, values in times.items()}
+
+
+def _fused_transforms(call: CallTime, fixed: Collection[str], bases: Mapping[frozenset[str], float]
+                      ) -> dict[TransformTask, float]:
+    """The transforms a call computes with fixed operators only (or with other transforms), priced by what the call
+    takes beyond the fixed operators' own time (the ``bases`` of the groups of its operators that other calls ran
+    bare), split in proportion to the values' sizes; {} for any other call, or operators no profile ran bare."""
+    transforms = [origin for origin in call.computes if origin.is_transform]
+    ops = frozenset(origin.op for origin in call.computes if not origin.is_transform)
+    if not transforms or not ops <= set(fixed) or (not ops and len(transforms) < 2):
+        return {}
+    base, left = 0.0, set(ops)  # the bare calls whose operators it computes (a reshape TVM ran free: no call)
+    for group, ms in sorted(bases.items(), key=lambda item: -len(item[0])):
+        if group <= left:
+            base, left = base + ms, left - group
+    if ops and left == ops:
+        return {}
+    extra = max(call.ms - base, 0.0)
+    sizes = [math.prod(origin.shape) for origin in transforms]
+    shares: dict[TransformTask, float] = defaultdict(float)
+    for origin, size in zip(transforms, sizes):
+        shares[TransformTask(origin.shape, origin.src, origin.dst)] += extra * size / sum(sizes)
+    return shares
+
+
+def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
+                bases: Mapping[frozenset[str], float] | None = None) -> tuple[dict[Task, list[float]], float]:
     """The profiled calls that compute a task of the problem, by task, and their total time: a node's kernel, a
-    transform, or (several calls summed) a node's chain: a layout node's own op and the followers after a node."""
+    transform, or (several calls summed) a node's chain: a layout node's own op and the followers after a node.
+    With ``bases`` (``fixed_bases``), transforms fused into a call of fixed operators get what the call takes
+    beyond those operators' own time."""
+    fixed = {op.name for op in graph.ops if op.role == "fixed"}
     owner = {}  # op -> the node whose chain it belongs to
     for op in graph.tunable:
         if not isinstance(get_kind(op.kind), KernelKind):
@@ -170,6 +214,11 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
         elif ops and len(ops) == len(call.computes) and len({owner.get(op) for op in ops}) == 1 \
                 and owner.get(ops[0]) in choices:
             chains[owner[ops[0]]] += call.ms
+        elif bases is not None and (fused := _fused_transforms(call, fixed, bases)):
+            for task, ms in fused.items():
+                times[task].append(ms)
+            attributed += sum(fused.values())
+            continue
         else:
             continue
         attributed += call.ms
@@ -180,21 +229,25 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
     return times, attributed
 
 
-def network_times(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile) -> dict[Task, float]:
+def network_times(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
+                  bases: Mapping[frozenset[str], float] | None = None) -> dict[Task, float]:
     """In-network milliseconds of the problem's tasks a profiled plan (``choices``: node -> candidate) ran: node
-    kernels, transforms and chains (the mean where one task ran for several nodes)."""
-    times, _ = _attributed(graph, choices, profile)
+    kernels, transforms and chains (the mean where one task ran for several nodes); with ``bases``
+    (``fixed_bases`` of all the profiles), the transforms fused into calls of fixed operators too."""
+    times, _ = _attributed(graph, choices, profile, bases)
     return {task: sum(values) / len(values) for task, values in times.items()}
 
 
-def priced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile) -> float:
+def priced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
+              bases: Mapping[frozenset[str], float] | None = None) -> float:
     """The profiled time of the calls the problem prices (kernels, transforms, chains)."""
-    return _attributed(graph, choices, profile)[1]
+    return _attributed(graph, choices, profile, bases)[1]
 
 
-def unpriced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile) -> float:
+def unpriced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
+                bases: Mapping[frozenset[str], float] | None = None) -> float:
     """What a profiled run spent outside the problem's terms: the other calls and the VM's overhead."""
-    return profile.calls_ms - priced_ms(graph, choices, profile) + profile.overhead_ms
+    return profile.calls_ms - priced_ms(graph, choices, profile, bases) + profile.overhead_ms
 
 
 def network_context(context: Context) -> Context:

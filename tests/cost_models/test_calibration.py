@@ -11,6 +11,7 @@ from cost_models.calibration import (
     CalibratedCosts,
     Factors,
     chosen_context,
+    fixed_bases,
     network_context,
     network_times,
     priced_ms,
@@ -20,15 +21,16 @@ from cost_models.calibration import (
 from cost_models.tasks import ChainTask, KernelTask, TransformTask
 from search.artifact import load_artifact
 from search.candidates import kernel_spec
+from search.emit import Origin
 from search.export import export
 from search.graph import extract_graph
 from search.host import make_target
 from search.kinds import KernelKind, get_kind
 from search.plan import baseline_plan, validate
-from search.profile import profile_artifact
+from search.profile import CallTime, Profile, profile_artifact
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 from tests.cost_models.test_measure import provider
-from tests.search.tiny_nets import residual_concat_net
+from tests.search.tiny_nets import residual_concat_net, unknown_ops_net
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,34 @@ def test_every_kernel_of_the_plan_gets_its_in_network_time(profiled):
     assert 0 < priced_ms(graph, chosen, profile) <= profile.calls_ms
     assert unpriced_ms(graph, chosen, profile) == pytest.approx(profile.calls_ms - priced_ms(graph, chosen, profile)
                                                         + profile.overhead_ms)
+
+
+@pytest.mark.parametrize("bare, fused", [(0.010, 0.030), (0.020, 0.110)])
+def test_transforms_fused_into_a_fixed_operators_call_get_what_the_call_takes_beyond_the_operator(bare, fused):
+    # two hosts' profiles of a plan in NCHW, where the fixed sin between two convolutions runs on its own, and of one
+    # in NHWC, where TVM fuses the conversions to NCHW and back into sin's call: on one host they add 2x sin's time,
+    # on the other 4.5x (the isolated records priced such conversions at twice what the whole call took)
+    graph = extract_graph(unknown_ops_net())
+    sin = next(op for op in graph.ops if op.kind == "sin")
+    shape = tuple(sin.input_shapes[0])
+    there, back = TransformTask(shape, "NHWC", "NCHW"), TransformTask(shape, "NCHW", "NHWC")
+    nchw, nhwc = (validate(baseline_plan(graph, name), graph) for name in ("nchw", "nhwc"))
+
+    def profile(*calls: CallTime) -> Profile:
+        return Profile(calls, 0.0, {}, sum(call.ms for call in calls), 3)
+
+    alone = profile(CallTime("fused_sin", (Origin(sin.name),), bare, True))
+    moved = profile(CallTime("fused_layout_transform_sin_layout_transform", (
+        Origin(sin.inputs[0], "NHWC", "NCHW", shape), Origin(sin.name), Origin(sin.name, "NCHW", "NHWC", shape)),
+        fused, True))
+    bases = fixed_bases(graph, [alone, moved])
+    assert bases == {frozenset({sin.name}): bare}
+    times = network_times(graph, nhwc, moved, bases)
+    assert times[there] == pytest.approx((fused - bare) / 2) and times[back] == pytest.approx((fused - bare) / 2)
+    assert unpriced_ms(graph, nhwc, moved, bases) == pytest.approx(bare)  # as the NCHW plan's sin: the same offset
+    assert unpriced_ms(graph, nchw, alone, bases) == pytest.approx(bare)
+    assert there not in network_times(graph, nhwc, moved)  # without the bases: unpriced, as before
+    assert network_times(graph, nhwc, moved, fixed_bases(graph, [moved])) == network_times(graph, nhwc, moved)
 
 
 def conv(out_layout: str) -> KernelTask:
