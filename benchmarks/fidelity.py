@@ -36,7 +36,7 @@ from scipy.stats import spearmanr
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.cache import CostCache, CostRecord  # noqa: E402
-from cost_models.calibration import Factors, fixed_bases, network_times  # noqa: E402
+from cost_models.calibration import Factors, bare_bases, network_times  # noqa: E402
 from cost_models.measure import MeasuredCosts  # noqa: E402
 from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
@@ -91,7 +91,7 @@ def run(model: str, args) -> list[str]:
     chosen = {label: validate(plan, graph) for label, plan in plans.items()}
     source = {label: profiles.get(label) or next(p for other, p in profiles.items()
                                                  if plans[other].choices == plans[label].choices) for label in plans}
-    bases = fixed_bases(graph, profiles.values())
+    bases = bare_bases(profiles.values())
     in_network = {label: network_times(graph, chosen[label], source[label], bases) for label in plans}
     lines = [f"### {model}", "",
              f"{len(plans)} plans, {args.rounds} interleaved rounds; 1-min load average {load[0]:.2f} -> {load[1]:.2f}",

@@ -3,9 +3,10 @@
 A profile (``search.profile``) times every call of an exported network. ``network_times`` attributes the calls that
 compute a task of the problem to it: a node's kernel, a layout transform (one the VM turned into a reshape took 0 ms),
 or a node's chain (its calls that compute only a layout node's own op or the followers after a node, summed).
-TVM fuses the layout transforms on either side of a fixed operator (a reshape, a resize) into the operator's call; such
-a call's time beyond the fixed operators' own (``fixed_bases``: the same operators' call in a plan that needs no
-conversion there) is the transforms' in-network time, split in proportion to the values' sizes.
+TVM fuses the layout transforms on either side of a fixed operator (a reshape, a resize) into the operator's call, often
+with the adds and gates around it; such a call's time beyond the same operators' calls without a conversion
+(``bare_bases``: in a plan that needs none there) is the transforms' in-network time, split in proportion to the
+values' sizes.
 ``store_network_times`` keeps them in the cost cache under the measurement context with timing
 ``network`` (``NETWORK``), beside the isolated timings and never mixed with them.
 
@@ -152,28 +153,26 @@ def _nearest(pairs: Sequence[tuple[float, float]], at: float, count: int) -> lis
     return picked
 
 
-def fixed_bases(graph: OpGraph, profiles: Iterable[Profile]) -> dict[frozenset[str], float]:
-    """What each group of fixed operators costs with no conversion around it: the median time of the profiled calls
-    that compute exactly that group and nothing else, in any of ``profiles`` (a plan whose layouts meet the fixed
-    operators' NCHW)."""
-    fixed = {op.name for op in graph.ops if op.role == "fixed"}
+def bare_bases(profiles: Iterable[Profile]) -> dict[frozenset[str], float]:
+    """What each group of operators TVM fused into one call costs with no conversion in it: the median time of the
+    profiled calls that compute exactly that group and no layout transform, in any of ``profiles`` (a plan whose
+    layouts meet there)."""
     times: dict[frozenset[str], list[float]] = defaultdict(list)
     for profile in profiles:
         for call in profile.calls:
             ops = frozenset(origin.op for origin in call.computes)
-            if call.ran and ops and ops <= fixed and not any(origin.is_transform for origin in call.computes):
+            if call.ran and ops and not any(origin.is_transform for origin in call.computes):
                 times[ops].append(call.ms)
     return {ops: statistics.median(values) for ops, values in times.items()}
 
 
-def _fused_transforms(call: CallTime, fixed: Collection[str], bases: Mapping[frozenset[str], float]
-                      ) -> dict[TransformTask, float]:
-    """The transforms a call computes with fixed operators only (or with other transforms), priced by what the call
-    takes beyond the fixed operators' own time (the ``bases`` of the groups of its operators that other calls ran
-    bare), split in proportion to the values' sizes; {} for any other call, or operators no profile ran bare."""
+def _fused_transforms(call: CallTime, bases: Mapping[frozenset[str], float]) -> dict[TransformTask, float]:
+    """The transforms a call computes with other operators (or with other transforms), priced by what the call takes
+    beyond those operators' own time (the ``bases`` of the groups of its operators that other calls ran bare), split
+    in proportion to the values' sizes; {} for a call of one transform, or of operators no profile ran bare."""
     transforms = [origin for origin in call.computes if origin.is_transform]
     ops = frozenset(origin.op for origin in call.computes if not origin.is_transform)
-    if not transforms or not ops <= set(fixed) or (not ops and len(transforms) < 2):
+    if not transforms or (not ops and len(transforms) < 2):
         return {}
     base, left = 0.0, set(ops)  # the bare calls whose operators it computes (a reshape TVM ran free: no call)
     for group, ms in sorted(bases.items(), key=lambda item: -len(item[0])):
@@ -193,9 +192,8 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
                 bases: Mapping[frozenset[str], float] | None = None) -> tuple[dict[Task, list[float]], float]:
     """The profiled calls that compute a task of the problem, by task, and their total time: a node's kernel, a
     transform, or (several calls summed) a node's chain: a layout node's own op and the followers after a node.
-    With ``bases`` (``fixed_bases``), transforms fused into a call of fixed operators get what the call takes
-    beyond those operators' own time."""
-    fixed = {op.name for op in graph.ops if op.role == "fixed"}
+    With ``bases`` (``bare_bases``), transforms fused into a call of other operators get what the call takes beyond
+    those operators' own time."""
     owner = {}  # op -> the node whose chain it belongs to
     for op in graph.tunable:
         if not isinstance(get_kind(op.kind), KernelKind):
@@ -214,7 +212,7 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
         elif ops and len(ops) == len(call.computes) and len({owner.get(op) for op in ops}) == 1 \
                 and owner.get(ops[0]) in choices:
             chains[owner[ops[0]]] += call.ms
-        elif bases is not None and (fused := _fused_transforms(call, fixed, bases)):
+        elif bases is not None and (fused := _fused_transforms(call, bases)):
             for task, ms in fused.items():
                 times[task].append(ms)
             attributed += sum(fused.values())
@@ -233,7 +231,7 @@ def network_times(graph: OpGraph, choices: Mapping[str, Candidate], profile: Pro
                   bases: Mapping[frozenset[str], float] | None = None) -> dict[Task, float]:
     """In-network milliseconds of the problem's tasks a profiled plan (``choices``: node -> candidate) ran: node
     kernels, transforms and chains (the mean where one task ran for several nodes); with ``bases``
-    (``fixed_bases`` of all the profiles), the transforms fused into calls of fixed operators too."""
+    (``bare_bases`` of all the profiles), the transforms fused into calls of other operators too."""
     times, _ = _attributed(graph, choices, profile, bases)
     return {task: sum(values) / len(values) for task, values in times.items()}
 

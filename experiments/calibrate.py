@@ -74,11 +74,11 @@ def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles:
     plans, whose times are kept as chosen ones too), each profile scaled to the plan's
     measured latency (``measured_ms``, from the interleaved rounds: a profile's own runs last a second or so, and a
     shared host's speed moves by several percent between seconds); returns how many records were kept."""
-    from cost_models.calibration import fixed_bases, network_times, store_network_times
+    from cost_models.calibration import bare_bases, network_times, store_network_times
     from search.plan import validate
 
     scaled = {label: profile.at(measured_ms[label]) for label, profile in profiles.items()}
-    bases = fixed_bases(extracted.graph, scaled.values())
+    bases = bare_bases(scaled.values())
     measured = _measured(extracted)
     kept = 0
     try:

@@ -121,19 +121,21 @@ class Call:
     bindings: tuple[str, ...]
 
 
-def _calls(fused: tvm.IRModule, merged: tvm.IRModule) -> list[Call]:
-    """The PrimFunc calls of ``merged["main"]`` (after FuseTIR), with the bindings of ``fused["main"]`` (after
-    FuseOps, whose fused functions keep their members' names) each one computes. FuseTIR turns each call of a fused
-    function into a call of a PrimFunc of the same name, so the two call sequences correspond one to one."""
+def _calls(legalised: tvm.IRModule, fused: tvm.IRModule, merged: tvm.IRModule) -> list[Call]:
+    """The PrimFunc calls of ``merged["main"]`` (after FuseTIR), with the bindings of ``legalised["main"]`` (before
+    FuseOps) each one computes. FuseOps keeps its groups' members' names but renames a group's last member: that one
+    is the binding of ``legalised`` that calls the same PrimFunc on the same arguments. FuseTIR turns each call of a
+    fused function into a call of a PrimFunc of the same name, so the two call sequences correspond one to one."""
+    named = {_signature(b.value): b.var.name for block in legalised["main"].body.blocks for b in block.bindings}
     before = []
     for binding in (b for block in fused["main"].body.blocks for b in block.bindings):
         value = binding.value
         if op_name(value) in CALLS:
             before.append((value.args[0].name_hint, (binding.var.name,)))
         elif isinstance(value, relax.Call) and isinstance(fused.functions.get(value.op), relax.Function):
-            group = fused[value.op]  # a fused group; FuseOps renames its last member
-            members = tuple(b.var.name for block in group.body.blocks for b in block.bindings)
-            before.append((value.op.name_hint, members))
+            group = [b for block in fused[value.op].body.blocks for b in block.bindings]
+            members = [b.var.name for b in group[:-1]] + [named.get(_signature(group[-1].value), group[-1].var.name)]
+            before.append((value.op.name_hint, tuple(members)))
     after = [b.value.args[0].name_hint for block in merged["main"].body.blocks for b in block.bindings
              if op_name(b.value) in CALLS]
     if [symbol for symbol, _ in before] != after:
@@ -141,8 +143,16 @@ def _calls(fused: tvm.IRModule, merged: tvm.IRModule) -> list[Call]:
     return [Call(symbol, members) for symbol, members in before]
 
 
-def _fuse(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule]:
-    """``mod`` with fast math, legalised and fused: after FuseOps (relax functions per group) and after FuseTIR
+def _signature(value: relax.Expr) -> tuple[str, ...] | None:
+    """What identifies a call of a PrimFunc across FuseOps: the callee's and the arguments' names (None otherwise)."""
+    if op_name(value) not in CALLS:
+        return None
+    args = value.args[1].fields if isinstance(value.args[1], relax.Tuple) else [value.args[1]]
+    return (value.args[0].name_hint, *(getattr(arg, "name_hint", "") for arg in args))
+
+
+def _fuse(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule, tvm.IRModule]:
+    """``mod`` with fast math, legalised; then fused: after FuseOps (relax functions per group) and after FuseTIR
     (PrimFuncs). Fast math: softmax, exp, erf and tanh as TVM's ``fast_*`` forms, which vectorise (the templates'
     GELU epilogues use the same rational erf and tanh)."""
     mod = relax.transform.LegalizeOps()(relax.transform.FastMathTransform()(mod))
@@ -151,14 +161,14 @@ def _fuse(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule]:
         if isinstance(func, tvm.tirx.PrimFunc) and func.attrs.get(SCHEDULED, False):
             marked[gvar] = func.with_attr("op_pattern", OPAQUE)
     fused = relax.transform.FuseOps()(relax.transform.AnnotateTIROpPattern()(marked))
-    return fused, relax.transform.FuseTIR()(fused)
+    return marked, fused, relax.transform.FuseTIR()(fused)
 
 
 def schedule_legalised(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
     """Legalise ``mod``, fuse chains of injective and elementwise operators (a concat with the BatchNorm and ReLU
     after it, a pooling with the scale, shift and ReLU after it) into one function each, and schedule every
     PrimFunc not already marked scheduled. The template kernels are marked opaque, so nothing fuses into them."""
-    return _scheduled(_fuse(mod)[1], target)
+    return _scheduled(_fuse(mod)[2], target)
 
 
 def _scheduled(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
@@ -182,8 +192,8 @@ def lower_and_compile(mod: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], 
     RuntimeError
         If the pipeline dropped, fused or rewrote a template kernel (a bug, not a user error).
     """
-    fused, merged = _fuse(mod)
-    calls = _calls(fused, merged)
+    legalised, fused, merged = _fuse(mod)
+    calls = _calls(legalised, fused, merged)
     return _compiled(merged, kernels, target), calls
 
 
@@ -191,7 +201,7 @@ def compile_module(mod: tvm.IRModule, target: tvm.target.Target) -> Any:
     """``lower_and_compile``'s executable alone, for a module returning intermediate values: its calls are not named
     (fusion does not keep the sequence that names them) and its kernels not checked (those whose results it no longer
     returns are dropped)."""
-    return _compiled(_fuse(mod)[1], {}, target)
+    return _compiled(_fuse(mod)[2], {}, target)
 
 
 def _compiled(merged: tvm.IRModule, kernels: dict[str, tvm.tirx.PrimFunc], target: tvm.target.Target) -> Any:
