@@ -9,6 +9,7 @@ fused here; the check compares every kernel body after the pipeline with the bod
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,18 +124,30 @@ class Call:
 
 def _calls(legalised: tvm.IRModule, fused: tvm.IRModule, merged: tvm.IRModule) -> list[Call]:
     """The PrimFunc calls of ``merged["main"]`` (after FuseTIR), with the bindings of ``legalised["main"]`` (before
-    FuseOps) each one computes. FuseOps keeps its groups' members' names but renames a group's last member: that one
-    is the binding of ``legalised`` that calls the same PrimFunc on the same arguments. FuseTIR turns each call of a
-    fused function into a call of a PrimFunc of the same name, so the two call sequences correspond one to one."""
-    named = {_signature(b.value): b.var.name for block in legalised["main"].body.blocks for b in block.bindings}
+    FuseOps) each one computes: each member of a fused function is the binding of ``legalised`` that calls the same
+    PrimFunc on the same values (FuseOps renames a group's last member, and one function serves every group of the
+    same operators on the same shapes, named after the first). FuseTIR turns each call of a fused function into a call
+    of a PrimFunc of the same name, so the two call sequences correspond one to one."""
+    calls_of: dict[tuple[str, ...], list[str]] = defaultdict(list)
+    for binding in (b for block in legalised["main"].body.blocks for b in block.bindings):
+        if op_name(binding.value) in CALLS:
+            calls_of[_signature(binding.value, {})].append(binding.var.name)
+    renamed: dict[str, str] = {}  # a group's value in fused["main"] -> the binding it is in legalised["main"]
     before = []
     for binding in (b for block in fused["main"].body.blocks for b in block.bindings):
         value = binding.value
         if op_name(value) in CALLS:
             before.append((value.args[0].name_hint, (binding.var.name,)))
         elif isinstance(value, relax.Call) and isinstance(fused.functions.get(value.op), relax.Function):
-            group = [b for block in fused[value.op].body.blocks for b in block.bindings]
-            members = [b.var.name for b in group[:-1]] + [named.get(_signature(group[-1].value), group[-1].var.name)]
+            function = fused[value.op]
+            names = {param.name: renamed.get(_name(arg), _name(arg)) for param, arg in zip(function.params,
+                                                                                             value.args)}
+            members = []
+            for member in (b for block in function.body.blocks for b in block.bindings):
+                found = calls_of.get(_signature(member.value, names), []) if op_name(member.value) in CALLS else []
+                names[member.var.name] = found[0] if len(found) == 1 else member.var.name
+                members.append(names[member.var.name])
+            renamed[binding.var.name] = members[-1]
             before.append((value.op.name_hint, tuple(members)))
     after = [b.value.args[0].name_hint for block in merged["main"].body.blocks for b in block.bindings
              if op_name(b.value) in CALLS]
@@ -143,12 +156,15 @@ def _calls(legalised: tvm.IRModule, fused: tvm.IRModule, merged: tvm.IRModule) -
     return [Call(symbol, members) for symbol, members in before]
 
 
-def _signature(value: relax.Expr) -> tuple[str, ...] | None:
-    """What identifies a call of a PrimFunc across FuseOps: the callee's and the arguments' names (None otherwise)."""
-    if op_name(value) not in CALLS:
-        return None
+def _name(expr: relax.Expr) -> str:
+    return getattr(expr, "name", "")  # a relax.Var; a constant: ""
+
+
+def _signature(value: relax.Expr, names: dict[str, str]) -> tuple[str, ...]:
+    """A PrimFunc call as the callee's name and its arguments' names (a fused function's parameter: ``names``, the
+    value its caller passed)."""
     args = value.args[1].fields if isinstance(value.args[1], relax.Tuple) else [value.args[1]]
-    return (value.args[0].name_hint, *(getattr(arg, "name_hint", "") for arg in args))
+    return (value.args[0].name_hint, *(names.get(_name(arg), _name(arg)) for arg in args))
 
 
 def _fuse(mod: tvm.IRModule) -> tuple[tvm.IRModule, tvm.IRModule, tvm.IRModule]:

@@ -11,7 +11,7 @@ from search.graph import extract_graph
 from search.host import make_target
 from search.plan import baseline_plan
 from search.profile import _match, profile_artifact
-from tests.search.tiny_nets import add_node_net
+from tests.search.tiny_nets import add_node_net, build
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +42,21 @@ def test_fused_groups_name_their_members_and_the_vm_overhead_is_separate(profile
     assert profile.overhead_ms > 0 and "vm.builtin.alloc_tensor" in profile.builtins
     assert profile.calls_ms + profile.overhead_ms == pytest.approx(profile.run_ms) and profile.runs == 5
     assert 0 < profile.scale < 1  # the instrument's own time taken off: µs kernels, µs of instrument per call
+
+
+def test_each_call_of_one_fused_function_names_its_own_operators():
+    # two sin -> cos pairs of one shape: FuseOps makes one function of both groups, named after the first
+    from tvm import relax
+
+    def body(net, x):
+        for _ in range(2):
+            x = net.conv(net.bb.emit(relax.op.cos(net.bb.emit(relax.op.sin(net.conv(x, 8))))), 8)
+        return x
+
+    graph = extract_graph(build((1, 4, 8, 8), body))
+    calls = export(graph, baseline_plan(graph, "nchw"), target=make_target(1), threads=1).manifest["calls"]
+    groups = [{o["op"] for o in call["computes"]} for call in calls if len(call["computes"]) > 1]
+    assert sorted(map(sorted, groups)) == [["cos_0", "sin_0"], ["cos_1", "sin_1"]]
 
 
 def test_a_profile_moves_to_a_latency_measured_elsewhere_keeping_its_split(profiled):
