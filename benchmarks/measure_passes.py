@@ -1,14 +1,17 @@
-"""How much one kernel record varies between measurements, timed in one pass or in passes (``MeasuredCosts(passes=)``).
+"""How much one kernel record varies between measurements, timed in one pass or in passes (``MeasuredCosts(passes=)``),
+with or without the next batch building beside the timing (``MeasuredCosts(overlap=)``).
 
 The tasks: resnet50's convolutions (batch 1, 224x224), each in NCHW16c -> NCHW16c with its default knobs, as the
 cost cache records them (``context`` timing). Each round builds and times all of them again
-(``MeasuredCosts.time_again``: the cache neither read nor written) once with every ``--passes`` setting, the
-settings taking turns so that they see the same windows of the host. Per setting it prints, over the tasks, the
-median and the largest ratio of a task's slowest record to its fastest (over the rounds), and the share of records
-more than 10% above the fastest record any setting took of the task: the records a slow window inflated. Run it
-with nothing else on the machine.
+(``MeasuredCosts.time_again``: the cache neither read nor written) once with every setting (each ``--passes`` with
+each ``--overlap``), the settings taking turns so that they see the same windows of the host. Per setting it prints,
+over the tasks, the median and the largest ratio of a task's slowest record to its fastest (over the rounds), the
+share of records more than 10% above the fastest record any setting took of the task (the records a slow window
+inflated), and the median ratio of a task's median record to its median under the first setting. Overlapping needs a
+core beside the timing threads (``--threads`` below the usable cores). Run it with nothing else on the machine.
 
     .venv/bin/python benchmarks/measure_passes.py --threads 2 --rounds 5
+    .venv/bin/python benchmarks/measure_passes.py --threads 1 --passes 2 --overlap off on --rounds 6
 """
 
 from __future__ import annotations
@@ -52,38 +55,50 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--passes", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--overlap", choices=["off", "on"], nargs="+", default=["off"])
     args = parser.parse_args()
     if args.rounds < 2 or min(args.passes) < 1:
         parser.error("--rounds at least 2, --passes positive")
+    if "on" in args.overlap and args.threads >= len(os.sched_getaffinity(0)):
+        parser.error("--overlap on needs --threads below the usable cores")
+    settings = [(p, o) for p in args.passes for o in dict.fromkeys(args.overlap)]
     tasks, target = resnet50_tasks(), make_target(args.threads)
-    records: dict[int, list[list[float]]] = {p: [] for p in args.passes}
-    seconds: dict[int, float] = dict.fromkeys(args.passes, 0.0)
+    records: dict[tuple, list[list[float]]] = {s: [] for s in settings}
+    seconds: dict[tuple, float] = dict.fromkeys(settings, 0.0)
     with tempfile.TemporaryDirectory() as scratch:
-        providers = {p: MeasuredCosts(CostCache(Path(scratch) / f"{p}.sqlite"), target=target, threads=args.threads,
-                                      passes=p) for p in args.passes}
+        providers = {s: MeasuredCosts(CostCache(Path(scratch) / f"{s[0]}-{s[1]}.sqlite"), target=target,
+                                      threads=args.threads, passes=s[0], overlap=s[1] == "on") for s in settings}
         try:
             for index in range(args.rounds):
-                order = args.passes[index % len(args.passes):] + args.passes[:index % len(args.passes)]
-                for p in order:
+                for s in settings[index % len(settings):] + settings[:index % len(settings)]:
                     start = time.perf_counter()
-                    records[p].append([r.median_ms for r in providers[p].time_again(tasks)])
-                    seconds[p] += time.perf_counter() - start
-                sums = ", ".join(f"{p} passes {sum(records[p][-1]):.2f} ms" for p in args.passes)
+                    records[s].append([r.median_ms for r in providers[s].time_again(tasks)])
+                    seconds[s] += time.perf_counter() - start
+                sums = ", ".join(f"{label(s)} {sum(records[s][-1]):.2f} ms" for s in settings)
                 print(f"round {index + 1} of {args.rounds}: {sums} in all; load {os.getloadavg()[0]:.2f}",
                       file=sys.stderr)
         finally:
             for provider in providers.values():
                 provider.close()
-    best = [min(records[p][r][t] for p in args.passes for r in range(args.rounds)) for t in range(len(tasks))]
+    count = range(len(tasks))
+    best = [min(records[s][r][t] for s in settings for r in range(args.rounds)) for t in count]
+    medians = {s: [statistics.median(r[t] for r in records[s]) for t in count] for s in settings}
     print(f"{host().cpu}, vector unit {HOST.name}, {args.threads} threads; {len(tasks)} resnet50 convolutions in "
           f"{LAYOUT}, {args.rounds} rounds\n")
-    print("| passes | median slowest/fastest | largest | records > 1.10x the best | seconds per round |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
-    for p in args.passes:
-        ratios = [max(r[t] for r in records[p]) / min(r[t] for r in records[p]) for t in range(len(tasks))]
-        inflated = sum(r[t] > INFLATED * best[t] for r in records[p] for t in range(len(tasks)))
-        print(f"| {p} | {statistics.median(ratios):.3f} | {max(ratios):.3f} | "
-              f"{inflated} of {len(tasks) * args.rounds} | {seconds[p] / args.rounds:.1f} |")
+    print("| setting | median slowest/fastest | largest | records > 1.10x the best | median / first setting's "
+          "| seconds per round |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for s in settings:
+        ratios = [max(r[t] for r in records[s]) / min(r[t] for r in records[s]) for t in count]
+        inflated = sum(r[t] > INFLATED * best[t] for r in records[s] for t in count)
+        against = statistics.median(medians[s][t] / medians[settings[0]][t] for t in count)
+        print(f"| {label(s)} | {statistics.median(ratios):.3f} | {max(ratios):.3f} | "
+              f"{inflated} of {len(tasks) * args.rounds} | {against:.3f} | {seconds[s] / args.rounds:.1f} |")
+
+
+def label(setting: tuple[int, str]) -> str:
+    passes, overlap = setting
+    return f"{passes} passes" + (", builds beside" if overlap == "on" else "")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ class NodeMeasurer:
         self.info = NodeInfo(machine_context(target, settings.threads, settings.method), cores)
         self._make = functools.partial(LocalMeasurer, target, settings, builders=max(1, min(builders, cores)),
                                        build_timeout=build_timeout, run_timeout=run_timeout, f_build=f_build,
-                                       f_run=f_run)
+                                       f_run=f_run, overlap=False)
         self._measurer: LocalMeasurer | None = None
 
     def describe(self) -> NodeInfo:

@@ -3,7 +3,8 @@ and times every task that the persistent cache does not already hold.
 
 ``MeasuredCosts`` looks every task up first, then measures the missing ones in batches (``LocalMeasurer``): a few
 builder processes compile a batch into shared libraries in parallel, then a single runner process times them one after
-the other, so no timing ever overlaps another timing or a build. Each result, success or failure, is written to the
+the other, so no timing ever overlaps another timing or a build on its cores (where the host has cores beside the
+timing threads, the builders compile the next batch there meanwhile). Each result, success or failure, is written to the
 cache the moment it is known, so a killed search loses only the measurements in flight and a restart redoes none of
 the rest. A failure (exception, crash, timeout) is cached too: the candidate is forbidden and not retried. On a Ray
 cluster every node runs a ``LocalMeasurer`` (``cost_models.cluster_costs``).
@@ -11,12 +12,13 @@ cluster every node runs a ``LocalMeasurer`` (``cost_models.cluster_costs``).
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +136,10 @@ def _running(pid: int) -> bool:
     return True
 
 
+Built = tuple[list[tuple[str, Artifact]], list[tuple[str, CostRecord]]]
+"""A batch built: its artifacts and its build failures' records, by key."""
+
+
 class LocalMeasurer:
     """Builds batches of tasks in ``builders`` worker processes in parallel, then times what built one task at a time
     in a single runner process (``TVM_NUM_THREADS`` = ``settings.threads``), on this machine; no cache.
@@ -143,25 +149,37 @@ class LocalMeasurer:
     the batch, each with its share of the repeats, and a task's record is its fastest pass (its median and spread,
     its repeats): a slow window of the host inflates the pass it falls into, not the record. A pass
     that fails makes the record a failure. Processes start on the first batch (``start`` starts the runner early, to
-    import while the first batch builds) and stop on ``close``, which also deletes the libraries. ``seconds``: wall
-    seconds in builds and in timings.
+    import while the first batch builds) and stop on ``close``, which also deletes the libraries.
+
+    ``measure_batches`` measures several batches; where the usable cores outnumber the timing threads (and
+    ``overlap``), it builds the next batch while the current one is timed, without sharing a core with the timing:
+    the runner is pinned to the first ``settings.threads`` usable cores and the builders (at most one per remaining
+    core) to the others. ``seconds``: wall seconds in timings, in builds the timing waited for (``builds``) and, when
+    overlapping, in builds that ran beside timings (``overlapped builds``).
     """
 
     def __init__(self, target: str, settings: RunSettings, *, builders: int, build_timeout: float,
-                 run_timeout: float, f_build: str = DEFAULT_BUILD, f_run: str = DEFAULT_RUN) -> None:
+                 run_timeout: float, f_build: str = DEFAULT_BUILD, f_run: str = DEFAULT_RUN,
+                 overlap: bool = True) -> None:
         self.target, self.settings = target, settings
         remove_orphaned_workdirs()
         self._workdir = tempfile.TemporaryDirectory(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         workdir = self._workdir.name
+        cores = sorted(os.sched_getaffinity(0))
+        spare = cores[settings.threads:]
+        self.overlap = overlap and bool(spare)
         self._builders = WorkerPool(  # TVM's build folders inside ours: gone with it, even a killed build's
-            f_build, size=builders, timeout=build_timeout, environment={"TMPDIR": workdir}, log_dir=workdir,
-            label="build",
+            f_build, size=min(builders, len(spare)) if self.overlap else builders, timeout=build_timeout,
+            environment={"TMPDIR": workdir}, log_dir=workdir, label="build",
+            cores=spare if self.overlap else None,
         )
         self._runner = WorkerPool(
             f_run, size=1, timeout=run_timeout, environment=thread_variables(settings.threads),
-            log_dir=workdir, label="run",
+            log_dir=workdir, label="run", cores=cores[:settings.threads] if self.overlap else None,
         )
-        self.seconds = {"builds": 0.0, "timings": 0.0}
+        self._background = concurrent.futures.ThreadPoolExecutor(1, "tessera-builds") if self.overlap else None
+        self._building: concurrent.futures.Future | None = None
+        self.seconds = {"builds": 0.0, "timings": 0.0, **({"overlapped builds": 0.0} if self.overlap else {})}
 
     def start(self) -> None:
         """Start the runner process now (it imports TVM in the background)."""
@@ -169,6 +187,35 @@ class LocalMeasurer:
 
     def measure(self, batch: Sequence[tuple[str, Task]]) -> Iterator[tuple[str, CostRecord]]:
         """Build ``batch`` ((key, task) pairs), then time what built; yields each task's record as it is known."""
+        for records in self.measure_batches([batch]):
+            yield from records
+
+    def measure_batches(self, batches: Iterable[Sequence[tuple[str, Task]]]
+                        ) -> Iterator[Iterator[tuple[str, CostRecord]]]:
+        """Per batch, an iterator over its records as ``measure`` yields them; consume each before taking the next.
+        With ``overlap``, the next batch builds while this one's records are timed."""
+        upcoming = iter(batches)
+        batch = next(upcoming, None)
+        while batch is not None:
+            built, failed = self._built(batch)
+            batch = next(upcoming, None)
+            if batch is not None and self._background is not None:
+                self._building = self._background.submit(self._build, batch, "overlapped builds")
+            yield self._timed(built, failed)
+
+    def _built(self, batch: Sequence[tuple[str, Task]]) -> Built:
+        """``batch`` built: by the background build started for it, waited for, else now."""
+        start = time.perf_counter()
+        try:
+            if self._building is not None:
+                return self._building.result()
+            return self._build(batch)
+        finally:
+            self._building = None
+            self.seconds["builds"] += time.perf_counter() - start
+
+    def _build(self, batch: Sequence[tuple[str, Task]], charge: str | None = None) -> Built:
+        """``batch`` built in the builder processes: the artifacts and the build failures' records, by key."""
         built: list[tuple[str, Artifact]] = []
         failed: list[tuple[str, CostRecord]] = []
 
@@ -181,7 +228,13 @@ class LocalMeasurer:
 
         start = time.perf_counter()
         self._builders.map([(task, self.target, self._workdir.name) for _, task in batch], on_built)
-        self.seconds["builds"] += time.perf_counter() - start
+        if charge:
+            self.seconds[charge] += time.perf_counter() - start
+        return built, failed
+
+    def _timed(self, built: list[tuple[str, Artifact]], failed: list[tuple[str, CostRecord]]
+               ) -> Iterator[tuple[str, CostRecord]]:
+        """The build failures, then the built tasks timed in passes (see the class docstring)."""
         yield from failed
         timings: dict[str, list] = {key: [] for key, _ in built}
         try:
@@ -206,7 +259,10 @@ class LocalMeasurer:
         return outcomes[0]
 
     def close(self) -> None:
-        """Stop the worker processes and delete the build directory."""
+        """Wait for a background build, stop the worker processes and delete the build directory."""
+        if self._background is not None:
+            self._background.shutdown(wait=True)
+            self._building = None
         self._builders.close()
         self._runner.close()
         self._workdir.cleanup()
@@ -252,6 +308,9 @@ class MeasuredCosts(CostProvider):
     f_build, f_run
         Dotted paths of the build function ``(task, target_json, out_dir) -> Artifact`` and the run function
         ``(artifact, RunSettings) -> Timing`` that the worker processes call.
+    overlap
+        Build the next batch while one is timed where cores are left beside the timing threads, on those cores
+        (``LocalMeasurer``).
 
     Notes
     -----
@@ -278,6 +337,7 @@ class MeasuredCosts(CostProvider):
         progress: Callable[[Progress], None] | None = None,
         f_build: str = DEFAULT_BUILD,
         f_run: str = DEFAULT_RUN,
+        overlap: bool = True,
     ) -> None:
         cores = len(os.sched_getaffinity(0))
         if not 1 <= threads <= cores:
@@ -290,7 +350,7 @@ class MeasuredCosts(CostProvider):
         self.target = self.context.target
         self.settings = RunSettings(threads, repeat, min_repeat_ms, timing, passes)
         self._measurer = LocalMeasurer(self.target, self.settings, builders=builders, build_timeout=build_timeout,
-                                       run_timeout=run_timeout, f_build=f_build, f_run=f_run)
+                                       run_timeout=run_timeout, f_build=f_build, f_run=f_run, overlap=overlap)
 
     def measure(self, tasks: Sequence[Task]) -> list[CostRecord]:
         """Records of ``tasks`` in order: cached ones looked up, the rest measured (and cached) now."""
@@ -298,9 +358,7 @@ class MeasuredCosts(CostProvider):
         tracker = ProgressTracker(len(lookup.missing), len(lookup.records), self.progress)
         if lookup.missing:
             self._measurer.start()  # imports in the background during the first builds
-        pending = list(lookup.missing.items())
-        for start in range(0, len(pending), self.batch_size):
-            batch = iter(self._measurer.measure(pending[start : start + self.batch_size]))
+        for batch in self._measurer.measure_batches(self._batches(list(lookup.missing.items()))):
             for key, record in batch:
                 put_or_set_aside(self.cache, self.context, key, record, batch)  # locked: the batch's rest timed too
                 lookup.records[key] = record
@@ -313,8 +371,13 @@ class MeasuredCosts(CostProvider):
     def time_again(self, tasks: Sequence[Task]) -> list[CostRecord]:
         """``tasks`` built and timed now as ``measure`` times them, the cache neither read nor written."""
         self._measurer.start()
-        records = dict(self._measurer.measure([(task.key, task) for task in tasks]))
+        records: dict[str, CostRecord] = {}
+        for batch in self._measurer.measure_batches(self._batches([(task.key, task) for task in tasks])):
+            records.update(batch)
         return [records[task.key] for task in tasks]
+
+    def _batches(self, pending: list[tuple[str, Task]]) -> list[list[tuple[str, Task]]]:
+        return [pending[start : start + self.batch_size] for start in range(0, len(pending), self.batch_size)]
 
     def close(self) -> None:
         """Stop the worker processes, delete the build directory and close the cache (its write-ahead log folded

@@ -136,9 +136,12 @@ def _exit_when_orphaned(parent: int) -> None:
     os._exit(1)
 
 
-def _serve(conn, function_path: str, environment: dict[str, str], log_path: str, parent: int) -> None:
+def _serve(conn, function_path: str, environment: dict[str, str], log_path: str, parent: int,
+           cores: Sequence[int] | None = None) -> None:
     """Worker main loop: receive argument tuples, reply ("ok", result) or ("error", message); EOF ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if cores is not None:
+        os.sched_setaffinity(0, cores)
     os.environ.update(environment)
     tempfile.tempdir = None  # taken from the environment's TMPDIR at its next use
     os.dup2(os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
@@ -183,7 +186,7 @@ class _Worker:
         pool = self.pool
         self.process = context.Process(
             target=_serve,
-            args=(child, pool.function, pool.environment, str(self.log), os.getpid()),
+            args=(child, pool.function, pool.environment, str(self.log), os.getpid(), pool.cores),
             name=f"tessera-{pool.label}",
             daemon=True,
         )
@@ -234,12 +237,16 @@ class WorkerPool:
         Where the processes' stderr logs go.
     label
         Names the processes and prefixes failure reasons ("build", "run").
+    cores
+        The cores the processes may run on (default: the parent's).
     """
 
     def __init__(
-        self, function: str, *, size: int, timeout: float, environment: dict[str, str], log_dir: str, label: str
+        self, function: str, *, size: int, timeout: float, environment: dict[str, str], log_dir: str, label: str,
+        cores: Sequence[int] | None = None,
     ) -> None:
         self.function, self.timeout, self.environment = function, timeout, dict(environment)
+        self.cores = None if cores is None else tuple(cores)
         self.log_dir, self.label, self.size = log_dir, label, size
         self.workers: list[_Worker] = []
         self._spawned = 0

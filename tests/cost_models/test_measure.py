@@ -21,7 +21,7 @@ from cost_models.workers import PASSES
 from search.errors import SearchError
 from search.host import make_target
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
-from tests.cost_models import faulty
+from tests.cost_models import faulty, traced
 from tests.quick_costs import QUICK
 
 THREADS = min(2, len(os.sched_getaffinity(0)))
@@ -240,3 +240,27 @@ def test_a_batch_the_cache_stays_locked_for_is_set_aside_for_an_import(tmp_path,
     with provider(path, events) as costs:  # the import kept them: only the third is measured now
         assert all(record.ok for record in costs.measure(tasks))
     assert events[0].total == 1 and len(CostCache(path)) == 3
+
+
+def test_with_a_core_beside_the_timing_threads_the_next_batch_builds_there_while_one_is_timed(tmp_path, monkeypatch):
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs a core beside the timing thread")
+    tasks = [TransformTask((1, 8, 4, width), "NCHW", "NCHW8c") for width in range(1, 9)]
+    options = {"f_build": "tests.cost_models.traced.build", "f_run": "tests.cost_models.traced.run",
+               "threads": 1, "batch_size": 2}
+    for overlap in (True, False):
+        trace = tmp_path / f"overlap-{overlap}.jsonl"
+        monkeypatch.setenv(traced.VARIABLE, str(trace))
+        with provider(tmp_path / f"overlap-{overlap}.sqlite", overlap=overlap, **options) as costs:
+            assert all(record.ok for record in costs.measure(tasks))
+            spent = costs.spent()
+        builds, runs = traced.jobs(trace, "build"), traced.jobs(trace, "run")
+        assert len(builds) == len(tasks) and len(runs) == PASSES * len(tasks)
+        assert traced.overlapping(builds, runs) == overlap
+        if overlap:
+            assert all(job["cores"] == cores[:1] for job in runs)
+            assert all(job["cores"] == cores[1:] for job in builds)
+            assert spent["overlapped builds"] > 0 and spent["timings"] > 0
+        else:
+            assert "overlapped builds" not in spent and spent["builds"] > 0

@@ -95,7 +95,8 @@ def test_the_summary_says_where_the_time_went(runs):
     assert min(spent["phases"].values()) >= 0 and spent["phases"]["measure"] > 0 and spent["phases"]["latency"] > 0
     builds, timings = spent["measure"]["builds"], spent["measure"]["timings"]
     assert builds > 0 and timings > 0 and builds + timings <= spent["phases"]["measure"]
-    assert second["time"]["measure"] == {"builds": 0.0, "timings": 0.0}  # a full cache: nothing built or timed
+    assert {"builds", "timings"} <= set(second["time"]["measure"])
+    assert set(second["time"]["measure"].values()) == {0.0}  # a full cache: nothing built or timed
     line = next(line for line in lines if line.startswith("time: "))
     assert "measuring" in line and "(builds " in line and "timing " in line
 
