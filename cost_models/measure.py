@@ -13,6 +13,7 @@ cluster every node runs a ``LocalMeasurer`` (``cost_models.cluster_costs``).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import shutil
 import tempfile
@@ -178,7 +179,6 @@ class LocalMeasurer:
             log_dir=workdir, label="run", cores=cores[:settings.threads] if self.overlap else None,
         )
         self._background = concurrent.futures.ThreadPoolExecutor(1, "tessera-builds") if self.overlap else None
-        self._building: concurrent.futures.Future | None = None
         self.seconds = {"builds": 0.0, "timings": 0.0, **({"overlapped builds": 0.0} if self.overlap else {})}
 
     def start(self) -> None:
@@ -193,25 +193,29 @@ class LocalMeasurer:
     def measure_batches(self, batches: Iterable[Sequence[tuple[str, Task]]]
                         ) -> Iterator[Iterator[tuple[str, CostRecord]]]:
         """Per batch, an iterator over its records as ``measure`` yields them; consume each before taking the next.
-        With ``overlap``, the next batch builds while this one's records are timed."""
+        With ``overlap``, the next batch builds while this one's records are timed; left early, the build under way
+        ends before this does (its libraries deleted), so the builders serve one batch at a time."""
         upcoming = iter(batches)
-        batch = next(upcoming, None)
-        while batch is not None:
-            built, failed = self._built(batch)
-            batch = next(upcoming, None)
-            if batch is not None and self._background is not None:
-                self._building = self._background.submit(self._build, batch, "overlapped builds")
-            yield self._timed(built, failed)
+        batch, building = next(upcoming, None), None
+        try:
+            while batch is not None:
+                built, failed = self._built(batch, building)
+                batch, building = next(upcoming, None), None
+                if batch is not None and self._background is not None:
+                    building = self._background.submit(self._build, batch, "overlapped builds")
+                yield self._timed(built, failed)
+        finally:
+            if building is not None:
+                with contextlib.suppress(Exception):
+                    for _, artifact in building.result()[0]:
+                        Path(artifact.path).unlink(missing_ok=True)
 
-    def _built(self, batch: Sequence[tuple[str, Task]]) -> Built:
-        """``batch`` built: by the background build started for it, waited for, else now."""
+    def _built(self, batch: Sequence[tuple[str, Task]], building: concurrent.futures.Future | None) -> Built:
+        """``batch`` built: by its background build (``building``), waited for, else now."""
         start = time.perf_counter()
         try:
-            if self._building is not None:
-                return self._building.result()
-            return self._build(batch)
+            return building.result() if building is not None else self._build(batch)
         finally:
-            self._building = None
             self.seconds["builds"] += time.perf_counter() - start
 
     def _build(self, batch: Sequence[tuple[str, Task]], charge: str | None = None) -> Built:
@@ -262,7 +266,6 @@ class LocalMeasurer:
         """Wait for a background build, stop the worker processes and delete the build directory."""
         if self._background is not None:
             self._background.shutdown(wait=True)
-            self._building = None
         self._builders.close()
         self._runner.close()
         self._workdir.cleanup()

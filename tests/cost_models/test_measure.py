@@ -16,8 +16,9 @@ import pytest
 
 from cost_models import CostCache, KernelTask, MeasuredCosts, MeasureError, TransformTask
 from cost_models.cache import DEFAULT_TIMING
+from cost_models.measure import LocalMeasurer
 from cost_models.timer import MAX_COLD_REPEATS
-from cost_models.workers import PASSES
+from cost_models.workers import PASSES, RunSettings
 from search.errors import SearchError
 from search.host import make_target
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
@@ -264,3 +265,21 @@ def test_with_a_core_beside_the_timing_threads_the_next_batch_builds_there_while
             assert spent["overlapped builds"] > 0 and spent["timings"] > 0
         else:
             assert "overlapped builds" not in spent and spent["builds"] > 0
+
+
+def test_batches_left_early_leave_the_builders_to_the_next_measurement(tmp_path):
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs a core beside the timing thread")
+    tasks = [(task.key, task) for task in (TransformTask((1, 8, 4, width), "NCHW", "NCHW8c") for width in range(1, 7))]
+    measurer = LocalMeasurer(str(make_target(1)), RunSettings(1, **QUICK), builders=2, build_timeout=120,
+                             run_timeout=60)
+    try:
+        assert measurer.overlap
+        batches = measurer.measure_batches([tasks[:2], tasks[2:4]])
+        first = dict(next(batches))  # the second batch builds meanwhile
+        batches.close()  # left before the second batch is timed
+        again = dict(measurer.measure(tasks[4:]))
+    finally:
+        measurer.close()
+    assert set(first) == {key for key, _ in tasks[:2]} and set(again) == {key for key, _ in tasks[4:]}
+    assert all(record.ok for record in [*first.values(), *again.values()])
