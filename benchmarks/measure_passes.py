@@ -7,11 +7,14 @@ cost cache records them (``context`` timing). Each round builds and times all of
 each ``--overlap``), the settings taking turns so that they see the same windows of the host. Per setting it prints,
 over the tasks, the median and the largest ratio of a task's slowest record to its fastest (over the rounds), the
 share of records more than 10% above the fastest record any setting took of the task (the records a slow window
-inflated), and the median ratio of a task's median record to its median under the first setting. Overlapping needs a
-core beside the timing threads (``--threads`` below the usable cores). Run it with nothing else on the machine.
+inflated), and the median ratio of a task's median record to its median under the first setting. ``--model`` times
+the first ``--limit`` tasks of a network's default space instead (kernels, chains and layout transforms).
+Overlapping needs a core beside the timing threads (``--threads`` below the usable cores). Run it with nothing else
+on the machine.
 
     .venv/bin/python benchmarks/measure_passes.py --threads 2 --rounds 5
     .venv/bin/python benchmarks/measure_passes.py --threads 1 --passes 2 --overlap off on --rounds 6
+    .venv/bin/python benchmarks/measure_passes.py --threads 1 --passes 2 --overlap off on --model resnet18 --limit 200
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cost_models.cache import CostCache  # noqa: E402
 from cost_models.measure import MeasuredCosts  # noqa: E402
-from cost_models.pricing import kernel_task  # noqa: E402
-from search.candidates import Candidate, default_knobs  # noqa: E402
+from cost_models.pricing import kernel_task, measurement_tasks  # noqa: E402
+from search.candidates import Candidate, candidate_space, default_knobs  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
 from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
@@ -50,19 +53,27 @@ def resnet50_tasks() -> list:
     return list(dict.fromkeys(tasks))
 
 
+def space_tasks(model: str, limit: int) -> list:
+    """The first ``limit`` distinct tasks (kernels, chains, transforms) of ``model``'s default candidate space."""
+    graph = extract_graph(load_model(model))
+    return measurement_tasks(graph, candidate_space(graph))[:limit]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--passes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--overlap", choices=["off", "on"], nargs="+", default=["off"])
+    parser.add_argument("--model", help="time the first --limit tasks of this network's space instead")
+    parser.add_argument("--limit", type=int, default=200)
     args = parser.parse_args()
     if args.rounds < 2 or min(args.passes) < 1:
         parser.error("--rounds at least 2, --passes positive")
     if "on" in args.overlap and args.threads >= len(os.sched_getaffinity(0)):
         parser.error("--overlap on needs --threads below the usable cores")
     settings = [(p, o) for p in args.passes for o in dict.fromkeys(args.overlap)]
-    tasks, target = resnet50_tasks(), make_target(args.threads)
+    tasks, target = space_tasks(args.model, args.limit) if args.model else resnet50_tasks(), make_target(args.threads)
     records: dict[tuple, list[list[float]]] = {s: [] for s in settings}
     seconds: dict[tuple, float] = dict.fromkeys(settings, 0.0)
     with tempfile.TemporaryDirectory() as scratch:
@@ -83,8 +94,9 @@ def main() -> None:
     count = range(len(tasks))
     best = [min(records[s][r][t] for s in settings for r in range(args.rounds)) for t in count]
     medians = {s: [statistics.median(r[t] for r in records[s]) for t in count] for s in settings}
-    print(f"{host().cpu}, vector unit {HOST.name}, {args.threads} threads; {len(tasks)} resnet50 convolutions in "
-          f"{LAYOUT}, {args.rounds} rounds\n")
+    what = f"the first {len(tasks)} tasks of {args.model}'s space" if args.model else \
+        f"{len(tasks)} resnet50 convolutions in {LAYOUT}"
+    print(f"{host().cpu}, vector unit {HOST.name}, {args.threads} threads; {what}, {args.rounds} rounds\n")
     print("| setting | median slowest/fastest | largest | records > 1.10x the best | median / first setting's "
           "| seconds per round |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
