@@ -10,11 +10,13 @@ buffer's first channels (a *view*: free where those channels are the start of th
 inputs (when there are any); the owner's ``views`` names its views, a view's ``view_of`` its owner.
 
 ``write_into(func, full_shape, axis, offset)`` rebinds the last parameter of a scheduled PrimFunc (its output) to a
-strided view of a tensor of ``full_shape``, starting ``offset`` elements along stored axis ``axis``; export calls it
-with ``relax.call_tir_inplace`` on the concatenated tensor, so the kernel's schedule is unchanged. TVM 0.27's TIR
-offers no buffer substitution from Python, so the rebinding goes through TVMScript: the output parameter becomes the
-full tensor and the old name is declared as the view (``T.decl_buffer`` with the full tensor's strides and an element
-offset).
+view of a tensor of ``full_shape``, starting ``offset`` elements along stored axis ``axis``; export calls it with
+``relax.call_tir_inplace`` on the concatenated tensor, so the kernel's schedule is unchanged. The output parameter
+becomes the full tensor and the old output is declared in the body as the view. Where the slice is one contiguous run
+of the full tensor (every axis before ``axis`` of extent 1, as at batch 1 in NCHW, NCHWc and NC), the old output
+buffer itself is declared at the slice's first element, in the IR. Otherwise the view needs the full tensor's
+strides, which TVM 0.27's TIR cannot give the old buffer from Python: the rebinding goes through TVMScript
+(``T.decl_buffer`` with the full tensor's strides and an element offset), at 0.05-0.24 s a kernel.
 """
 
 from __future__ import annotations
@@ -45,16 +47,35 @@ def write_into(func: tvm.tirx.PrimFunc, full_shape: Sequence[int], axis: int, of
     """``func`` with its output written into ``[..., offset : offset + n, ...]`` (along ``axis``) of a row-major
     float32 tensor of ``full_shape``, which replaces the output parameter; every other axis of the output must span
     the full tensor's."""
-    name = func.params[-1].name
-    text = func.script()
-    signature = re.search(rf"\b{re.escape(name)}: T\.Buffer\(\(([\d, ]+)\), \"float32\"\)\):", text)
-    if signature is None:
-        raise RuntimeError(f"cannot find the output parameter {name!r} of the kernel to write in place")
-    shape = tuple(int(extent) for extent in signature.group(1).split(",") if extent.strip())
-    full = tuple(int(extent) for extent in full_shape)
+    out = func.params[-1]
+    if out.ty.dtype != "float32":
+        raise RuntimeError(f"a kernel writes an in-place concat in float32 only, not {out.ty.dtype}")
+    shape, full = tuple(int(extent) for extent in out.ty.shape), tuple(int(extent) for extent in full_shape)
     if len(shape) != len(full) or any(a != b for i, (a, b) in enumerate(zip(shape, full)) if i != axis) \
             or offset + shape[axis] > full[axis]:
         raise RuntimeError(f"an output of shape {shape} is no slice of {full} along axis {axis} at {offset}")
+    if all(extent == 1 for extent in full[:axis]) and not out.ty.strides:
+        return _declared_at(func, full, axis, offset)
+    return _strided_view(func, shape, full, axis, offset)
+
+
+def _declared_at(func: tvm.tirx.PrimFunc, full: tuple[int, ...], axis: int, offset: int) -> tvm.tirx.PrimFunc:
+    """``write_into`` for a contiguous slice: the old output declared at the address of its first element."""
+    out = func.params[-1]
+    buffer = tvm.tirx.decl_buffer(full, "float32", name=f"{out.name}_full")
+    first = tvm.tirx.BufferLoad(buffer, [offset if i == axis else 0 for i in range(len(full))])
+    body = tvm.tirx.SeqStmt([tvm.tirx.DeclBuffer(out, data=tvm.tirx.address_of(first)), func.body])
+    return tvm.tirx.PrimFunc([*func.params[:-1], buffer], body, func.ret_type, func.attrs)
+
+
+def _strided_view(func: tvm.tirx.PrimFunc, shape: tuple[int, ...], full: tuple[int, ...], axis: int,
+                  offset: int) -> tvm.tirx.PrimFunc:
+    """``write_into`` for a strided slice, through TVMScript (module docstring)."""
+    name = func.params[-1].name
+    text = func.script()
+    signature = re.search(rf"\b{re.escape(name)}: T\.Buffer\(\([\d, ]+\), \"float32\"\)\):", text)
+    if signature is None:
+        raise RuntimeError(f"cannot find the output parameter {name!r} of the kernel to write in place")
     strides = row_major_strides(full)
     text = text[:signature.start()] + f"{name}_full: T.Buffer({full}, \"float32\")):" + text[signature.end():]
     attrs = text.find("T.func_attr(", signature.end())

@@ -27,7 +27,7 @@ TARGET = make_target(1)
 LAYOUTS = ("NCHW", "NHWC", "NCHW8c", "NCHW16c")
 
 
-def _branches_net(followers: bool = False, shared: bool = False, blocks: int = 1):
+def _branches_net(followers: bool = False, shared: bool = False, blocks: int = 1, batch: int = 2):
     """Inception's pattern, ``blocks`` times: three convolutions of one input concatenated (48 channels), then a 1x1
     convolution; with ``followers`` a BatchNorm and ReLU6 after the concat (which then run on their own: no
     convolution reads through a ReLU6 prologue), with
@@ -44,7 +44,7 @@ def _branches_net(followers: bool = False, shared: bool = False, blocks: int = 1
             x = net.conv(cat, 16, k=1, residual=branches[0] if shared else None)
         return x
 
-    return build((2, 16, 6, 6), body)  # batch 2: the slices are strided in every layout
+    return build((batch, 16, 6, 6), body)  # batch 2: the slices are strided in every layout
 
 
 def _in_place(candidate_name: str) -> bool:
@@ -83,7 +83,7 @@ def test_in_place_exports_in_every_layout_passes_the_check_and_runs_no_concat(na
 
 
 def test_producers_in_other_layouts_or_winograd_write_the_concats_and_equal_blocks_share_kernels():
-    graph = extract_graph(_branches_net(blocks=2))  # two equal blocks: equal in-place kernels, one function each
+    graph = extract_graph(_branches_net(blocks=2, batch=1))  # equal blocks: equal in-place kernels, one function each
     choices = {**baseline_plan(graph, "nchw8c").choices, "concat_0": "NCHW8c>NCHW8c:in_place=1",
                "concat_1": "NCHW8c>NCHW8c:in_place=1",
                "conv2d_0": "NHWC>NCHW8c", "conv2d_1": "NCHW8c>NCHW8c:reg_n=8,winograd=2", "conv2d_3": "NCHW>NCHW8c"}
@@ -133,6 +133,23 @@ def test_the_solver_takes_in_place_where_the_copy_costs_and_the_plan_exports():
     plan = plan_from_assignment(solution.assignment, "tiny", {}, auxiliary=problem.meta.get("auxiliary", ()))
     assert _in_place(plan.choices["concat_0"])
     assert export(graph, plan, target=TARGET, threads=1, seed=2).manifest["numerical_check"]["passed"]
+
+
+@pytest.mark.parametrize("batch", [1, 2])  # a contiguous slice and a strided one
+def test_write_into_writes_the_slice_and_leaves_the_rest(batch):
+    import tvm
+    from tvm import te
+
+    x = te.placeholder((batch, 4, 3, 2), name="x")
+    func = te.create_prim_func([x, te.compute(x.shape, lambda *i: x[i] * 2.0, name="y")])
+    into = write_into(func, (batch, 10, 3, 2), 1, 5)
+    lib = tvm.compile(tvm.IRModule({"main": into.with_attr("global_symbol", "main")}), target="llvm")
+    data = np.random.default_rng(0).uniform(size=(batch, 4, 3, 2)).astype("float32")
+    full = tvm.runtime.tensor(np.full((batch, 10, 3, 2), -1.0, "float32"))
+    lib["main"](tvm.runtime.tensor(data), full)
+    expected = np.full((batch, 10, 3, 2), -1.0, "float32")
+    expected[:, 5:9] = data * 2.0
+    np.testing.assert_array_equal(full.numpy(), expected)
 
 
 def test_write_into_refuses_an_output_that_is_no_slice():
