@@ -272,14 +272,15 @@ def _timed_pass(extracted: Extracted, *, solved: Solved, directory: Path, export
     timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
     if not check:
         return TimedPass(extracted, solved, plans, timed, None)
+    probed = {label: plan for label, plan in plans.items() if label not in baselines}
     with clock.phase("drift_check"):
-        drift = check_drift(extracted, plans)
+        drift = check_drift(extracted, probed)
     if drift.disturbed:
         again = "timing and profiling the plans again" if profile else "timing the plans again"
         echo(f"warning: {drift.describe()}: the machine is slower than when the costs were measured; {again}")
         timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
         with clock.phase("drift_check"):
-            drift = check_drift(extracted, plans)
+            drift = check_drift(extracted, probed)
     return TimedPass(extracted, solved, plans, timed, drift)
 
 
@@ -316,7 +317,9 @@ def _report(first: TimedPass, last: TimedPass, rounds: list[Round], calibrated_o
                      last.timed, directory)
     if last.drift is not None:
         report["drift"] = {"ratio": last.drift.ratio, "disturbed": last.drift.disturbed,
-                           "kernels": len(last.drift.times)}
+                           "kernels": len(last.drift.times),
+                           "probes": [{"key": key, "recorded_ms": then, "now_ms": now}
+                                      for key, (then, now) in last.drift.times.items()]}
     return report
 
 

@@ -339,6 +339,22 @@ def test_calibration_keeps_no_profile_of_a_machine_slower_than_its_records(tmp_p
     assert rows.fetchone()[0] == 0
 
 
+def test_the_drift_check_probes_the_solvers_plan_not_a_baseline_whose_records_are_off(tmp_path, warm_cache):
+    """The machine three times slower than every record, except the NHWC kernels only the baseline runs, recorded
+    three times slower than they run (so the longest): probed, they would hide the slow window."""
+    from cost_models.cache import CostCache
+
+    connection = CostCache(warm_cache)._connect()
+    with connection:
+        connection.execute("UPDATE costs SET median_ms = median_ms / 3 WHERE median_ms IS NOT NULL")
+        connection.execute("UPDATE costs SET median_ms = median_ms * 9 WHERE key LIKE '%\"in_layout\":\"NHWC\"%'")
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=warm_cache, echo=lambda line: None,
+                   baselines=("nhwc",), **{**SETTINGS, "calibrate": 1})  # the plan: NCHW and NCHW8c only
+    probes = summary["drift"]["probes"]
+    assert summary["drift"]["disturbed"] and probes and not any('"NHWC"' in probe["key"] for probe in probes)
+    assert all(probe["now_ms"] > probe["recorded_ms"] for probe in probes)
+
+
 def test_an_output_a_failed_tune_created_is_removed_and_an_earlier_one_loses_its_summary(tmp_path):
     from experiments.tune import _complete_or_absent
 
