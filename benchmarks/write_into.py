@@ -5,7 +5,7 @@ For each network and layout, the uniform plan with every concat that can run in 
 contiguous slice rebound in the IR, ``search.in_place``) and with every writer rebound through TVMScript (the path a
 strided slice takes). Prints per variant the median export seconds over ``--rounds``, the seconds of it spent in
 ``write_into`` and the kernels rebound. The stock reference of the numerical check is computed once, before. Run it
-with nothing else on the machine and record its CPU.
+with nothing else on the machine; it prints the CPU and vector unit.
 
     .venv/bin/python benchmarks/write_into.py --models densenet201 --layouts nchw16c nhwc
 """
@@ -27,6 +27,7 @@ from search import in_place  # noqa: E402
 from search.export import export, reference_outputs  # noqa: E402
 from search.graph import extract_graph  # noqa: E402
 from search.host import host, make_target  # noqa: E402
+from search.isa import HOST  # noqa: E402
 from search.plan import baseline_plan  # noqa: E402
 from search.zoo import load_model  # noqa: E402
 
@@ -72,7 +73,8 @@ def main() -> None:
     if min(args.rounds, args.threads) < 1:
         parser.error("--rounds and --threads must be positive")
     target = make_target(args.threads)
-    print(f"{host().cpu}, {args.threads} threads; median of {args.rounds} exports per variant, in turns\n")
+    print(f"{host().cpu}, vector unit {HOST.name}, {args.threads} threads; "
+          f"median of {args.rounds} exports per variant, in turns\n")
     print("| network | layout | variant | export s | in write_into s | kernels rebound |")
     print("| --- | --- | --- | ---: | ---: | ---: |")
     for model in args.models:

@@ -44,7 +44,7 @@ def _branches_net(followers: bool = False, shared: bool = False, blocks: int = 1
             x = net.conv(cat, 16, k=1, residual=branches[0] if shared else None)
         return x
 
-    return build((batch, 16, 6, 6), body)  # batch 2: the slices are strided in every layout
+    return build((batch, 16, 6, 6), body)  # batch 2: strided slices in every layout; 1: contiguous but in NHWC
 
 
 def _in_place(candidate_name: str) -> bool:
