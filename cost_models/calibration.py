@@ -2,7 +2,8 @@
 
 A profile (``search.profile``) times every call of an exported network. ``network_times`` attributes the calls that
 compute a task of the problem to it: a node's kernel, a layout transform (one the VM turned into a reshape took 0 ms),
-or a node's chain (its calls that compute only a layout node's own op or the followers after a node, summed).
+or a node's chain (its calls that compute only a layout node's own op or the followers after a node, summed; a
+call TVM fused from the chains of several nodes is split among them by the sizes of their values).
 TVM fuses the layout transforms on either side of a fixed operator (a reshape, a resize) into the operator's call, often
 with the adds and gates around it; such a call's time beyond the same operators' calls without a conversion
 (``bare_bases``: in a plan that needs none there) is the transforms' in-network time, split in proportion to the
@@ -188,12 +189,26 @@ def _fused_transforms(call: CallTime, bases: Mapping[frozenset[str], float]) -> 
     return shares
 
 
+def _chain_shares(graph: OpGraph, ops: Sequence[str], owner: Mapping[str, str], ms: float
+                  ) -> dict[str | None, float]:
+    """A call's ``ms`` (its operators' part, the fused transforms' taken out) split among the nodes whose chains its
+    ``ops`` belong to, and ``None`` for the fixed operators among them (a resize: no task of the problem), in
+    proportion to the sizes of the ops' outputs: TVM fuses the elementwise chains of neighbouring nodes, an add, the
+    gate after it and the resize between them, into one call."""
+    sizes: dict[str | None, float] = defaultdict(float)
+    for op in ops:
+        sizes[owner.get(op)] += math.prod(graph.op(op).shape) or 1
+    total = sum(sizes.values())
+    return {node: ms * size / total for node, size in sizes.items()}
+
+
 def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
                 bases: Mapping[frozenset[str], float] | None = None) -> tuple[dict[Task, list[float]], float]:
     """The profiled calls that compute a task of the problem, by task, and their total time: a node's kernel, a
-    transform, or (several calls summed) a node's chain: a layout node's own op and the followers after a node.
+    transform, or (several calls summed) a node's chain: a layout node's own op and the followers after a node (a
+    call TVM fused from several nodes' chains, and fixed operators, split among them: ``_chain_shares``).
     With ``bases`` (``bare_bases``), transforms fused into a call of other operators get what the call takes beyond
-    those operators' own time."""
+    those operators' own time, and the operators the rest."""
     owner = {}  # op -> the node whose chain it belongs to
     for op in graph.tunable:
         if not isinstance(get_kind(op.kind), KernelKind):
@@ -204,22 +219,25 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
     attributed = 0.0
     for call in profile.calls:
         ops = [origin.op for origin in call.computes if not origin.is_transform]
+        kernels = [op for op in ops if op in choices and isinstance(get_kind(graph.op(op).kind), KernelKind)]
         if len(call.computes) == 1 and call.computes[0].is_transform:
             origin = call.computes[0]
             times[TransformTask(origin.shape, origin.src, origin.dst)].append(call.ms)
-        elif len(ops) == 1 and ops[0] in choices and isinstance(get_kind(graph.op(ops[0]).kind), KernelKind):
+            attributed += call.ms
+        elif len(ops) == 1 and kernels:
             times[KernelTask(kernel_spec(graph.op(ops[0]), choices[ops[0]]))].append(call.ms)
-        elif ops and len(ops) == len(call.computes) and len({owner.get(op) for op in ops}) == 1 \
-                and owner.get(ops[0]) in choices:
-            chains[owner[ops[0]]] += call.ms
-        elif bases is not None and (fused := _fused_transforms(call, bases)):
+            attributed += call.ms
+        elif not kernels:
+            fused = _fused_transforms(call, bases) if bases is not None else {}
+            if len(ops) < len(call.computes) and not fused:
+                continue  # transforms in the call, and no way to tell their time from the operators'
             for task, ms in fused.items():
                 times[task].append(ms)
-            attributed += sum(fused.values())
-            continue
-        else:
-            continue
-        attributed += call.ms
+            shares = _chain_shares(graph, ops, owner, call.ms - sum(fused.values())) if ops else {}
+            for node, ms in shares.items():
+                if node in choices:
+                    chains[node] += ms
+            attributed += sum(fused.values()) + sum(ms for node, ms in shares.items() if node in choices)
     for node, ms in chains.items():
         task = chain_task(graph, node, choices[node])
         if task is not None:

@@ -30,7 +30,7 @@ from search.plan import baseline_plan, validate
 from search.profile import CallTime, Profile, profile_artifact
 from search.templates import Conv2DWorkload, Epilogue, KernelSpec
 from tests.cost_models.test_measure import provider
-from tests.search.tiny_nets import residual_concat_net, unknown_ops_net
+from tests.search.tiny_nets import add_node_net, residual_concat_net, unknown_ops_net
 
 
 @pytest.fixture(scope="module")
@@ -236,3 +236,44 @@ def test_calibrated_costs_scale_each_task_by_its_own_sittings_factor(tmp_path):
         store_network_times(measured, {task: 1.3 for task in early} | {task: 0.9 for task in late}, 3)
         records = CalibratedCosts(measured).measure([*early, *late, *unprofiled])  # a problem's tasks, priced at once
     assert [record.median_ms for record in records[-2:]] == pytest.approx([1.3, 0.9])
+
+
+@pytest.mark.parametrize("fused_ms", [0.060, 0.240])
+def test_a_call_tvm_fused_from_several_nodes_chains_is_split_among_them_by_their_values_sizes(fused_ms):
+    # conv2d_1's max pool and the add node's own op with its scale, shift and relu6, fused by TVM into one call (the
+    # detector's gates and adds): each node's chain gets the share of its ops' outputs (1 of 5 ops, all of one size),
+    # on a host where the call is cheap as on one where it is not; before, neither chain got a time of its own
+    from cost_models.pricing import chain_task
+
+    graph = extract_graph(add_node_net())
+    chosen = validate(baseline_plan(graph, "nchw8c"), graph)
+    ops = ("max_pool2d_0", "add_0", "channel_scale_0", "channel_shift_0", "relu6_0")
+    call = CallTime("fused_max_pool2d_add_multiply_add_clip", tuple(Origin(op) for op in ops), fused_ms, True)
+    profile = Profile((call,), 0.0, {}, fused_ms, 3)
+    times = network_times(graph, chosen, profile)
+    pooled, added = (chain_task(graph, node, chosen[node]) for node in ("conv2d_1", "add_0"))
+    assert times[pooled] == pytest.approx(fused_ms / 5) and times[added] == pytest.approx(fused_ms * 4 / 5)
+    assert priced_ms(graph, chosen, profile) == pytest.approx(fused_ms)
+
+
+def test_the_operators_part_of_a_call_with_fused_transforms_goes_to_their_chains_and_the_fixed_ones_stay_unpriced():
+    # the same chains fused with the fixed reshape and a conversion: the conversion gets what the call takes beyond
+    # the operators' bare call, the rest is split by output sizes (the reshape's share unpriced); without a bare call
+    # of those operators nothing of the call is priced, as before
+    from cost_models.pricing import chain_task
+
+    graph = extract_graph(add_node_net())
+    chosen = validate(baseline_plan(graph, "nchw8c"), graph)
+    shape = graph.op("conv2d_1").shape
+    ops = ("max_pool2d_0", "add_0", "reshape_0")
+    bare = CallTime("fused_max_pool2d_add_reshape", tuple(Origin(op) for op in ops), 0.0264, True)
+    moved = CallTime("fused_layout_transform_max_pool2d_add_reshape",
+                     (Origin("conv2d_1", "NCHW8c", "NCHW", shape), *(Origin(op) for op in ops)), 0.0464, True)
+    profile = Profile((moved,), 0.0, {}, 0.0464, 3)
+    times = network_times(graph, chosen, profile, bare_bases([Profile((bare,), 0.0, {}, 0.0264, 3)]))
+    pooled, added = (chain_task(graph, node, chosen[node]) for node in ("conv2d_1", "add_0"))
+    assert times[TransformTask(shape, "NCHW8c", "NCHW")] == pytest.approx(0.020)
+    assert times[pooled] == pytest.approx(0.0264 * 128 / 264) == times[added]
+    assert unpriced_ms(graph, chosen, profile, bare_bases([Profile((bare,), 0.0, {}, 0.0264, 3)])) == pytest.approx(
+        0.0264 * 8 / 264)
+    assert network_times(graph, chosen, profile) == {}
