@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from experiments.phases import PhaseClock
 
 if TYPE_CHECKING:
+    from cost_models.wakeup import Wakeup
     from experiments.extraction import Extracted
     from search.artifact import Artifact
     from search.plan import Plan
@@ -42,11 +43,22 @@ class PlanTiming:
 @dataclass(frozen=True)
 class TimedPlans:
     """``time_plans``' result: each label's ``PlanTiming`` (labels with identical plans share one), the 1-minute load
-    average before and after timing, and each distinct plan's profile inside the network when asked for."""
+    average before and after timing, each distinct plan's profile inside the network when asked for, and the
+    cross-core wake-up round trip before and after timing (``cost_models.wakeup``; None where not probed)."""
 
     timings: dict[str, PlanTiming]
     load: tuple[float, float]
     profiles: dict[str, Profile] = field(default_factory=dict)
+    wakeup: tuple[Wakeup, Wakeup] | None = None
+
+    def machine_changed_from(self, other: TimedPlans) -> bool:
+        """Whether the cores woke each other at another speed than while ``other``'s plans were timed, steadily:
+        each timing's two probes agree and the two timings' do not (the machine was seen to switch for a second and
+        back). Timings of two such states do not predict each other."""
+        if self.wakeup is None or other.wakeup is None:
+            return False
+        steady = not self.wakeup[0].changed(self.wakeup[1]) and not other.wakeup[0].changed(other.wakeup[1])
+        return steady and self.wakeup[1].changed(other.wakeup[1])
 
     def medians(self) -> dict[str, float]:
         """The measured latency (median, ms) by label."""
@@ -146,6 +158,7 @@ def time_plans(extracted: Extracted, plans: Mapping[str, Plan], *, repeat: int,
 
 def _time_exported(extracted: Extracted, plans: Mapping[str, Plan], exports: PlanExports, *, repeat: int,
                    keep: Mapping[str, Path], profile_runs: int, clock: PhaseClock) -> TimedPlans:
+    from cost_models.wakeup import probe_wakeup
     from search.artifact import load_artifact
     from search.profile import profile_artifact
 
@@ -163,7 +176,10 @@ def _time_exported(extracted: Extracted, plans: Mapping[str, Plan], exports: Pla
         artifacts[label] = load_artifact(where)
     before = os.getloadavg()[0]
     with clock.phase("latency"):
+        before_wakeup = probe_wakeup()
         latencies = interleaved_latency(artifacts, rounds=repeat, threads=extracted.settings.threads)
+        after_wakeup = probe_wakeup()
+    wakeup = (before_wakeup, after_wakeup) if before_wakeup and after_wakeup else None
     load = (before, os.getloadavg()[0])
     profiles = {}
     if profile_runs:
@@ -174,7 +190,7 @@ def _time_exported(extracted: Extracted, plans: Mapping[str, Plan], exports: Pla
     for label, plan in plans.items():
         first = distinct[tuple(sorted(plan.choices.items()))]
         results[label] = PlanTiming(predicted_cost(extracted.problem, plan), errors[first], latencies[first])
-    return TimedPlans(results, load, profiles)
+    return TimedPlans(results, load, profiles, wakeup)
 
 
 def plan_table(timed: TimedPlans, column: str, profiled: Callable[[Profile], float]) -> list[str]:

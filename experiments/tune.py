@@ -315,6 +315,11 @@ def _report(first: TimedPass, last: TimedPass, rounds: list[Round], calibrated_o
     solved, results = last.solved, _results(first, last, rounds, calibrated_on)
     report = summary(replace(last.extracted, **first_counts), solved.solutions, solved.errors, solved.best, results,
                      last.timed, directory)
+    if last.timed.wakeup is not None and calibrated_on.timed is not last.timed \
+            and calibrated_on.timed.wakeup is not None:
+        report["wakeup"]["calibration"] = {"before_latency": calibrated_on.timed.wakeup[0].to_dict(),
+                                           "after_latency": calibrated_on.timed.wakeup[1].to_dict()}
+        report["wakeup"]["changed_since_calibration"] = last.timed.machine_changed_from(calibrated_on.timed)
     if last.drift is not None:
         report["drift"] = {"ratio": last.drift.ratio, "disturbed": last.drift.disturbed,
                            "kernels": len(last.drift.times),

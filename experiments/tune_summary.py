@@ -92,6 +92,8 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
                   "artifact": str(directory / TUNED_ARTIFACT), "picture": str(directory / PICTURE)},
         "load_average_1min": {"before_latency": timed.load[0], "after_latency": timed.load[1]},
     }
+    if timed.wakeup is not None:
+        out["wakeup"] = {"before_latency": timed.wakeup[0].to_dict(), "after_latency": timed.wakeup[1].to_dict()}
     if len(solutions) + len(errors) > 1:
         speedups = {name: base["latency"]["median_ms"] for name, base in baselines.items()}
         out["solvers"] = {name: {**solution_dict(solution), **results[solver_label(name)].to_dict(),
@@ -100,6 +102,11 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
                           for name, solution in solutions.items()}
         out["solvers"] |= {name: {"solver": name, "error": error} for name, error in errors.items()}
     return out
+
+
+def _wakeup_span(wakeup: dict[str, Any]) -> str:
+    """``29 -> 42 us``: the cross-core wake-up round trip before and after a timing (``cost_models.wakeup``)."""
+    return " -> ".join(f"{wakeup[when]['median_us']:.0f}" for when in ("before_latency", "after_latency")) + " us"
 
 
 PHASES = {"measure": "measuring", "solve": "solving", "export": "exporting and checking", "latency": "timing",
@@ -207,9 +214,15 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     pool = "" if latency["runtime_threads"] == latency["threads"] else \
         f" (TVM's thread pool ran {latency['runtime_threads']} threads: it was started before threads were set)"
     lines.append(f"end-to-end latency: {latency['rounds']} interleaved rounds per plan; 1-min load average "
-                 f"{load['before_latency']:.2f} -> {load['after_latency']:.2f} on {usable_cores()} cores{pool}")
+                 f"{load['before_latency']:.2f} -> {load['after_latency']:.2f} on {usable_cores()} cores{pool}"
+                 + (f"; cross-core wake-up {_wakeup_span(s['wakeup'])}" if "wakeup" in s else ""))
     for entry in s.get("calibration", {}).get("rounds", []):
         lines.append(_round_line(entry, s["solver"]["solver"]))
+    if s.get("wakeup", {}).get("changed_since_calibration"):
+        wakeup = s["wakeup"]
+        lines.append(f"warning: one core woke another in {_wakeup_span(wakeup['calibration'])} in the timing that "
+                     f"calibrated the costs and in {_wakeup_span(wakeup)} in the last one: the predictions carry a "
+                     "change of the machine (virtual cores placed anew by their host, say; docs/fidelity.md)")
     if "budget" in s:
         b = s["budget"]
         lines.append(f"error budget {b['max_error']:g}: {len(b['checks'])} plans checked, {len(b['forbidden'])} "

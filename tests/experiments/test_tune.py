@@ -101,6 +101,25 @@ def test_the_summary_says_where_the_time_went(runs):
     assert "measuring" in line and "(builds " in line and "timing " in line
 
 
+def test_the_summary_records_the_cross_core_wake_up_around_the_timing_and_warns_of_a_changed_machine(runs):
+    import os
+
+    from experiments.tune_summary import format_summary
+
+    _, (first, _), (lines, _) = runs
+    if len(os.sched_getaffinity(0)) < 2:
+        assert "wakeup" not in first
+        return
+    wakeup = first["wakeup"]
+    assert all(wakeup[when]["median_us"] > 0 for when in ("before_latency", "after_latency"))
+    assert "changed_since_calibration" not in wakeup  # no calibration round
+    assert any(line.startswith("end-to-end latency: ") and "; cross-core wake-up " in line for line in lines)
+    slower = {when: {**probe, "median_us": 99.0} for when, probe in wakeup.items()}
+    changed = {**first, "wakeup": {**slower, "calibration": wakeup, "changed_since_calibration": True}}
+    warning = [line for line in format_summary(changed) if line.startswith("warning: one core woke another")]
+    assert len(warning) == 1 and "in 99 -> 99 us in the last one" in warning[0]
+
+
 @pytest.mark.parametrize("baselines", [()])
 def test_tune_times_the_baselines_asked_for(baselines, tmp_path, warm_cache):
     lines: list[str] = []
