@@ -1,15 +1,16 @@
 """How well the cost problem predicts the exported network: per kernel, per timing method, and end to end.
 
-For each network: the problem is extracted with warm timings (``--cache``; not the default, ``context``, so that the
-three methods are compared against the same plans as in the runs docs/fidelity.md reports), and six plans are
-exported, numerically checked and timed end to end in interleaved rounds (``experiments.timing.time_plans``, the
-in-process harness of ``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c
+For each network (a zoo name, or an ONNX file bound by ``--input-shape``, whose operators outside the registered
+kinds run as fixed operators): the problem is extracted as ``tessera tune`` extracts it with its defaults (the default
+space and ``--timing``, ``context``; ``--timing warm`` gives the plans the runs in docs/fidelity.md compared), and six
+plans are exported, numerically checked and timed end to end in interleaved rounds (``experiments.timing.time_plans``,
+the in-process harness of ``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c
 baselines. Each is then profiled inside the network (``search.profile``).
 
-1. Timing methods. Every kernel the six plans run is also timed alone with the ``context`` and ``cold`` methods (the
-   same cache); each method's isolated times are compared with the kernels' in-network times: median absolute
-   relative error, the total over the kernels, and Spearman's rank correlation.
-2. End to end. Each plan's prediction against its measured median: the problem's cost of the plan (warm, isolated
+1. Timing methods. Every kernel the six plans run is also timed alone with each method (the same cache); each
+   method's isolated times are compared with the kernels' in-network times: median absolute relative error, the total
+   over the kernels, and Spearman's rank correlation.
+2. End to end. Each plan's prediction against its measured median: the problem's cost of the plan (the extraction's
    timings), the same priced with each other method, and calibrated leave-one-out: the other five plans' in-network
    times and calibration factors (``cost_models.calibration.Factors``: by kind, or by kind and layout) price it, plus
    the median time the problem does not price in the other five. The rank correlation of predicted and measured
@@ -17,10 +18,14 @@ baselines. Each is then profiled inside the network (``search.profile``).
 3. Where the time goes: each plan's profile grouped by what its calls compute (kernels by kind, transforms, layout
    nodes with what is fused into them, followers, fixed operators, the VM's own time, and per call) beside the
    problem's terms.
+4. Where the calibrated prediction misses (``cost_models.prediction_error``): each plan's leave-one-out error split
+   into its kernels' (with their chains), its transforms', the unpriced time's and the machine's drift between the
+   profile and the timing rounds, as shares of the measured median that add up to the whole error.
 
 Prints markdown. Measuring fills the cache: run with nothing else on the machine and record its CPU and vector unit.
 
     .venv/bin/python benchmarks/fidelity.py --models resnet50 inception_v3 --threads 2 --cache costs.sqlite
+    .venv/bin/python benchmarks/fidelity.py --models det.onnx --input-shape 1,3,320,320 --cache costs.sqlite
 """
 
 from __future__ import annotations
@@ -35,10 +40,11 @@ from scipy.stats import spearmanr
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cost_models.cache import CostCache, CostRecord  # noqa: E402
+from cost_models.cache import DEFAULT_TIMING, TIMING_METHODS, CostCache  # noqa: E402
 from cost_models.calibration import Factors, bare_bases, network_times  # noqa: E402
 from cost_models.measure import MeasuredCosts  # noqa: E402
-from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
+from cost_models.prediction_error import PARTS, priced_problem, split_error  # noqa: E402
+from cost_models.pricing import measurement_tasks, plan_cost  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
@@ -52,7 +58,6 @@ from search.threads import use_threads  # noqa: E402
 from solvers import solve  # noqa: E402
 
 UNIFORM = ("nchw", "nhwc", "nchw8c", "nchw16c")
-METHODS = ("warm", "context", "cold")
 
 
 def spearman(xs: list[float], ys: list[float]) -> float:
@@ -79,8 +84,8 @@ def isolated(tasks: list, cache: str, threads: int, method: str) -> dict:
 
 
 def run(model: str, args) -> list[str]:
-    extracted = extract(model, threads=args.threads, cache=args.cache, baselines=UNIFORM,
-                        costs=MeasuredSource(timing="warm"))
+    extracted = extract(model, threads=args.threads, cache=args.cache, baselines=UNIFORM, input_shape=args.input_shape,
+                        costs=MeasuredSource(timing=args.timing))
     graph, problem = extracted.graph, extracted.problem
     auxiliary = problem.meta["auxiliary"]
     plans = {name: plan_from_assignment(solve(problem, name).assignment, model, extracted.args, auxiliary=auxiliary)
@@ -99,7 +104,7 @@ def run(model: str, args) -> list[str]:
 
     # 1. timing methods against in-network kernel times
     kernels = {task: ms for times in in_network.values() for task, ms in times.items() if isinstance(task, KernelTask)}
-    per_method = {method: isolated(list(kernels), args.cache, args.threads, method) for method in METHODS}
+    per_method = {method: isolated(list(kernels), args.cache, args.threads, method) for method in TIMING_METHODS}
     lines += ["| timing method | median abs error | total isolated / in network | rank correlation |",
               "| --- | ---: | ---: | ---: |"]
     for method, times in per_method.items():
@@ -112,15 +117,18 @@ def run(model: str, args) -> list[str]:
     # 2. end to end
     space = tuning_space(graph, baselines=UNIFORM)
     tasks = [task for task in measurement_tasks(graph, space) if not task.free]
-    warm = isolated(tasks, args.cache, args.threads, "warm")
+    base = isolated(tasks, args.cache, args.threads, args.timing)
     used = list({task for times in in_network.values() for task in times})
-    priced = {method: price(graph, space, {**warm, **isolated(used, args.cache, args.threads, method)})
-              for method in METHODS}
+    priced = {method: priced_problem(graph, space, {**base, **isolated(used, args.cache, args.threads, method)})
+              for method in TIMING_METHODS}
     predictions = {method: {label: plan_cost(priced[method], plan.choices) for label, plan in plans.items()}
-                   for method in METHODS}
+                   for method in TIMING_METHODS}
+    calibrated = {}
     for name, by_layout in (("calibrated", False), ("calibrated by layout", True)):
-        predictions[name] = {label: leave_one_out(label, graph, space, warm, in_network, plans, measured, by_layout)
-                             for label in plans}
+        calibrated[name] = {label: leave_one_out(label, graph, space, base, in_network, plans, measured, by_layout)
+                            for label in plans}
+        predictions[name] = {label: plan_cost(priced_problem(graph, space, times), plans[label].choices) + unpriced
+                             for label, (times, unpriced) in calibrated[name].items()}
     lines += ["", "| plan | measured ms (IQR) | " + " | ".join(f"predicted {m}" for m in predictions) + " |",
               "| --- | ---: |" + " ---: |" * len(predictions)]
     for label in plans:
@@ -146,7 +154,18 @@ def run(model: str, args) -> list[str]:
         lines.append(f"| {label} | " + " | ".join(f"{totals.get(c, 0.0):.2f}" for c in CATEGORIES)
                      + f" | {source[label].overhead_ms:.2f} | {len(source[label].calls)} | "
                      f"{1000 * source[label].overhead_ms / len(source[label].calls):.1f} | "
-                     f"{predictions['warm'][label]:.2f} |")
+                     f"{predictions[args.timing][label]:.2f} |")
+
+    # 4. where the calibrated prediction misses
+    lines += ["", "| plan | measured ms | calibrated prediction | " + " | ".join(PARTS) + " |",
+              "| --- | ---: | ---: |" + " ---: |" * len(PARTS)]
+    for label in plans:
+        times, unpriced = calibrated["calibrated"][label]
+        split = split_error(graph, space, times, unpriced, chosen[label], source[label], measured[label], bases)
+        shares = split.relative()
+        lines.append(f"| {label} | {measured[label]:.2f} | {predictions['calibrated'][label]:.2f} "
+                     f"({100 * shares['total']:+.1f}%) | " + " | ".join(f"{100 * shares[p]:+.1f}%" for p in PARTS)
+                     + " |")
     return lines + [""]
 
 
@@ -154,40 +173,38 @@ CATEGORIES = ("conv2d kernels", "depthwise_conv2d kernels", "dense kernels", "la
               "concat (with fused followers)", "add (with fused followers)", "followers", "fixed operators")
 
 
-def price(graph, space, times: dict):
-    """The problem of ``space`` priced by ``times`` (task -> ms; free tasks 0, missing ones forbidden)."""
-    def measure(asked: list) -> list[CostRecord]:
-        return [CostRecord(0.0 if t.free else times.get(t, float("inf")), 0.0, 1) for t in asked]
-    return build_problem(graph, space, measure)
-
-
-def leave_one_out(label, graph, space, warm: dict, in_network: dict, plans: dict, measured: dict,
-                  by_layout: bool) -> float:
-    """``label``'s prediction calibrated on the other plans only: their in-network times, the calibration factors
-    (``cost_models.calibration.Factors``, by kind, or by kind and layout) of their ratios to the warm times (read
-    off the solvers' plans' tasks where there are enough, as ``tune`` does), and their median time the problem does
-    not price."""
+def leave_one_out(label, graph, space, isolated_ms: dict, in_network: dict, plans: dict, measured: dict,
+                  by_layout: bool) -> tuple[dict, float]:
+    """``label``'s prediction calibrated on the other plans only, as task prices and the time the problem does not
+    price: their in-network times, the calibration factors (``cost_models.calibration.Factors``, by kind, or by kind
+    and layout) of their ratios to the isolated times (read off the solvers' plans' tasks where there are enough, as
+    ``tune`` does), and their median time the problem does not price."""
     others = [other for other in plans if plans[other].choices != plans[label].choices]
     known = {task: ms for other in others for task, ms in in_network[other].items()}
     chosen = {task.key for other in others if other not in UNIFORM for task in in_network[other]}
-    factors = Factors.fit({task: ms / warm[task] for task, ms in known.items() if warm.get(task)}, by_layout,
-                          chosen=chosen)
-    times = {task: ms * factors.of(task) for task, ms in warm.items()} | known
-    problem = price(graph, space, times)
+    factors = Factors.fit({task: ms / isolated_ms[task] for task, ms in known.items() if isolated_ms.get(task)},
+                          by_layout, chosen=chosen)
+    times = {task: ms * factors.of(task) for task, ms in isolated_ms.items()} | known
+    problem = priced_problem(graph, space, times)
     unpriced = [measured[other] - plan_cost(problem, plans[other].choices) for other in others]
-    return plan_cost(problem, plans[label].choices) + (statistics.median(unpriced) if unpriced else 0.0)
+    return times, statistics.median(unpriced) if unpriced else 0.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["resnet50", "inception_v3", "densenet201", "ssd_resnet50_512"])
+    parser.add_argument("--models", nargs="+", default=["resnet50", "inception_v3", "densenet201", "ssd_resnet50_512"],
+                        help="zoo names or .onnx files")
+    parser.add_argument("--input-shape", action="append", default=None, metavar="[NAME=]D0,D1,...",
+                        help="an input's shape, as tessera tune takes it (binds an ONNX file's dynamic dimensions)")
+    parser.add_argument("--timing", choices=TIMING_METHODS, default=DEFAULT_TIMING,
+                        help="the extraction's isolated timing method, tessera tune's default unless given")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=10, help="interleaved end-to-end timing rounds")
     parser.add_argument("--profile-runs", type=int, default=20, help="runs of each profile")
     parser.add_argument("--cache", default=str(Path("~/.cache/tessera/costs.sqlite").expanduser()))
     args = parser.parse_args()
     use_threads(args.threads)
-    print(f"CPU {host().cpu}, vector unit {HOST.name}, {args.threads} threads")
+    print(f"CPU {host().cpu}, vector unit {HOST.name}, {args.threads} threads, extraction timing {args.timing}")
     for model in args.models:
         print("\n".join(run(model, args)), flush=True)
 

@@ -204,6 +204,19 @@ def test_a_solvers_in_network_times_are_kept_as_chosen_and_price_the_unprofiled_
     assert calibrated.stats["factors"] == {"conv2d": 1.0, "conv2d (chosen)": 1.4}
 
 
+@pytest.mark.parametrize("real", [0.93, 2.44])
+def test_transforms_tvm_elided_in_the_network_set_no_factor(real):
+    # inception_v3's profiles on a znver4 host: two of its three profiled transforms (NCHW16c/32c -> NCHW of its 1x1
+    # map) became reshapes, 0 ms; the third ran 0.93x its record (another host's transforms: 2.44x). Their median, 0,
+    # priced every transform no profile ran at nothing
+    elided = {TransformTask((1, 2048, 1, 1), src, "NCHW"): 0.0 for src in ("NCHW16c", "NCHW32c")}
+    ran = {TransformTask((1, 3, 299, 299), "NCHW", "NHWC"): real}
+    factors = Factors.fit({**elided, **ran}, measured_at={task: 1000.0 for task in [*elided, *ran]})
+    unprofiled = TransformTask((1, 64, 73, 73), "NCHW16c", "NHWC")
+    assert factors.of(unprofiled) == factors.of(unprofiled, 1000.0) == real
+    assert Factors.fit(elided).of(unprofiled) == 1.0  # only elided ones: as if none was profiled
+
+
 def conv_of(channels: int) -> KernelTask:
     wl = Conv2DWorkload(1, channels, 8, 8, 16, (3, 3), (1, 1), (1, 1, 1, 1))
     return KernelTask(KernelSpec(wl, "NCHW8c", "NCHW8c", (), Epilogue()))
