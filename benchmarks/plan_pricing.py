@@ -10,8 +10,11 @@ profiled ones, the plan's prediction is flattered. Then, from the cache's in-net
 isolated ratio of the profiled kernels, those of the uniform baselines apart from the others (which a solver chose:
 ``cost_models.calibration.Factors`` prices the tasks no profile ran by the latter where there are enough). With
 ``--retime``, the plan's kernels are also timed again alone (into a temporary cache, as the tune timed them): kernels
-the solver picked because their records looked cheap run above their records more than the others. Nothing is
-written; run with nothing else on the machine.
+the solver picked because their records looked cheap run above their records more than the others. Last, the final
+prediction's error split into the kernels' (with their chains), the transforms', the unpriced time's and the drift
+between the tune's final timing and the profiles (``cost_models.prediction_error``; the calibrated problem's task
+prices read off the cache as ``tune`` priced them, scaled by the prediction's window). Nothing is written; run with
+nothing else on the machine.
 
     python benchmarks/plan_pricing.py --tune OUT --cache costs.sqlite --profiles 3 --retime
 """
@@ -33,8 +36,10 @@ import tempfile  # noqa: E402
 from collections import defaultdict  # noqa: E402
 
 from cost_models.cache import Context, CostCache  # noqa: E402
-from cost_models.calibration import network_context, network_times  # noqa: E402
-from cost_models.pricing import chain_task  # noqa: E402
+from cost_models.calibration import CalibratedCosts, network_context, network_times  # noqa: E402
+from cost_models.measure import MeasuredCosts  # noqa: E402
+from cost_models.prediction_error import PARTS, split_error  # noqa: E402
+from cost_models.pricing import chain_task, measurement_tasks, plan_assignment  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
 from experiments.extraction import load_network  # noqa: E402
@@ -47,6 +52,7 @@ from search.plan import baseline_plan, validate  # noqa: E402
 from search.profile import profile_artifact  # noqa: E402
 from search.space import tuning_space  # noqa: E402
 from search.threads import reserve_pool  # noqa: E402
+from solvers import Problem  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -95,18 +101,46 @@ def retime(kernels: dict[str, KernelTask], profiled: set[str], cache: CostCache,
                   f"{spread([again[key].median_ms / records[key].median_ms for key in keys])} |")
 
 
+def final_split(summary: dict, graph, space: dict, choices: dict, profiles: list, cache: Path, context: Context,
+                problem: Problem) -> None:
+    """The final prediction's error by part (``cost_models.prediction_error``), the median over ``profiles``."""
+    plan = summary["plan"]
+    window = plan.get("window") or 1.0
+    target = make_target(summary["threads"], summary["target"].get("mcpu"))
+    tasks = [task for task in measurement_tasks(graph, space) if not task.free]
+    with MeasuredCosts(CostCache(cache), target=target, threads=summary["threads"], timing=context.timing) as measured:
+        records = CalibratedCosts(measured).measure(tasks)
+    prices = {task: record.median_ms for task, record in zip(tasks, records) if record.ok}
+    names = {node: candidate.name for node, candidate in choices.items()}
+    cost = problem.evaluate(plan_assignment(problem, names))
+    before_window = plan.get("predicted_calibration_window_ms", plan["predicted_ms"])
+    scaled = {task: ms * window for task, ms in prices.items()}
+    splits = [split_error(graph, space, scaled, (before_window - cost) * window, choices, profile,
+                          plan["latency"]["median_ms"]).relative() for profile in profiles]
+    print(f"\nThe final prediction ({plan['predicted_ms']:.3f} ms: the calibrated problem's {cost:.3f} ms and "
+          f"{before_window - cost:.3f} ms unpriced, x{window:.3f}) against the measured median "
+          f"{plan['latency']['median_ms']:.3f} ms, by part (% of it; drift: the profiles' runs against the timing):\n")
+    print("| " + " | ".join(PARTS) + " | total |")
+    print("|" + " ---: |" * (len(PARTS) + 1))
+    print("| " + " | ".join(f"{100 * statistics.median(s[part] for s in splits):+.1f}%" for part in (*PARTS, "total"))
+          + " |")
+
+
 def main() -> None:
     args = parse_args()
     summary = json.loads((args.tune / "summary.json").read_text())
     reserve_pool(summary["threads"])
     given = summary["args"]
-    graph, _, _ = load_network(summary["model"], batch=given["batch"], image_size=given["image_size"],
-                               seed=given["seed"], input_shape=given.get("input_shape"))
+    shape = given.get("input_shape")  # a network bound by its input shape records its batch and size beside it
+    graph, _, _ = load_network(summary["model"], batch=None if shape else given["batch"],
+                               image_size=None if shape else given["image_size"], seed=given["seed"],
+                               input_shape=shape)
     artifact = load_artifact(args.tune / "artifact")
     choices = validate(artifact.plan, graph)
     problem = json.loads((args.tune / "problem.json").read_text())
     price = {node["name"]: dict(zip(node["candidates"], node["costs"])) for node in problem["nodes"]}
-    profiles = [network_times(graph, choices, profile_artifact(artifact, runs=10)) for _ in range(args.profiles)]
+    runs = [profile_artifact(artifact, runs=10) for _ in range(args.profiles)]
+    profiles = [network_times(graph, choices, profile) for profile in runs]
     context = Context(**summary["measurements"]["context"])
     cache = CostCache(args.cache, read_only=True)
     nodes = {}
@@ -148,6 +182,7 @@ def main() -> None:
     print("| --- | ---: | --- |")
     for group, values in sorted(ratios.items()):
         print(f"| {group} | {len(values)} | {spread(values)} |")
+    final_split(summary, graph, space, choices, runs, args.cache, context, Problem.from_dict(problem))
 
 
 if __name__ == "__main__":
