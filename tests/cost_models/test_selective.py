@@ -80,9 +80,24 @@ def test_given_full_measurements_costs_it_ends_on_the_optimum_where_its_bounds_h
     if bounded <= optimum.cost * (1 + 1e-9):
         assert cost == pytest.approx(optimum.cost, rel=1e-9)
     asked = set(replay.asked)
-    assert len(asked) == len(replay.asked) < len(records)  # each task measured once, not all of them
+    # each task measured once; with a model that never saw the network and records of a quick timing loop, which
+    # tasks bounds leave out varies from run to run (all of them, at times, on a 2-core host)
+    assert len(asked) == len(replay.asked) <= len(records)
     assert {task.key for task in plan_tasks(graph, space, plan) if not task.free} <= asked
     assert selective.stats["predicted"] > 0 and selective.stats["rounds"] >= 1
+
+
+@pytest.mark.parametrize("name", list(NETS))
+def test_a_model_that_knows_the_network_leaves_tasks_unmeasured(name, measured, tmp_path):
+    extracted, records, context = measured[name]
+    replay = Replay(records, context, CostCache(tmp_path / "empty.sqlite"))
+    selective = SelectiveCosts(replay, _model(records))  # fitted on these very records
+    space = tuning_space(extracted.graph, layouts=SPACE["layouts"].split(","), space_size=SPACE["space_size"])
+    problem = price_selectively(selective, extracted.graph, space, selective.measure)
+    plan = solve(problem, "auto").assignment
+    assert plan_cost(problem, {node: plan[node] for node in space}) == pytest.approx(
+        plan_cost(extracted.problem, {node: plan[node] for node in space}), rel=1e-9)
+    assert len(set(replay.asked)) == len(replay.asked) < len(records)  # a part of the tasks, each once
 
 
 def test_the_model_is_refit_once_what_is_known_has_grown_by_a_quarter(measured, tmp_path, monkeypatch):
