@@ -166,7 +166,7 @@ def main() -> None:
         retime({task.key: task for task, _, _ in nodes.values()}, set(profiled), cache, context, summary)
     searched = summary["problem"]
     space = tuning_space(graph, layouts=searched["layouts"], space_size=searched["space_size"],
-                         precision=searched["precision"])
+                         baselines=tuple(summary["baselines"]), precision=searched["precision"])
     kernels = {task.key: task for op in graph.tunable if isinstance(get_kind(op.kind), KernelKind)
                for task in (KernelTask(kernel_spec(op, candidate)) for candidate in space[op.name])}
     baselines = {KernelTask(kernel_spec(graph.op(node), candidate)).key for name in summary["baselines"]

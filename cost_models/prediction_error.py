@@ -61,18 +61,22 @@ def priced_problem(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], tim
 def plan_parts(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], times: Mapping[Task, float],
                chosen: Mapping[str, Candidate]) -> tuple[float, float]:
     """A plan's (kernels and chains, transforms) ms, priced by ``times``."""
-    names = {node: candidate.name for node, candidate in chosen.items()}
-    return _parts(graph, space, times, plan_assignment(priced_problem(graph, space, times), names))
+    problem = priced_problem(graph, space, times)
+    return _parts(graph, space, times, problem, _assignment(problem, chosen))
 
 
-def _parts(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], times: Mapping[Task, float],
+def _assignment(problem: Problem, chosen: Mapping[str, Candidate]) -> dict[str, str]:
+    """Plan ``chosen`` as a full assignment of ``problem`` (its auxiliary nodes completed)."""
+    return plan_assignment(problem, {node: candidate.name for node, candidate in chosen.items()})
+
+
+def _parts(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], times: Mapping[Task, float], problem: Problem,
            assignment: Mapping[str, str]) -> tuple[float, float]:
-    """(kernels and chains, transforms) of a full ``assignment`` (auxiliary nodes included) priced by ``times``: the
+    """(kernels and chains, transforms) of a full ``assignment`` of ``problem``, ``space`` priced by ``times``: the
     transforms are its cost with every other task at 0."""
     only = {task: ms if isinstance(task, TransformTask) else 0.0 for task, ms in times.items()}
-    total = priced_problem(graph, space, times).evaluate(assignment)
     transforms = priced_problem(graph, space, only).evaluate(assignment)
-    return total - transforms, transforms
+    return problem.evaluate(assignment) - transforms, transforms
 
 
 def split_error(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], prices: Mapping[Task, float],
@@ -83,11 +87,11 @@ def split_error(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], prices
     ``cost_models.calibration.bare_bases`` of all the profiles). A task of the plan that no profiled call computes
     (a transform TVM turned into a reshape, or one fused where the attribution does not find it) took 0 ms there;
     what such calls did take is in the unpriced part."""
-    names = {node: candidate.name for node, candidate in chosen.items()}
-    assignment = plan_assignment(priced_problem(graph, space, prices), names)
-    kernels, transforms = _parts(graph, space, prices, assignment)
+    problem = priced_problem(graph, space, prices)
+    assignment = _assignment(problem, chosen)
+    kernels, transforms = _parts(graph, space, prices, problem, assignment)
     actual = {task: 0.0 for task in prices} | network_times(graph, chosen, profile, bases)
-    net_kernels, net_transforms = _parts(graph, space, actual, assignment)
+    net_kernels, net_transforms = _parts(graph, space, actual, priced_problem(graph, space, actual), assignment)
     unpriced = profile.run_ms - net_kernels - net_transforms
     return ErrorSplit(kernels - net_kernels, transforms - net_transforms, unpriced_estimate_ms - unpriced,
                       profile.run_ms - measured_ms, measured_ms)
