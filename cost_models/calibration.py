@@ -208,10 +208,11 @@ def _chain_shares(graph: OpGraph, ops: Sequence[str], owner: Mapping[str, str], 
 
 
 def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
-                bases: Mapping[frozenset[str], float] | None = None) -> tuple[dict[Task, list[float]], float]:
-    """The profiled calls that compute a task of the problem, by task, and their total time: a node's kernel, a
-    transform, or (several calls summed) a node's chain: a layout node's own op and the followers after a node (a
-    call TVM fused from several nodes' chains, and fixed operators, split among them: ``_chain_shares``).
+                bases: Mapping[frozenset[str], float] | None = None) -> tuple[dict[Task, list[float]], list[float]]:
+    """The profiled calls that compute a task of the problem, by task, and the part of each call's time (in the
+    profile's order) they account for: a node's kernel, a transform, or (several calls summed) a node's chain: a
+    layout node's own op and the followers after a node (a call TVM fused from several nodes' chains, and fixed
+    operators, split among them: ``_chain_shares``).
     With ``bases`` (``bare_bases``), transforms fused into a call of other operators get what the call takes beyond
     those operators' own time, and the operators the rest."""
     owner = {}  # op -> the node whose chain it belongs to
@@ -221,33 +222,34 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
         owner.update({follower.name: op.name for follower in graph.followers_of(op.name)})
     times: dict[Task, list[float]] = defaultdict(list)
     chains: dict[str, float] = defaultdict(float)
-    attributed = 0.0
+    priced = []
     for call in profile.calls:
         ops = [origin.op for origin in call.computes if not origin.is_transform]
         kernels = [op for op in ops if op in choices and isinstance(get_kind(graph.op(op).kind), KernelKind)]
+        part = 0.0
         if len(call.computes) == 1 and call.computes[0].is_transform:
             origin = call.computes[0]
             times[TransformTask(origin.shape, origin.src, origin.dst)].append(call.ms)
-            attributed += call.ms
+            part = call.ms
         elif len(ops) == 1 and kernels:
             times[KernelTask(kernel_spec(graph.op(ops[0]), choices[ops[0]]))].append(call.ms)
-            attributed += call.ms
+            part = call.ms
         elif not kernels:
             fused = _fused_transforms(call, bases) if bases is not None else {}
-            if len(ops) < len(call.computes) and not fused:
-                continue  # transforms in the call, and no way to tell their time from the operators'
-            for task, ms in fused.items():
-                times[task].append(ms)
-            shares = _chain_shares(graph, ops, owner, call.ms - sum(fused.values())) if ops else {}
-            for node, ms in shares.items():
-                if node in choices:
-                    chains[node] += ms
-            attributed += sum(fused.values()) + sum(ms for node, ms in shares.items() if node in choices)
+            if len(ops) == len(call.computes) or fused:  # else no way to tell the transforms' time from the ops'
+                for task, ms in fused.items():
+                    times[task].append(ms)
+                shares = _chain_shares(graph, ops, owner, call.ms - sum(fused.values())) if ops else {}
+                for node, ms in shares.items():
+                    if node in choices:
+                        chains[node] += ms
+                part = sum(fused.values()) + sum(ms for node, ms in shares.items() if node in choices)
+        priced.append(part)
     for node, ms in chains.items():
         task = chain_task(graph, node, choices[node])
         if task is not None:
             times[task].append(ms)
-    return times, attributed
+    return times, priced
 
 
 def network_times(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
@@ -262,7 +264,13 @@ def network_times(graph: OpGraph, choices: Mapping[str, Candidate], profile: Pro
 def priced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
               bases: Mapping[frozenset[str], float] | None = None) -> float:
     """The profiled time of the calls the problem prices (kernels, transforms, chains)."""
-    return _attributed(graph, choices, profile, bases)[1]
+    return sum(_attributed(graph, choices, profile, bases)[1])
+
+
+def unpriced_parts(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
+                   bases: Mapping[frozenset[str], float] | None = None) -> list[float]:
+    """The part of each profiled call's time (in the profile's order) outside the problem's terms."""
+    return [call.ms - part for call, part in zip(profile.calls, _attributed(graph, choices, profile, bases)[1])]
 
 
 def unpriced_ms(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,

@@ -6,11 +6,12 @@ A round starts from plans that were exported and timed (the solver's and the uni
 that task's in-network time (``cost_models.calibration``), kept in the cost cache under the ``network`` context. The
 problem is then priced again by the ``calibrated`` cost source (in-network times where known, elsewhere isolated
 times scaled by the ratio of their kind's tasks measured nearest in time, of those a solver's plan ran where there
-are enough) and the plans' predicted latency is their
-problem cost plus the time the problem does not price (fixed operators, the work fused around layout nodes and
-followers, the VM's own calls): the median, over the other profiled plans, of measured latency less problem cost, so
-that no plan's prediction uses its own measurement. The solvers then solve the calibrated problem; a new plan is
-exported, timed and profiled with the baselines for the next round, the same plan ends the rounds. A new plan is
+are enough) and the plans' predicted latency is their problem cost plus the time the problem does not price (fixed
+operators, the work fused around layout nodes and followers, the VM's own calls): each of the plan's calls priced by
+the calls of the other profiled plans that compute the same in the same layout context (``cost_models.unpriced``),
+plus the median of what their measured latency exceeds their problem cost and unpriced time by, so that no plan's
+prediction uses its own measurement. The solvers then solve the calibrated problem; a new plan is exported, timed
+and profiled with the baselines for the next round, the same plan ends the rounds. A new plan is
 timed beside the plan it would replace, in the same rounds, and replaces it only if it runs faster: a re-solve trusts
 the isolated records of the kernels it adds, which no profile has checked, and the cheapest-looking of many noisy
 records are the ones a solver picks (docs/fidelity.md), so a calibrated plan can be predicted faster than the plan
@@ -27,8 +28,8 @@ disturbed, calibration stops without keeping those profiles.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ PROFILE_RUNS = 10
 @dataclass(frozen=True)
 class Round:
     """One calibration round: the plans' predicted and measured latency (ms) by label, the offset added to the
-    problem cost (median unpriced time; per label, leaving that label out), how the costs were priced, the plan
+    problem cost (the plan's unpriced time and residual, read off the other plans' profiles: ``Unpriced``, kept as
+    ``unpriced`` to predict later plans), how the costs were priced, the plan
     the solvers chose on the calibrated problem (``plan_changed``: it differs from the one measured this round), and
     the drift ratio checked after the profiles this round learned from (``cost_models.drift``), how many tasks
     pricing the round measured (``measured``: none where the first pricing measured them all), and, where the plan
@@ -58,6 +60,7 @@ class Round:
     drift: float | None = None
     measured: int = 0
     side_by_side_ms: dict[str, float] | None = None
+    unpriced: Unpriced | None = field(default=None, repr=False, compare=False)
 
     @property
     def kept_replaced(self) -> bool:
@@ -65,20 +68,69 @@ class Round:
         return self.side_by_side_ms is not None and self.side_by_side_ms["new"] > self.side_by_side_ms["replaced"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "kept_replaced": self.kept_replaced}
+        return {**{name: value for name, value in asdict(replace(self, unpriced=None)).items() if name != "unpriced"},
+                "kept_replaced": self.kept_replaced}
+
+
+@dataclass(frozen=True)
+class Unpriced:
+    """What a round's profiled plans (``plans``, by label) spent outside the problem's terms (``calls``:
+    ``cost_models.unpriced.UnpricedCalls``, each profile scaled to the plan's measured latency), and by how much
+    their measured latency exceeded their problem cost and that time (``residual_ms``)."""
+
+    plans: dict[str, Any]
+    calls: dict[str, Any]
+    residual_ms: dict[str, float]
+
+    @classmethod
+    def fit(cls, graph: Any, problem: Any, plans: Mapping[str, Any], profiles: Mapping[str, Profile],
+            measured_ms: Mapping[str, float]) -> Unpriced:
+        """From the ``profiles`` of ``plans`` (by label) and their ``measured_ms``, on ``problem`` as priced now."""
+        from cost_models.pricing import plan_cost
+        from cost_models.unpriced import UnpricedCalls
+        from search.plan import validate
+
+        scaled, bases = scaled_profiles(profiles, measured_ms)
+        calls = {label: UnpricedCalls.of(graph, validate(plans[label], graph), profile, bases)
+                 for label, profile in scaled.items()}
+        residual = {label: measured_ms[label] - plan_cost(problem, plans[label].choices) - calls[label].total_ms
+                    for label in calls}
+        return cls({label: plans[label] for label in calls}, calls, residual)
+
+    def offset(self, graph: Any, plan: Any, computes: Sequence[Any]) -> float:
+        """What a prediction of ``plan``, whose exported calls compute ``computes``, adds to its problem cost: its
+        calls priced by those of the profiled plans with other choices (all, where there are none) and their median
+        residual (``cost_models.unpriced.estimate``)."""
+        from cost_models.unpriced import estimate, plan_calls
+        from search.plan import validate
+
+        others = [label for label, profiled in self.plans.items() if profiled.choices != plan.choices] \
+            or list(self.plans)
+        calls = plan_calls(graph, validate(plan, graph), computes)
+        return estimate(calls, [self.calls[label] for label in others]) \
+            + statistics.median(self.residual_ms[label] for label in others)
+
+
+def scaled_profiles(profiles: Mapping[str, Profile], measured_ms: Mapping[str, float]
+                    ) -> tuple[dict[str, Profile], dict[frozenset[str], float]]:
+    """Each profile scaled to its plan's measured latency (``measured_ms``, from the interleaved rounds: a
+    profile's own runs last a second or so, and a shared host's speed moves by several percent between seconds),
+    and the bare bases of them all (``cost_models.calibration.bare_bases``)."""
+    from cost_models.calibration import bare_bases
+
+    scaled = {label: profile.at(measured_ms[label]) for label, profile in profiles.items()}
+    return scaled, bare_bases(scaled.values())
 
 
 def keep_network_times(extracted: Extracted, plans: Mapping[str, Any], profiles: Mapping[str, Profile],
                        measured_ms: Mapping[str, float], chosen: Collection[str] = ()) -> int:
     """Store the in-network times the profiles give for each plan's tasks (``chosen``: the labels of the solvers'
-    plans, whose times are kept as chosen ones too), each profile scaled to the plan's
-    measured latency (``measured_ms``, from the interleaved rounds: a profile's own runs last a second or so, and a
-    shared host's speed moves by several percent between seconds); returns how many records were kept."""
-    from cost_models.calibration import bare_bases, network_times, store_network_times
+    plans, whose times are kept as chosen ones too), each profile scaled to the plan's measured latency
+    (``scaled_profiles``); returns how many records were kept."""
+    from cost_models.calibration import network_times, store_network_times
     from search.plan import validate
 
-    scaled = {label: profile.at(measured_ms[label]) for label, profile in profiles.items()}
-    bases = bare_bases(scaled.values())
+    scaled, bases = scaled_profiles(profiles, measured_ms)
     measured = _measured(extracted)
     kept = 0
     try:
@@ -126,28 +178,15 @@ def check_drift(extracted: Extracted, plans: Mapping[str, Any]) -> Drift:
         measured.close()
 
 
-def predict_with_offsets(problem: Any, plans: Mapping[str, Any], offsets: Mapping[str, float]) -> dict[str, float]:
-    """Each plan's predicted latency: problem cost plus its offset from the round that calibrated ``problem`` (the
-    median offset for a plan that round had none for). The offsets come from the measurements paired with the
-    profiles, so a later measurement in another state of the machine is predicted, not fitted."""
+def predict(problem: Any, graph: Any, plans: Mapping[str, Any], computes: Mapping[str, Sequence[Any]],
+            unpriced: Unpriced) -> tuple[dict[str, float], dict[str, float]]:
+    """Each plan's predicted latency (its cost on ``problem`` plus ``unpriced``'s offset for it, given what its
+    exported calls compute: ``computes`` by label) and that offset. The offsets come from the measurements paired
+    with the profiles, so a later measurement in another state of the machine is predicted, not fitted."""
     from cost_models.pricing import plan_cost
 
-    fallback = statistics.median(offsets.values()) if offsets else 0.0
-    return {label: plan_cost(problem, plan.choices) + offsets.get(label, fallback) for label, plan in plans.items()}
-
-
-def predict(problem: Any, plans: Mapping[str, Any], measured_ms: Mapping[str, float]) -> tuple[dict, dict]:
-    """Each plan's predicted latency (problem cost plus the unpriced time of the *other* measured plans) and the
-    offset used for it; a plan never measured gets the median over all of them."""
-    from cost_models.pricing import plan_cost
-
-    costs = {label: plan_cost(problem, plan.choices) for label, plan in plans.items()}
-    unpriced = {label: measured_ms[label] - costs[label] for label in measured_ms}
-    offsets = {}
-    for label in plans:
-        others = [value for other, value in unpriced.items() if other != label] or list(unpriced.values())
-        offsets[label] = statistics.median(others) if others else 0.0
-    return {label: costs[label] + offsets[label] for label in plans}, offsets
+    offsets = {label: unpriced.offset(graph, plan, computes[label]) for label, plan in plans.items()}
+    return {label: plan_cost(problem, plan.choices) + offsets[label] for label, plan in plans.items()}, offsets
 
 
 def window_factors(plans: Mapping[str, Any], measured_ms: Mapping[str, float], then_plans: Mapping[str, Any],

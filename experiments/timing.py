@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from cost_models.wakeup import Wakeup
     from experiments.extraction import Extracted
     from search.artifact import Artifact
+    from search.emit import Origin
     from search.plan import Plan
     from search.profile import Profile
 
@@ -43,13 +44,15 @@ class PlanTiming:
 @dataclass(frozen=True)
 class TimedPlans:
     """``time_plans``' result: each label's ``PlanTiming`` (labels with identical plans share one), the 1-minute load
-    average before and after timing, each distinct plan's profile inside the network when asked for, and the
-    cross-core wake-up round trip before and after timing (``cost_models.wakeup``; None where not probed)."""
+    average before and after timing, each distinct plan's profile inside the network when asked for, the
+    cross-core wake-up round trip before and after timing (``cost_models.wakeup``; None where not probed), and what
+    each label's exported calls compute, in order (``search.profile.listed_calls``)."""
 
     timings: dict[str, PlanTiming]
     load: tuple[float, float]
     profiles: dict[str, Profile] = field(default_factory=dict)
     wakeup: tuple[Wakeup, Wakeup] | None = None
+    calls: dict[str, tuple[tuple[Origin, ...], ...]] = field(default_factory=dict)
 
     def machine_changed_from(self, other: TimedPlans) -> bool:
         """Whether the cores woke each other at another speed than while ``other``'s plans were timed, steadily:
@@ -160,7 +163,7 @@ def _time_exported(extracted: Extracted, plans: Mapping[str, Plan], exports: Pla
                    keep: Mapping[str, Path], profile_runs: int, clock: PhaseClock) -> TimedPlans:
     from cost_models.wakeup import probe_wakeup
     from search.artifact import load_artifact
-    from search.profile import profile_artifact
+    from search.profile import listed_calls, profile_artifact
 
     distinct: dict[tuple, str] = {}  # choices -> the first label with them
     artifacts, errors = {}, {}
@@ -186,11 +189,12 @@ def _time_exported(extracted: Extracted, plans: Mapping[str, Plan], exports: Pla
         with clock.phase("profile"):
             profiles = {label: profile_artifact(artifact, runs=profile_runs, seed=extracted.settings.seed)
                         for label, artifact in artifacts.items()}
-    results = {}
+    results, calls = {}, {}
     for label, plan in plans.items():
         first = distinct[tuple(sorted(plan.choices.items()))]
         results[label] = PlanTiming(predicted_cost(extracted.problem, plan), errors[first], latencies[first])
-    return TimedPlans(results, load, profiles, wakeup)
+        calls[label] = tuple(computes for _, computes in listed_calls(artifacts[first].manifest))
+    return TimedPlans(results, load, profiles, wakeup, calls)
 
 
 def plan_table(timed: TimedPlans, column: str, profiled: Callable[[Profile], float]) -> list[str]:

@@ -19,10 +19,10 @@ from experiments.budget import budget_for, solve_within
 from experiments.calibrate import (
     PROFILE_RUNS,
     Round,
+    Unpriced,
     check_drift,
     keep_network_times,
     predict,
-    predict_with_offsets,
     window_factors,
 )
 from experiments.extraction import Extracted, extract
@@ -99,8 +99,9 @@ def tune(
     (``experiments.timing``). ``calibrate``: calibration rounds at most (0: the plans are predicted by isolated
     timings alone; docs/fidelity.md has the default's figures); they stop when the plan no longer changes or when a
     new plan, timed beside the one it would replace, runs slower (that one is then kept), and every plan's
-    prediction is then its calibrated cost plus the unpriced time of the other plans, carried to the machine's speed
-    of the last timing (``window``). ``baselines``: the uniform plans timed beside the
+    prediction is then its calibrated cost plus its unpriced time, its calls priced by the profiled calls of the
+    other plans (``experiments.calibrate.Unpriced``), carried to the machine's speed of the last timing
+    (``window``). ``baselines``: the uniform plans timed beside the
     solvers' (names of ``search.plan.UNIFORM``; default ``search.plan.BASELINES``, none: ``()``), their candidates
     also measured. ``costs``: a cost source or its name (``cost_models.sources``). The summary's ``time`` says where
     the run's wall time went, by phase (``experiments.phases``). ``echo`` receives each printed line.
@@ -230,6 +231,7 @@ def _faster_of(timed: TimedPass, replaced: Plan, round_: Round, directory: Path,
     round_ = replace(round_, side_by_side_ms=side_by_side)
     plans = {label: plan for label, plan in timed.plans.items() if label != REPLACED}
     profiles = {label: profile for label, profile in timed.timed.profiles.items() if label != REPLACED}
+    calls = {label: computes for label, computes in timed.timed.calls.items() if label != REPLACED}
     solved = timed.solved
     if round_.kept_replaced:
         problem, name = timed.extracted.problem, timed.solved.best
@@ -238,10 +240,11 @@ def _faster_of(timed: TimedPass, replaced: Plan, round_: Round, directory: Path,
                            status="feasible")
         solved = replace(solved, solutions={**solved.solutions, name: solution})
         plans[best], timings[best] = replaced, timed.timed.timings[REPLACED]
+        calls[best] = timed.timed.calls[REPLACED]
         profiles.pop(best, None)  # the new plan's: the rounds end here
         _save_best(plans[solver_label(solved.best)], solved, directory, exports, clock)
-    return replace(timed, solved=solved, plans=plans, timed=replace(timed.timed, timings=timings,
-                                                                    profiles=profiles)), round_
+    return replace(timed, solved=solved, plans=plans, timed=replace(timed.timed, timings=timings, profiles=profiles,
+                                                                    calls=calls)), round_
 
 
 def _save_best(plan: Plan, solved: Solved, directory: Path, exports: PlanExports, clock: PhaseClock) -> None:
@@ -296,14 +299,15 @@ def _calibration_round(index: int, model: Any, current: TimedPass, solve: Callab
                        chosen=_solver_labels(current.solved))
     source = cost_source(extract_args["costs"]).calibrated(current.extracted.settings.timing)
     calibrated = extract(model, **{**extract_args, "costs": source})
-    predicted, offsets = predict(calibrated.problem, current.plans, measured)
+    unpriced = Unpriced.fit(calibrated.graph, calibrated.problem, current.plans, current.timed.profiles, measured)
+    predicted, offsets = predict(calibrated.problem, calibrated.graph, current.plans, current.timed.calls, unpriced)
     solved = solve(calibrated)
     chosen_plan = calibrated.plan(solved.solutions[solved.best])
     previous = current.plans.get(solver_label(solved.best), current.best_plan)
     stats = calibrated.costs.get("calibration", {})
     changed = chosen_plan.choices != previous.choices
     return calibrated, solved, Round(index, predicted, measured, offsets, stats, changed, current.drift.ratio,
-                                     calibrated.new)
+                                     calibrated.new, unpriced=unpriced)
 
 
 def _report(first: TimedPass, last: TimedPass, rounds: list[Round], calibrated_on: TimedPass,
@@ -330,16 +334,18 @@ def _report(first: TimedPass, last: TimedPass, rounds: list[Round], calibrated_o
 
 def _results(first: TimedPass, last: TimedPass, rounds: list[Round], calibrated_on: TimedPass
              ) -> dict[str, PlanResult]:
-    """Each timed plan's final prediction: its problem cost, or with calibration rounds the calibrated cost plus the
-    last round's offset, carried by the window factor to the speed of the last timing."""
+    """Each timed plan's final prediction: its problem cost, or with calibration rounds the calibrated cost plus its
+    unpriced time as the last round's profiles price it, carried by the window factor to the speed of the last
+    timing."""
     timings = last.timed.timings
     if not rounds:
         return {label: PlanResult(timing, timing.predicted_ms) for label, timing in timings.items()}
-    predicted = predict_with_offsets(last.extracted.problem, last.plans, rounds[-1].offset_ms)
+    predicted, offsets = predict(last.extracted.problem, last.extracted.graph, last.plans, last.timed.calls,
+                                 rounds[-1].unpriced)
     window = window_factors(last.plans, last.timed.medians(), calibrated_on.plans, rounds[-1].measured_ms)
     return {label: PlanResult(timing, predicted[label] * window[label],
                               predicted_cost(first.extracted.problem, last.plans[label]), predicted[label],
-                              window[label])
+                              window[label], offsets[label])
             for label, timing in timings.items()}
 
 

@@ -30,7 +30,7 @@ def solver_label(name: str) -> str:
 @dataclass(frozen=True)
 class PlanResult:
     """A timed plan's final prediction beside its measurement: ``predicted_ms`` (with calibration, the calibrated
-    cost plus the unpriced time, carried by ``window`` to the machine's speed of the timing;
+    cost plus the unpriced time ``unpriced_ms``, carried by ``window`` to the machine's speed of the timing;
     ``predicted_calibration_window_ms`` before that; ``predicted_isolated_ms`` the isolated timings' cost)."""
 
     timing: PlanTiming
@@ -38,6 +38,7 @@ class PlanResult:
     predicted_isolated_ms: float | None = None
     predicted_calibration_window_ms: float | None = None
     window: float | None = None
+    unpriced_ms: float | None = None
 
     @property
     def median_ms(self) -> float:
@@ -48,7 +49,8 @@ class PlanResult:
                "latency": self.timing.latency}
         if self.window is not None:
             out |= {"predicted_isolated_ms": self.predicted_isolated_ms,
-                    "predicted_calibration_window_ms": self.predicted_calibration_window_ms, "window": self.window}
+                    "predicted_calibration_window_ms": self.predicted_calibration_window_ms, "window": self.window,
+                    "unpriced_ms": self.unpriced_ms}
         return out
 
 

@@ -102,7 +102,8 @@ def time_split(profile: Profile, manifest: dict) -> TimeSplit:
     return TimeSplit(sums["kernel"], sums["transform"], sums["pass"], profile.overhead_ms)
 
 
-def _listed(manifest: dict) -> list[tuple[str, tuple[Origin, ...]]]:
+def listed_calls(manifest: dict) -> list[tuple[str, tuple[Origin, ...]]]:
+    """An exported artifact's calls of ``main`` in order, as its manifest lists them: (PrimFunc, what it computes)."""
     if "calls" not in manifest:
         raise SearchError("the artifact lists no calls (exported by an older tessera): export it again to profile it")
     return [(call["symbol"], tuple(Origin(**{**origin, "shape": tuple(origin.get("shape", ()))})
@@ -135,7 +136,7 @@ def profile_artifact(artifact: Artifact, runs: int = 20, warmup: int = 3, seed: 
 
     if runs < 1:
         raise SearchError(f"runs must be >= 1, got {runs}")
-    listed = _listed(artifact.manifest)
+    listed = listed_calls(artifact.manifest)
     symbols = {symbol for symbol, _ in listed}
     reserve_pool(artifact.manifest.get("threads", 1))
     vm, plain, device = artifact.virtual_machine(), artifact.virtual_machine(), tvm.cpu()

@@ -187,6 +187,7 @@ def test_a_calibrated_plan_replaces_the_measured_one_only_if_it_runs_faster(tmp_
     from experiments.timing import PlanExports, PlanTiming, TimedPlans
     from experiments.tune import REPLACED, TimedPass, _faster_of
     from experiments.tune_summary import _round_line
+    from search.emit import Origin
     from search.plan import baseline_plan
 
     settings = {key: value for key, value in SETTINGS.items() if key not in ("repeat", "calibrate")}
@@ -197,8 +198,9 @@ def test_a_calibrated_plan_replaces_the_measured_one_only_if_it_runs_faster(tmp_
                     if (plan := baseline_plan(extracted.graph, name, extracted.model, extracted.args)).choices
                     != new.choices)
     plans = {"solver:auto": new, REPLACED: replaced}
+    calls = {"solver:auto": ((Origin("conv2d_0"),),), REPLACED: ((Origin("conv2d_1"),),)}  # what each one computes
     timed = TimedPlans({label: PlanTiming(plan_cost(extracted.problem, plan.choices), 0.0, {"median_ms": ms})
-                        for (label, plan), ms in zip(plans.items(), (new_ms, replaced_ms))}, (0.0, 0.0))
+                        for (label, plan), ms in zip(plans.items(), (new_ms, replaced_ms))}, (0.0, 0.0), calls=calls)
     (tmp_path / "artifact").mkdir()
     with PlanExports(extracted) as exports:
         out, round_ = _faster_of(TimedPass(extracted, solved, plans, timed, None), replaced,
@@ -207,6 +209,7 @@ def test_a_calibrated_plan_replaces_the_measured_one_only_if_it_runs_faster(tmp_
     assert round_.side_by_side_ms == {"new": new_ms, "replaced": replaced_ms}
     assert round_.kept_replaced == (new_ms > replaced_ms) == round_.to_dict()["kept_replaced"]
     assert out.timed.timings["solver:auto"].median_ms == min(new_ms, replaced_ms)
+    assert out.timed.calls == {"solver:auto": calls[REPLACED if round_.kept_replaced else "solver:auto"]}
     if round_.kept_replaced:
         solution = out.solved.solutions["auto"]
         assert out.best_plan.choices == replaced.choices == Plan.load(tmp_path / "plan.json").choices
@@ -314,13 +317,14 @@ def test_calibration_profiles_the_plans_and_converges_on_a_tiny_network(tmp_path
                                                           [f'%"{NETWORK}"%'])}
     assert chosen and chosen <= network  # the solver's plans' in-network times, kept a second time
     plan = summary["plan"]
-    # the last calibrated cost plus that round's offset, fixed before the final timing, then carried to the speed
-    # of the machine in that timing (exactly 1 when the rounds converged: no timing after the last round)
-    assert plan["predicted_calibration_window_ms"] == pytest.approx(
-        summary["solver"]["cost"] + rounds[-1]["offset_ms"]["solver:auto"])
+    # the last calibrated cost plus the plan's unpriced time as that round's profiles price it, fixed before the
+    # final timing, then carried to the speed of the machine in that timing (exactly 1 when the rounds converged: no
+    # timing after the last round, and the round's own offset of the plan)
+    assert plan["predicted_calibration_window_ms"] == pytest.approx(summary["solver"]["cost"] + plan["unpriced_ms"])
     assert plan["predicted_ms"] == pytest.approx(plan["predicted_calibration_window_ms"] * plan["window"])
     if summary["calibration"]["converged"]:
         assert plan["window"] == 1.0 and all(b["window"] == 1.0 for b in summary["baselines"].values())
+        assert plan["unpriced_ms"] == pytest.approx(rounds[-1]["offset_ms"]["solver:auto"])
     else:
         assert plan["window"] > 0
     assert plan["predicted_isolated_ms"] > 0 and any("(isolated timings: " in line for line in lines)
