@@ -13,8 +13,9 @@ baselines. Each is then profiled inside the network (``search.profile``).
 2. End to end. Each plan's prediction against its measured median: the problem's cost of the plan (the extraction's
    timings), the same priced with each other method, and calibrated leave-one-out: the other five plans' in-network
    times and calibration factors (``cost_models.calibration.Factors``: by kind, or by kind and layout) price it, plus
-   the median time the problem does not price in the other five. The rank correlation of predicted and measured
-   order, and whether the solver's plan is faster than the best baseline.
+   its calls outside the problem's terms priced by the other five's profiled calls
+   (``experiments.calibrate.Unpriced``). The rank correlation of predicted and measured order, and whether the
+   solver's plan is faster than the best baseline.
 3. Where the time goes: each plan's profile grouped by what its calls compute (kernels by kind, transforms, layout
    nodes with what is fused into them, followers, fixed operators, the VM's own time, and per call) beside the
    problem's terms.
@@ -47,6 +48,7 @@ from cost_models.prediction_error import PARTS, priced_problem, split_error  # n
 from cost_models.pricing import measurement_tasks, plan_cost  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
+from experiments.calibrate import Unpriced  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans  # noqa: E402
 from search.host import host, make_target  # noqa: E402
@@ -125,8 +127,8 @@ def run(model: str, args) -> list[str]:
                    for method in TIMING_METHODS}
     calibrated = {}
     for name, by_layout in (("calibrated", False), ("calibrated by layout", True)):
-        calibrated[name] = {label: leave_one_out(label, graph, space, base, in_network, plans, measured, by_layout)
-                            for label in plans}
+        calibrated[name] = {label: leave_one_out(label, graph, space, base, in_network, plans, measured, source,
+                                                 timed.calls, by_layout) for label in plans}
         predictions[name] = {label: plan_cost(priced_problem(graph, space, times), plans[label].choices) + unpriced
                              for label, (times, unpriced) in calibrated[name].items()}
     lines += ["", "| plan | measured ms (IQR) | " + " | ".join(f"predicted {m}" for m in predictions) + " |",
@@ -174,11 +176,12 @@ CATEGORIES = ("conv2d kernels", "depthwise_conv2d kernels", "dense kernels", "la
 
 
 def leave_one_out(label, graph, space, isolated_ms: dict, in_network: dict, plans: dict, measured: dict,
-                  by_layout: bool) -> tuple[dict, float]:
+                  profiles: dict, calls: dict, by_layout: bool) -> tuple[dict, float]:
     """``label``'s prediction calibrated on the other plans only, as task prices and the time the problem does not
     price: their in-network times, the calibration factors (``cost_models.calibration.Factors``, by kind, or by kind
     and layout) of their ratios to the isolated times (read off the solvers' plans' tasks where there are enough, as
-    ``tune`` does), and their median time the problem does not price."""
+    ``tune`` does), and the plan's calls (``calls``) priced by their profiles' (``profiles``) as ``tune`` prices them
+    (``experiments.calibrate.Unpriced``)."""
     others = [other for other in plans if plans[other].choices != plans[label].choices]
     known = {task: ms for other in others for task, ms in in_network[other].items()}
     chosen = {task.key for other in others if other not in UNIFORM for task in in_network[other]}
@@ -186,8 +189,11 @@ def leave_one_out(label, graph, space, isolated_ms: dict, in_network: dict, plan
                           by_layout, chosen=chosen)
     times = {task: ms * factors.of(task) for task, ms in isolated_ms.items()} | known
     problem = priced_problem(graph, space, times)
-    unpriced = [measured[other] - plan_cost(problem, plans[other].choices) for other in others]
-    return times, statistics.median(unpriced) if unpriced else 0.0
+    if not others:
+        return times, 0.0
+    unpriced = Unpriced.fit(graph, problem, {other: plans[other] for other in others},
+                            {other: profiles[other] for other in others}, measured)
+    return times, unpriced.offset(graph, plans[label], calls[label])
 
 
 def main() -> None:
