@@ -5,7 +5,9 @@ kinds run as fixed operators): the problem is extracted as ``tessera tune`` extr
 space and ``--timing``, ``context``; ``--timing warm`` gives the plans the runs in docs/fidelity.md compared), and six
 plans are exported, numerically checked and timed end to end in interleaved rounds (``experiments.timing.time_plans``,
 the in-process harness of ``tessera tune``): the auto and greedy plans and the uniform NCHW, NHWC, NCHW8c and NCHW16c
-baselines. Each is then profiled inside the network (``search.profile``).
+baselines. Each is then profiled inside the network (``search.profile``), the profile scaled to the plan's measured
+median as ``tune`` scales it (the in-network times below are the scaled profiles'; the drift of section 4 is the raw
+profiles' against the timing).
 
 1. Timing methods. Every kernel the six plans run is also timed alone with each method (the same cache); each
    method's isolated times are compared with the kernels' in-network times: median absolute relative error, the total
@@ -22,6 +24,9 @@ baselines. Each is then profiled inside the network (``search.profile``).
 4. Where the calibrated prediction misses (``cost_models.prediction_error``): each plan's leave-one-out error split
    into its kernels' (with their chains), its transforms', the unpriced time's and the machine's drift between the
    profile and the timing rounds, as shares of the measured median that add up to the whole error.
+5. The time the problem does not price, per plan: its own profile's (scaled to its measured median), against the
+   median of the other plans' (one figure for every plan, as ``tune`` priced it before) and its calls priced by
+   theirs (``cost_models.unpriced``), the errors as shares of the measured median.
 
 Prints markdown. Measuring fills the cache: run with nothing else on the machine and record its CPU and vector unit.
 
@@ -48,7 +53,8 @@ from cost_models.prediction_error import PARTS, priced_problem, split_error  # n
 from cost_models.pricing import measurement_tasks, plan_cost  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
-from experiments.calibrate import Unpriced  # noqa: E402
+from cost_models.unpriced import UnpricedCalls, estimate, plan_calls  # noqa: E402
+from experiments.calibrate import Unpriced, scaled_profiles  # noqa: E402
 from experiments.extraction import extract  # noqa: E402
 from experiments.timing import time_plans  # noqa: E402
 from search.host import host, make_target  # noqa: E402
@@ -99,7 +105,8 @@ def run(model: str, args) -> list[str]:
     source = {label: profiles.get(label) or next(p for other, p in profiles.items()
                                                  if plans[other].choices == plans[label].choices) for label in plans}
     bases = bare_bases(profiles.values())
-    in_network = {label: network_times(graph, chosen[label], source[label], bases) for label in plans}
+    scaled, scaled_bases = scaled_profiles(source, measured)  # each at its plan's measured median, as tune scales them
+    in_network = {label: network_times(graph, chosen[label], scaled[label], scaled_bases) for label in plans}
     lines = [f"### {model}", "",
              f"{len(plans)} plans, {args.rounds} interleaved rounds; 1-min load average {load[0]:.2f} -> {load[1]:.2f}",
              ""]
@@ -127,7 +134,7 @@ def run(model: str, args) -> list[str]:
                    for method in TIMING_METHODS}
     calibrated = {}
     for name, by_layout in (("calibrated", False), ("calibrated by layout", True)):
-        calibrated[name] = {label: leave_one_out(label, graph, space, base, in_network, plans, measured, source,
+        calibrated[name] = {label: leave_one_out(label, graph, space, base, in_network, plans, measured, scaled,
                                                  timed.calls, by_layout) for label in plans}
         predictions[name] = {label: plan_cost(priced_problem(graph, space, times), plans[label].choices) + unpriced
                              for label, (times, unpriced) in calibrated[name].items()}
@@ -168,6 +175,20 @@ def run(model: str, args) -> list[str]:
         lines.append(f"| {label} | {measured[label]:.2f} | {predictions['calibrated'][label]:.2f} "
                      f"({100 * shares['total']:+.1f}%) | " + " | ".join(f"{100 * shares[p]:+.1f}%" for p in PARTS)
                      + " |")
+
+    # 5. the unpriced time: one median for every plan against call by call
+    lines += ["", "| plan | unpriced ms (own profile) | median of the others' | call by call |",
+              "| --- | ---: | ---: | ---: |"]
+    unpriced = {label: UnpricedCalls.of(graph, chosen[label], scaled[label], scaled_bases) for label in plans}
+    for label in plans:
+        others = [unpriced[other] for other in plans if plans[other].choices != plans[label].choices]
+        if not others:
+            continue
+        median = statistics.median(other.total_ms for other in others)
+        calls = estimate(plan_calls(graph, chosen[label], timed.calls[label]), others)
+        own = unpriced[label].total_ms
+        lines.append(f"| {label} | {own:.3f} | " + " | ".join(
+            f"{ms:.3f} ({100 * (ms - own) / measured[label]:+.1f}%)" for ms in (median, calls)) + " |")
     return lines + [""]
 
 
