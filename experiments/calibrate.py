@@ -34,8 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cost_models.drift import Drift
+    from cost_models.unpriced import UnpricedCalls
     from experiments.extraction import Extracted
+    from search.emit import Origin
+    from search.graph import OpGraph
+    from search.plan import Plan
     from search.profile import Profile
+    from solvers.problem import Problem
 
 PROFILE_RUNS = 10
 
@@ -78,12 +83,12 @@ class Unpriced:
     ``cost_models.unpriced.UnpricedCalls``, each profile scaled to the plan's measured latency), and by how much
     their measured latency exceeded their problem cost and that time (``residual_ms``)."""
 
-    plans: dict[str, Any]
-    calls: dict[str, Any]
+    plans: dict[str, Plan]
+    calls: dict[str, UnpricedCalls]
     residual_ms: dict[str, float]
 
     @classmethod
-    def fit(cls, graph: Any, problem: Any, plans: Mapping[str, Any], profiles: Mapping[str, Profile],
+    def fit(cls, graph: OpGraph, problem: Problem, plans: Mapping[str, Plan], profiles: Mapping[str, Profile],
             measured_ms: Mapping[str, float]) -> Unpriced:
         """From the ``profiles`` of ``plans`` (by label) and their ``measured_ms``, on ``problem`` as priced now."""
         from cost_models.pricing import plan_cost
@@ -97,13 +102,15 @@ class Unpriced:
                     for label in calls}
         return cls({label: plans[label] for label in calls}, calls, residual)
 
-    def offset(self, graph: Any, plan: Any, computes: Sequence[Any]) -> float:
+    def offset(self, graph: OpGraph, plan: Plan, computes: Sequence[tuple[Origin, ...]]) -> float:
         """What a prediction of ``plan``, whose exported calls compute ``computes``, adds to its problem cost: its
         calls priced by those of the profiled plans with other choices (all, where there are none) and their median
-        residual (``cost_models.unpriced.estimate``)."""
+        residual (``cost_models.unpriced.estimate``); 0 without profiled plans."""
         from cost_models.unpriced import estimate, plan_calls
         from search.plan import validate
 
+        if not self.plans:
+            return 0.0
         others = [label for label, profiled in self.plans.items() if profiled.choices != plan.choices] \
             or list(self.plans)
         calls = plan_calls(graph, validate(plan, graph), computes)
@@ -178,8 +185,9 @@ def check_drift(extracted: Extracted, plans: Mapping[str, Any]) -> Drift:
         measured.close()
 
 
-def predict(problem: Any, graph: Any, plans: Mapping[str, Any], computes: Mapping[str, Sequence[Any]],
-            unpriced: Unpriced) -> tuple[dict[str, float], dict[str, float]]:
+def predict(problem: Problem, graph: OpGraph, plans: Mapping[str, Plan],
+            computes: Mapping[str, Sequence[tuple[Origin, ...]]], unpriced: Unpriced
+            ) -> tuple[dict[str, float], dict[str, float]]:
     """Each plan's predicted latency (its cost on ``problem`` plus ``unpriced``'s offset for it, given what its
     exported calls compute: ``computes`` by label) and that offset. The offsets come from the measurements paired
     with the profiles, so a later measurement in another state of the machine is predicted, not fitted."""
