@@ -2,16 +2,16 @@
 
 Fixed operators (a resize, a pooling, the permutes of a detector's head), the work TVM fuses around them and the VM's
 own calls are no task of the problem. What they take depends on the plan: TVM fuses the layout transforms at a fixed
-operator's edges into its call, and a pooling runs faster on one layout than on another. On a detector with trained
-weights, four profiled plans spent 0.52-0.98 ms outside the problem's terms, and the median over the other three
-priced the tuned plan's 0.53-0.56 ms at 0.73-0.76 (docs/fidelity.md).
+operator's edges into its call, and a pooling runs faster on one layout than on another (six plans of a detector
+with trained weights spent 0.57-1.04 ms outside the problem's terms: docs/fidelity.md).
 
 An exported plan lists its calls and what each computes before it runs (``search.profile.listed_calls``).
-``Unpriced.of`` reads, from each profiled plan, the part of every call's time outside the problem's terms
-(``cost_models.calibration.unpriced_parts``); ``Unpriced.estimate`` prices a plan's calls by the other plans' calls
-that compute the same: the same operators and transforms, else the same operators (other transforms fused in), else
-each operator by its own share of the calls it ran in (split by the sizes of the operators' outputs), the median over
-the plans that have it; plus the median of their VM overheads.
+``UnpricedCalls.of`` reads, from a profiled plan, the part of every call's time outside the problem's terms
+(``cost_models.calibration.unpriced_parts``); ``estimate`` prices a plan's calls by the other plans' calls that
+compute the same operators and transforms with the operators' inputs stored in the same layouts, else the same
+operators in that layout context (other transforms fused in), else the same operators in any context, else each
+operator by its share of the calls it ran in (split by the sizes of the operators' outputs): the median over the
+plans that have it; plus the median of their VM overheads.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cost_models.calibration import unpriced_parts
@@ -45,10 +45,10 @@ class Call:
     def operators(self) -> frozenset[str]:
         return frozenset(origin.op for origin in self.computes if not origin.is_transform)
 
-    def keys(self) -> tuple[tuple[str, frozenset], ...]:
+    def keys(self) -> tuple[tuple[str, Hashable], ...]:
         """The keys it is looked up by in ``UnpricedCalls.by_key``, most specific first (see the module docstring)."""
         ops = self.operators
-        return (("computes", frozenset((self.computes, self.context))), ("operators", frozenset((ops, self.context)))) \
+        return (("computes", (self.computes, self.context)), ("operators", (ops, self.context))) \
             + ((("operators, any context", ops),) if ops else ())
 
 
@@ -70,7 +70,7 @@ class UnpricedCalls:
     """One profiled plan's time outside the problem's terms (ms per run): by each key of its calls (``Call.keys``;
     summed over calls of the same key), by operator, and the VM's own calls."""
 
-    by_key: dict[tuple[str, frozenset], float]
+    by_key: dict[tuple[str, Hashable], float]
     by_operator: dict[str, float]
     overhead_ms: float
 
@@ -82,7 +82,7 @@ class UnpricedCalls:
     def of(cls, graph: OpGraph, choices: Mapping[str, Candidate], profile: Profile,
            bases: Mapping[frozenset[str], float] | None = None) -> UnpricedCalls:
         """``profile``'s unpriced time of the plan ``choices`` (``bases``: ``calibration.bare_bases``)."""
-        by_key: dict[tuple[str, frozenset], float] = defaultdict(float)
+        by_key: dict[tuple[str, Hashable], float] = defaultdict(float)
         by_operator: dict[str, float] = defaultdict(float)
         calls = plan_calls(graph, choices, [call.computes for call in profile.calls])
         for call, ms in zip(calls, unpriced_parts(graph, choices, profile, bases)):
