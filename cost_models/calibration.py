@@ -212,7 +212,8 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
     """The profiled calls that compute a task of the problem, by task, and the part of each call's time (in the
     profile's order) they account for: a node's kernel, a transform, or (several calls summed) a node's chain: a
     layout node's own op and the followers after a node (a call TVM fused from several nodes' chains, and fixed
-    operators, split among them: ``_chain_shares``).
+    operators, split among them: ``_chain_shares``; the share of a node whose chain no task prices, as a dense's
+    followers on a 2-D value, is left out as a fixed operator's is).
     With ``bases`` (``bare_bases``), transforms fused into a call of other operators get what the call takes beyond
     those operators' own time, and the operators the rest."""
     owner = {}  # op -> the node whose chain it belongs to
@@ -220,6 +221,15 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
         if not isinstance(get_kind(op.kind), KernelKind):
             owner[op.name] = op.name
         owner.update({follower.name: op.name for follower in graph.followers_of(op.name)})
+    tasks: dict[str, ChainTask | None] = {}
+
+    def chain_of(node: str | None) -> ChainTask | None:  # the task pricing a node's chain; None for a fixed op's
+        if node not in choices:
+            return None
+        if node not in tasks:
+            tasks[node] = chain_task(graph, node, choices[node])
+        return tasks[node]
+
     times: dict[Task, list[float]] = defaultdict(list)
     chains: dict[str, float] = defaultdict(float)
     priced = []
@@ -240,15 +250,13 @@ def _attributed(graph: OpGraph, choices: Mapping[str, Candidate], profile: Profi
                 for task, ms in fused.items():
                     times[task].append(ms)
                 shares = _chain_shares(graph, ops, owner, call.ms - sum(fused.values())) if ops else {}
-                for node, ms in shares.items():
-                    if node in choices:
-                        chains[node] += ms
-                part = sum(fused.values()) + sum(ms for node, ms in shares.items() if node in choices)
+                priced_chains = {node: ms for node, ms in shares.items() if chain_of(node) is not None}
+                for node, ms in priced_chains.items():
+                    chains[node] += ms
+                part = sum(fused.values()) + sum(priced_chains.values())
         priced.append(part)
     for node, ms in chains.items():
-        task = chain_task(graph, node, choices[node])
-        if task is not None:
-            times[task].append(ms)
+        times[chain_of(node)].append(ms)
     return times, priced
 
 

@@ -290,3 +290,21 @@ def test_the_operators_part_of_a_call_with_fused_transforms_goes_to_their_chains
     assert unpriced_ms(graph, chosen, profile, bare_bases([Profile((bare,), 0.0, {}, 0.0264, 3)])) == pytest.approx(
         0.0264 * 8 / 264)
     assert network_times(graph, chosen, profile) == {}
+
+
+def test_a_share_of_a_call_no_task_prices_is_unpriced(monkeypatch):
+    # the same fused call, where the problem has no chain task for conv2d_1 (as for a dense's followers on a 2-D
+    # value): its share of the call is no task's time, so it stays unpriced as a fixed operator's does
+    import cost_models.calibration as calibration
+
+    graph = extract_graph(add_node_net())
+    chosen = validate(baseline_plan(graph, "nchw8c"), graph)
+    ops = ("max_pool2d_0", "add_0", "channel_scale_0", "channel_shift_0", "relu6_0")
+    call = CallTime("fused_max_pool2d_add_multiply_add_clip", tuple(Origin(op) for op in ops), 0.05, True)
+    profile = Profile((call,), 0.01, {}, 0.06, 3)
+    assert unpriced_ms(graph, chosen, profile) == pytest.approx(0.01)  # the VM's own calls only
+    chain_task = calibration.chain_task
+    monkeypatch.setattr(calibration, "chain_task", lambda graph, node, candidate:
+                        None if node == "conv2d_1" else chain_task(graph, node, candidate))
+    assert unpriced_ms(graph, chosen, profile) == pytest.approx(0.01 + 0.05 / 5)
+    assert sum(network_times(graph, chosen, profile).values()) == pytest.approx(0.05 * 4 / 5)
