@@ -73,8 +73,9 @@ class Round:
         return self.side_by_side_ms is not None and self.side_by_side_ms["new"] > self.side_by_side_ms["replaced"]
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{name: value for name, value in asdict(replace(self, unpriced=None)).items() if name != "unpriced"},
-                "kept_replaced": self.kept_replaced}
+        out = asdict(replace(self, unpriced=None))  # the fit stays out of summary.json; its offsets are in it
+        del out["unpriced"]
+        return {**out, "kept_replaced": self.kept_replaced}
 
 
 @dataclass(frozen=True)
