@@ -1,7 +1,8 @@
 """Does the module hold its speed when something else runs? Each engine quiet and beside standard background loads.
 
 Per network, the contenders are tessera's plan as exported (its parallel loops on tessera's pool, ``search.runtime``;
-with ``--spin-us``, also exported with each of those spins before a waiting thread sleeps), the same plan on TVM's pool
+with ``--spin-us``, also exported with each of those spins before a waiting thread sleeps; with
+``--spin-on-shared-cores``, also exported with workers that spin on shared cores too), the same plan on TVM's pool
 as TVM sets it up (threads bound to cores) and unbound (``TVM_BIND_THREADS=0``), and ONNX Runtime and OpenVINO held
 to f32 when installed, on the network's ONNX file. The loads are
 ``experiments.background_load``'s: one core spinning, one process streaming through memory, every core spinning at
@@ -31,6 +32,7 @@ import datetime  # noqa: E402
 import json  # noqa: E402
 import signal  # noqa: E402
 from importlib.util import find_spec  # noqa: E402
+from typing import Any  # noqa: E402
 
 from experiments.background_load import LOADS  # noqa: E402
 from experiments.interference import interference, interference_table  # noqa: E402
@@ -46,28 +48,30 @@ def _raise(signum: int, frame) -> None:
     raise Interrupted(signum)
 
 
-def export_again(model_dir: Path, threads: int, spin_us: int | None = None) -> Path:
-    """The plan of ``model_dir/tessera`` exported again with this tessera (its runtime pool; ``spin_us``: that spin
-    instead of the default), unless already done."""
+def export_again(model_dir: Path, threads: int, name: str = "tessera", **runtime: Any) -> Path:
+    """The plan of ``model_dir/tessera`` exported again with this tessera into ``interference/<name>`` (its runtime
+    pool, with ``runtime``'s settings instead of the defaults), unless already done."""
     from dataclasses import replace
 
     from experiments.deploy import export_plan
     from search.export import save_artifact
     from search.runtime import DEFAULT_RUNTIME
 
-    out = model_dir / "interference" / ("tessera" if spin_us is None else f"tessera-spin{spin_us}")
+    out = model_dir / "interference" / name
     if not (out / "manifest.json").is_file():
         plan = model_dir / "tessera" / "plan.json"
         if not plan.is_file():
             raise SystemExit(f"error: {plan} is missing; run benchmarks/peers.py for {model_dir.name} first")
-        runtime = DEFAULT_RUNTIME if spin_us is None else replace(DEFAULT_RUNTIME, spin_us=spin_us)
-        save_artifact(export_plan(model_dir.name, str(plan), threads=threads, runtime=runtime), out)
+        save_artifact(export_plan(model_dir.name, str(plan), threads=threads,
+                                  runtime=replace(DEFAULT_RUNTIME, **runtime)), out)
     return out
 
 
-def contenders(model_dir: Path, artifact: Path, engines: list[str], spins: dict[int, Path]) -> list[Contender]:
+def contenders(model_dir: Path, artifact: Path, engines: list[str], variants: dict[str, Path]) -> list[Contender]:
+    """tessera's plan, its ``variants`` (label: artifact), on TVM's pool bound and unbound, and the ``engines``
+    installed."""
     found = [Contender("tessera", "tvm", artifact),
-             *(Contender(f"tessera, spin {spin} µs", "tvm", path) for spin, path in spins.items()),
+             *(Contender(label, "tvm", path) for label, path in variants.items()),
              Contender("tessera, TVM's pool", "tvm", artifact, pool="tvm"),
              Contender("tessera, TVM's pool unbound", "tvm", artifact, pool="tvm",
                        environment=(("TVM_BIND_THREADS", "0"),))]
@@ -89,6 +93,9 @@ def main() -> int:
                         default=["onnxruntime", "openvino-f32"])
     parser.add_argument("--spin-us", type=int, nargs="*", default=[],
                         help="also the plan exported with each of these spins of tessera's pool (export --spin-us)")
+    parser.add_argument("--spin-on-shared-cores", action="store_true",
+                        help="also the plan exported with workers that spin on shared cores too "
+                             "(export --spin-on-shared-cores)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -102,8 +109,12 @@ def main() -> int:
         for model in args.models:
             model_dir = args.work / model
             artifact = export_again(model_dir, args.threads)
-            spins = {spin: export_again(model_dir, args.threads, spin) for spin in args.spin_us}
-            results = interference(contenders(model_dir, artifact, args.peers, spins), loads, rounds=args.rounds,
+            variants = {f"tessera, spin {spin} µs": export_again(model_dir, args.threads, f"tessera-spin{spin}",
+                                                                 spin_us=spin) for spin in args.spin_us}
+            if args.spin_on_shared_cores:
+                variants["tessera, spinning on shared cores"] = export_again(
+                    model_dir, args.threads, "tessera-spin-on-shared-cores", spin_on_shared_cores=True)
+            results = interference(contenders(model_dir, artifact, args.peers, variants), loads, rounds=args.rounds,
                                    threads=args.threads, echo=lambda line: print(line, file=sys.stderr, flush=True))
             report["models"][model] = results
             print(f"\n{model} ({args.threads} threads, {args.rounds} rounds; ms: median (IQR))\n")

@@ -266,6 +266,10 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                    help="on tessera's pool, how long a thread waiting for work spins before it sleeps, in "
                         "microseconds: 0 sleeps at once, which holds the speed better beside other busy threads and "
                         f"costs some on a quiet machine (default: {DEFAULT_RUNTIME.spin_us})")
+    p.add_argument("--spin-on-shared-cores", action="store_true",
+                   help="on tessera's pool, spin before sleeping even while another runnable thread shares the "
+                        "waiting thread's core (default: sleep at once there, which holds the speed beside other "
+                        "busy threads)")
     p.add_argument("--max-error", type=float, default=None,
                    help="the largest relative error of the output against the stock fp32 build that the check "
                         "accepts (default: 0.001, or 0.02 for a plan with bf16 or int8 operators)")
@@ -286,7 +290,8 @@ def _run_export(args: argparse.Namespace) -> int:
                             {"plan file": args.plan, "model file": args.model,
                              "calibration data": args.calibration_data})
     check_max_error(args.max_error)
-    runtime = replace(DEFAULT_RUNTIME, pool=args.pool, spin_us=args.spin_us)
+    runtime = replace(DEFAULT_RUNTIME, pool=args.pool, spin_us=args.spin_us,
+                      spin_on_shared_cores=args.spin_on_shared_cores)
     if not 1 <= args.threads <= MAX_THREADS:
         raise UsageError(f"--threads must be an integer from 1 to {MAX_THREADS} (cores to compile for), got "
                          f"{args.threads}")

@@ -21,7 +21,7 @@ from search.errors import SearchError
 from search.host import missing_instructions
 from search.op import INPUT_DTYPES
 from search.plan import Plan
-from search.runtime import RuntimeSettings, apply_runtime
+from search.runtime import RuntimeSettings, apply_runtime, pool_statistics
 from search.threads import MAX_THREADS, set_pool_size
 from solvers.input_files import read_text
 
@@ -103,6 +103,8 @@ class Latency:
     threads: int
     runtime_threads: int
     pool: str
+    pool_statistics: dict[str, int] | None = None
+    """tessera's pool's counts over the timing (``search.runtime.PoolStatistics``); None on TVM's pool."""
 
     @property
     def spread_ms(self) -> float:
@@ -247,7 +249,12 @@ def measure_latency(
     if number is None:
         once = vm.time_evaluator("main", dev, number=1, repeat=1)(*args).mean
         number = max(1, min(1000, int(0.05 / max(once, 1e-6))))
+    library = artifact.directory / artifact.manifest.get("library", "model.so")
+    before = pool_statistics(library) if pool == "tessera" else None
     results = np.asarray(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results) * 1e3
+    after = pool_statistics(library) if pool == "tessera" else None
+    counts = None if before is None or after is None else {
+        name: value - before.to_dict()[name] for name, value in after.to_dict().items()}
     p25, median, p75 = np.percentile(results, [25, 50, 75])
     return Latency(float(median), float(p25), float(p75), float(results.min()), float(results.max()), repeat, number,
-                   threads, runtime_threads, pool)
+                   threads, runtime_threads, pool, counts)

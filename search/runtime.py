@@ -5,7 +5,10 @@ the last share with ``sched_yield``. Beside one other busy thread that makes a n
 times slower (each loop waits for the share whose core is taken, and the yield hands the waiting core away too).
 tessera's pool (``runtime_pool.cc``, compiled into every exported library) cuts each loop into ``chunks_per_thread``
 chunks per thread that any thread takes while some are left, does not bind threads, and waits by spinning with the
-CPU's pause instruction for ``spin_us`` microseconds, then sleeping. When its workers stop pulling their weight over
+CPU's pause instruction for ``spin_us`` microseconds, then sleeping. A worker that waited to run for over a quarter of
+its runnable time over the last 50 ms shares its core with another runnable thread; it then sleeps at once instead of
+spinning (unless ``spin_on_shared_cores``), since spinning there spends the share of the core the system grants it and
+gets it descheduled when work arrives. When its workers stop pulling their weight over
 50 ms of loops (the caller stalled over a quarter of that time waiting for a worker descheduled in the middle of a
 chunk, or the workers took under half their share of the chunks), the calling thread runs the loops alone for a
 while, doubling while that keeps happening: one thread on a free core beats two fighting over a busy one.
@@ -43,6 +46,7 @@ class RuntimeSettings:
     pool: Literal["tessera", "tvm"] = "tessera"
     chunks_per_thread: int = 2
     spin_us: int = 100
+    spin_on_shared_cores: bool = False
 
     def __post_init__(self) -> None:
         if self.pool not in POOLS:
@@ -51,6 +55,8 @@ class RuntimeSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
                 raise SearchError(f"runtime {name} must be an integer from {low} to {high}, got {value!r}")
+        if not isinstance(self.spin_on_shared_cores, bool):
+            raise SearchError(f"runtime spin_on_shared_cores must be true or false, got {self.spin_on_shared_cores!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,13 +100,43 @@ def apply_runtime(library_path: Path, settings: RuntimeSettings, threads: int) -
     if settings.pool == "tvm":
         pointer.value = _TVM_LAUNCH.get(str(library_path), pointer.value)
         return "tvm"
-    configure(ctypes.c_int(threads), ctypes.c_int(settings.chunks_per_thread), ctypes.c_int(settings.spin_us))
+    configure(ctypes.c_int(threads), ctypes.c_int(settings.chunks_per_thread), ctypes.c_int(settings.spin_us),
+              ctypes.c_int(settings.spin_on_shared_cores))
     pointer.value = launch
     return "tessera"
 
 
 _TVM_LAUNCH: dict[str, int | None] = {}
 """Per library path, the launch TVM's loader set, to go back to."""
+
+
+@dataclass(frozen=True)
+class PoolStatistics:
+    """What tessera's pool of a loaded library did since it started: parallel loops launched, loops the caller ran
+    alone while the workers were benched, benches, and waits in which a worker slept at once because its core was
+    shared."""
+
+    launches: int
+    alone: int
+    benches: int
+    shared_core_waits: int
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def pool_statistics(library_path: Path) -> PoolStatistics | None:
+    """The statistics of the library's pool (``library_path``, loaded in this process); None if the library has no
+    tessera pool or it has not started."""
+    library = ctypes.CDLL(str(library_path))
+    read = getattr(library, "tessera_pool_statistics", None)
+    if read is None:
+        return None
+    fields = len(PoolStatistics.__dataclass_fields__)
+    counts = (ctypes.c_longlong * fields)()
+    if read(counts, ctypes.c_int(fields)) != fields:
+        return None
+    return PoolStatistics(*counts)
 
 
 def _has_symbol(library: ctypes.CDLL, name: str) -> bool:

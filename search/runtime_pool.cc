@@ -4,18 +4,22 @@
 // last share with sched_yield: beside another busy thread the loop waits for the slowest share, and the yield hands
 // the core to the other process. Here a loop is cut into more chunks than threads and every thread, the caller's
 // included, takes the next chunk until none is left, so a thread the system has descheduled delays one chunk, not
-// the loop; threads are not bound; a waiting thread spins with the CPU's pause instruction for a bounded time, then
-// sleeps until woken. When the workers' cores are wanted by other processes (see Judge), the caller runs the loops
-// alone for a while: one thread on a free core beats two threads fighting a busy one.
+// the loop; threads are not bound; a waiting worker spins with the CPU's pause instruction for a bounded time, then
+// sleeps until woken, and sleeps at once while its core is shared with another runnable thread (see CoreShare). When
+// the workers' cores are wanted by other processes (see Judge), the caller runs the loops alone for a while: one
+// thread on a free core beats two threads fighting a busy one.
 //
 // Compiled into the exported library beside TVM's code; the loader points the library's __TVMBackendParallelLaunch
 // at tessera_parallel_launch after tessera_pool_configure.
 
+#include <fcntl.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -41,12 +45,61 @@ using Clock = std::chrono::steady_clock;
 
 thread_local bool inside_pool = false;  // a worker, or a caller inside its launch
 
+constexpr Clock::duration kWindow = std::chrono::milliseconds(50);  // longer than the system's scheduling slices
+
+// Whether another runnable thread shares the calling thread's core: over the last window, the thread waited to run
+// for more than a quarter of the time it was runnable (Linux's per-thread scheduler statistics; where they cannot be
+// read, never). A spinning thread on a shared core burns the share of the core the system grants it, so it is
+// descheduled when work arrives; a thread that sleeps keeps its claim and is run soon after it is woken. Beside one
+// busy core or a process streaming through memory a worker waits over a quarter of its runnable time in nearly every
+// window; on a quiet machine or beside processes at the lowest priority, in almost none.
+class CoreShare {
+ public:
+  // Re-reads the statistics once a window has passed since the last reading.
+  bool Shared(Clock::time_point now) {
+    if (now - read_at_ < kWindow) return shared_;
+    read_at_ = now;
+    long long running = 0, waiting = 0;
+    if (!Read(&running, &waiting)) return shared_ = false;
+    if (running_ >= 0) {
+      const long long ran = running - running_, waited = waiting - waiting_;
+      shared_ = 4 * waited > ran + waited;
+    }
+    running_ = running;
+    waiting_ = waiting;
+    return shared_;
+  }
+
+ private:
+  // Nanoseconds this thread has run and has waited to run, since it started.
+  static bool Read(long long* running, long long* waiting) {
+    const int file = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (file < 0) return false;
+    char text[96] = {0};
+    const ssize_t length = read(file, text, sizeof text - 1);
+    close(file);
+    return length > 0 && std::sscanf(text, "%lld %lld", running, waiting) == 2;
+  }
+
+  Clock::time_point read_at_{};
+  long long running_ = -1, waiting_ = 0;
+  bool shared_ = false;
+};
+
+// What tessera_pool_statistics reports, in this order.
+enum Counter { kLaunches, kAlone, kBenches, kSharedCoreWaits, kCounts };
+
 class Pool {
  public:
-  Pool(int threads, int chunks_per_thread, int spin_us)
-      : threads_(threads), chunks_(threads * chunks_per_thread), spin_(std::chrono::microseconds(spin_us)) {
+  Pool(int threads, int chunks_per_thread, int spin_us, bool spin_on_shared_cores)
+      : threads_(threads),
+        chunks_(threads * chunks_per_thread),
+        spin_(std::chrono::microseconds(spin_us)),
+        spin_on_shared_cores_(spin_on_shared_cores) {
     for (int i = 1; i < threads; ++i) std::thread([this] { Worker(); }).detach();
   }
+
+  long long Counted(int which) const { return counts_[which].load(std::memory_order_relaxed); }
 
   // Run lambda's chunks on the pool; false if another thread's launch holds it.
   bool TryLaunch(TesseraParallelLambda lambda, void* cdata, int* result) {
@@ -60,7 +113,9 @@ class Pool {
 
  private:
   int Launch(TesseraParallelLambda lambda, void* cdata) {
+    Count(kLaunches);
     if (Clock::now() < benched_until_) {  // the workers are benched: the caller alone, the loop in one piece
+      Count(kAlone);
       TesseraParallelGroupEnv whole{nullptr, 1};
       return lambda(0, &whole, cdata);
     }
@@ -94,8 +149,8 @@ class Pool {
     return failed_.load() ? -1 : 0;
   }
 
-  // Whether the workers pull their weight, judged over windows of kWindow spent inside launches (longer than the
-  // system's scheduling slices, so that one slice given to another process is a small part of a window). A window
+  // Whether the workers pull their weight, judged over windows of kWindow spent inside launches (so that one
+  // scheduling slice given to another process is a small part of a window). A window
   // fails when the caller spent over a quarter of it stalled (its chunks done, waiting for a worker's last chunk
   // longer than it worked itself and longer than a worker spins: the worker was descheduled mid-chunk), or when the
   // workers took under half their fair share of its chunks (their cores are busy with other processes). A failing
@@ -117,6 +172,7 @@ class Pool {
       bench_ = std::max<Clock::duration>(bench_ / 2, kWindow);
     } else {
       benched_until_ = Clock::now() + bench_;
+      Count(kBenches);
       bench_ = std::min<Clock::duration>(2 * bench_, kMaxBench);
     }
   }
@@ -141,9 +197,12 @@ class Pool {
   void Worker() {
     inside_pool = true;
     uint64_t seen = 0;
+    CoreShare core;
     for (;;) {
       auto posted = [&] { return (ticket_.load() >> 32) != seen; };
-      if (!SpinUntil(posted, spin_)) {
+      const bool spin = spin_on_shared_cores_ || !core.Shared(Clock::now());
+      if (!spin) Count(kSharedCoreWaits);
+      if (!SpinUntil(posted, spin ? Clock::duration(spin_) : Clock::duration::zero())) {
         std::unique_lock<std::mutex> lock(mutex_);
         sleepers_.fetch_add(1);
         job_posted_.wait(lock, posted);
@@ -153,6 +212,8 @@ class Pool {
       Work(seen);
     }
   }
+
+  void Count(int which) { counts_[which].fetch_add(1, std::memory_order_relaxed); }
 
   // Spin until condition holds, for at most the given time; whether it holds.
   template <typename Condition>
@@ -165,12 +226,13 @@ class Pool {
     }
   }
 
-  static constexpr Clock::duration kWindow = std::chrono::milliseconds(50);  // inside launches
   static constexpr Clock::duration kMaxBench = std::chrono::seconds(1);  // the longest a load that ended still counts
 
+  std::atomic<long long> counts_[kCounts] = {};
   const int threads_;
   const int chunks_;
   const std::chrono::microseconds spin_;
+  const bool spin_on_shared_cores_;
   Clock::time_point benched_until_{};  // the caller runs alone until then
   Clock::duration bench_ = kWindow;
   int window_chunks_ = 0, window_others_ = 0;
@@ -196,10 +258,19 @@ Pool* pool = nullptr;  // never freed: its detached threads live as long as the 
 extern "C" {
 
 // Start the pool (once per library; later calls are ignored). Returns the number of threads it runs.
-int tessera_pool_configure(int threads, int chunks_per_thread, int spin_us) {
+int tessera_pool_configure(int threads, int chunks_per_thread, int spin_us, int spin_on_shared_cores) {
   static std::once_flag once;
-  std::call_once(once, [&] { pool = new Pool(threads, chunks_per_thread, spin_us); });
+  std::call_once(once, [&] { pool = new Pool(threads, chunks_per_thread, spin_us, spin_on_shared_cores != 0); });
   return threads;
+}
+
+// Since the pool started: launches, launches the caller ran alone (the workers benched), benches, and waits in which
+// a worker slept at once because its core was shared. Writes at most count of them; returns how many it wrote.
+int tessera_pool_statistics(long long* out, int count) {
+  if (pool == nullptr) return 0;
+  const int written = std::min<int>(count, kCounts);
+  for (int i = 0; i < written; ++i) out[i] = pool->Counted(i);
+  return written;
 }
 
 // TVM's TVMBackendParallelLaunch, on the pool. A launch from inside a chunk, or while another thread's launch runs,

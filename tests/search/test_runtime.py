@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +18,8 @@ from search.artifact import load_artifact
 from search.errors import SearchError
 from search.runtime import LAUNCH_POINTER, RuntimeSettings
 from tests.cli_helpers import one_error_line
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -44,9 +49,11 @@ def test_the_manifest_records_tessera_s_pool_and_the_loader_points_the_library_a
 
 def test_tessera_run_applies_the_artifact_s_pool_or_the_one_asked_for(artifact, capsys):
     assert main(["run", str(artifact), "--repeat", "2", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["pool"] == "tessera"
+    timed = json.loads(capsys.readouterr().out)
+    assert timed["pool"] == "tessera" and timed["pool_statistics"]["launches"] > 0
     assert main(["run", str(artifact), "--repeat", "2", "--pool", "tvm", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["pool"] == "tvm"
+    timed = json.loads(capsys.readouterr().out)
+    assert timed["pool"] == "tvm" and timed["pool_statistics"] is None
     assert main(["run", str(artifact), "--repeat", "2"]) == 0
     line = capsys.readouterr().out.strip()
     assert line.startswith("median ") and line.endswith("threads 1 on tessera's pool")
@@ -56,9 +63,10 @@ def test_export_records_the_spin_asked_for_and_run_changes_it_for_one_run(artifa
     import search.artifact
 
     out = tmp_path / "spin0"
-    assert main(["export", "resnet18", "--plan", "nchw16c", "--image-size", "32", "--spin-us", "0", "--out",
-                 str(out)]) == 0
-    assert json.loads((out / "manifest.json").read_text())["runtime"] == RuntimeSettings(spin_us=0).to_dict()
+    assert main(["export", "resnet18", "--plan", "nchw16c", "--image-size", "32", "--spin-us", "0",
+                 "--spin-on-shared-cores", "--out", str(out)]) == 0
+    recorded_runtime = RuntimeSettings(spin_us=0, spin_on_shared_cores=True)
+    assert json.loads((out / "manifest.json").read_text())["runtime"] == recorded_runtime.to_dict()
     measure, used = search.artifact.measure_latency, []
 
     def recorded(loaded, **options):
@@ -69,7 +77,41 @@ def test_export_records_the_spin_asked_for_and_run_changes_it_for_one_run(artifa
     assert main(["run", str(artifact), "--repeat", "1", "--spin-us", "0"]) == 0
     assert main(["run", str(out), "--repeat", "1", "--spin-us", "100", "--pool", "tvm"]) == 0
     assert main(["run", str(out), "--repeat", "1"]) == 0
-    assert used == [RuntimeSettings(spin_us=0), RuntimeSettings(pool="tvm", spin_us=100), None]
+    assert used == [RuntimeSettings(spin_us=0), RuntimeSettings(pool="tvm", spin_us=100, spin_on_shared_cores=True),
+                    None]
+
+
+SHARED_CORE = """
+import json, os, sys, time
+import tvm
+from search.artifact import load_artifact
+from search.runtime import RuntimeSettings, pool_statistics
+
+artifact = load_artifact(sys.argv[1])
+vm = artifact.virtual_machine(2, RuntimeSettings(spin_on_shared_cores=sys.argv[2] == "spin"))
+args = [tvm.runtime.tensor(a, tvm.cpu()) for a in artifact.random_inputs(0)]
+vm["main"](*args)  # starts the pool's worker
+core = min(os.sched_getaffinity(0))
+for thread in os.listdir("/proc/self/task"):  # every thread, the worker and the caller among them, on one core
+    os.sched_setaffinity(int(thread), {core})
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    vm["main"](*args)
+print(json.dumps(pool_statistics(artifact.directory / "model.so").to_dict()))
+"""
+
+
+@pytest.mark.parametrize("spin_on_shared_cores", [False, True])
+def test_a_worker_whose_core_is_shared_sleeps_at_once_unless_told_to_spin(artifact, spin_on_shared_cores):
+    run = subprocess.run([sys.executable, "-c", SHARED_CORE, str(artifact), "spin" if spin_on_shared_cores else "-"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    statistics = json.loads(run.stdout.splitlines()[-1])
+    assert statistics["launches"] > 0
+    if spin_on_shared_cores:
+        assert statistics["shared_core_waits"] == 0
+    else:  # the worker waits to run while the caller runs on their one core
+        assert statistics["shared_core_waits"] > 0
 
 
 def test_an_artifact_exported_without_runtime_settings_runs_on_tvm_s_pool():
@@ -77,7 +119,7 @@ def test_an_artifact_exported_without_runtime_settings_runs_on_tvm_s_pool():
 
 
 @pytest.mark.parametrize("runtime", [{"pool": "openmp"}, {"chunks_per_thread": 0}, {"spin_us": -1},
-                                     {"spin_us": True}, {"threads": 2}, "tessera"])
+                                     {"spin_us": True}, {"spin_on_shared_cores": 1}, {"threads": 2}, "tessera"])
 def test_a_corrupt_runtime_in_the_manifest_is_one_error_line(artifact, tmp_path, capsys, runtime):
     with pytest.raises(SearchError):
         RuntimeSettings.from_dict(runtime)
