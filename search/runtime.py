@@ -6,9 +6,9 @@ times slower (each loop waits for the share whose core is taken, and the yield h
 tessera's pool (``runtime_pool.cc``, compiled into every exported library) cuts each loop into ``chunks_per_thread``
 chunks per thread that any thread takes while some are left, does not bind threads, and waits by spinning with the
 CPU's pause instruction for ``spin_us`` microseconds, then sleeping. A worker that waited to run for over a quarter of
-its runnable time over the last 50 ms shares its core with another runnable thread; it then sleeps at once instead of
-spinning (unless ``spin_on_shared_cores``), since spinning there spends the share of the core the system grants it and
-gets it descheduled when work arrives. When its workers stop pulling their weight over
+its runnable time in each of the last two windows of 50 ms shares its core with another runnable thread; it then
+sleeps at once instead of spinning (unless ``spin_on_shared_cores``), since spinning there spends the share of the
+core the system grants it and gets it descheduled when work arrives. When its workers stop pulling their weight over
 50 ms of loops (the caller stalled over a quarter of that time waiting for a worker descheduled in the middle of a
 chunk, or the workers took under half their share of the chunks), the calling thread runs the loops alone for a
 while, doubling while that keeps happening: one thread on a free core beats two fighting over a busy one.

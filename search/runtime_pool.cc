@@ -47,12 +47,13 @@ thread_local bool inside_pool = false;  // a worker, or a caller inside its laun
 
 constexpr Clock::duration kWindow = std::chrono::milliseconds(50);  // longer than the system's scheduling slices
 
-// Whether another runnable thread shares the calling thread's core: over the last window, the thread waited to run
-// for more than a quarter of the time it was runnable (Linux's per-thread scheduler statistics; where they cannot be
-// read, never). A spinning thread on a shared core burns the share of the core the system grants it, so it is
-// descheduled when work arrives; a thread that sleeps keeps its claim and is run soon after it is woken. Beside one
-// busy core or a process streaming through memory a worker waits over a quarter of its runnable time in nearly every
-// window; on a quiet machine or beside processes at the lowest priority, in almost none.
+// Whether another runnable thread shares the calling thread's core: over each of the last two windows, the thread
+// waited to run for more than a quarter of the time it was runnable (Linux's per-thread scheduler statistics; where
+// they cannot be read, never). One window is not enough: a daemon's burst on a quiet machine fills one now and then.
+// A spinning thread on a shared core burns the share of the core the system grants it, so it is descheduled when
+// work arrives; a thread that sleeps keeps its claim and is run soon after it is woken. Beside one busy core or a
+// process streaming through memory a worker waits over a quarter of its runnable time in nearly every window; on a
+// quiet machine or beside processes at the lowest priority, in almost none.
 class CoreShare {
  public:
   // Re-reads the statistics once a window has passed since the last reading.
@@ -63,7 +64,9 @@ class CoreShare {
     if (!Read(&running, &waiting)) return shared_ = false;
     if (running_ >= 0) {
       const long long ran = running - running_, waited = waiting - waiting_;
-      shared_ = 4 * waited > ran + waited;
+      const bool crowded = 4 * waited > ran + waited;
+      shared_ = crowded && crowded_before_;
+      crowded_before_ = crowded;
     }
     running_ = running;
     waiting_ = waiting;
@@ -83,7 +86,7 @@ class CoreShare {
 
   Clock::time_point read_at_{};
   long long running_ = -1, waiting_ = 0;
-  bool shared_ = false;
+  bool crowded_before_ = false, shared_ = false;
 };
 
 // What tessera_pool_statistics reports, in this order.
