@@ -35,7 +35,7 @@ from importlib.util import find_spec  # noqa: E402
 from typing import Any  # noqa: E402
 
 from experiments.background_load import LOADS  # noqa: E402
-from experiments.interference import interference, interference_table  # noqa: E402
+from experiments.interference import interference, interference_table, paired_table  # noqa: E402
 from experiments.peers import Contender  # noqa: E402
 from experiments.trials import environment_info  # noqa: E402
 
@@ -67,14 +67,16 @@ def export_again(model_dir: Path, threads: int, name: str = "tessera", **runtime
     return out
 
 
-def contenders(model_dir: Path, artifact: Path, engines: list[str], variants: dict[str, Path]) -> list[Contender]:
-    """tessera's plan, its ``variants`` (label: artifact), on TVM's pool bound and unbound, and the ``engines``
-    installed."""
+def contenders(model_dir: Path, artifact: Path, engines: list[str], variants: dict[str, Path],
+               tvm_pool: bool = True) -> list[Contender]:
+    """tessera's plan, its ``variants`` (label: artifact), on TVM's pool bound and unbound (if ``tvm_pool``), and
+    the ``engines`` installed."""
     found = [Contender("tessera", "tvm", artifact),
-             *(Contender(label, "tvm", path) for label, path in variants.items()),
-             Contender("tessera, TVM's pool", "tvm", artifact, pool="tvm"),
-             Contender("tessera, TVM's pool unbound", "tvm", artifact, pool="tvm",
-                       environment=(("TVM_BIND_THREADS", "0"),))]
+             *(Contender(label, "tvm", path) for label, path in variants.items())]
+    if tvm_pool:
+        found += [Contender("tessera, TVM's pool", "tvm", artifact, pool="tvm"),
+                  Contender("tessera, TVM's pool unbound", "tvm", artifact, pool="tvm",
+                            environment=(("TVM_BIND_THREADS", "0"),))]
     packages = {"onnxruntime": "onnxruntime", "openvino-f32": "openvino"}
     for engine in engines:
         if find_spec(packages[engine]) is None:
@@ -96,6 +98,8 @@ def main() -> int:
     parser.add_argument("--spin-on-shared-cores", action="store_true",
                         help="also the plan exported with workers that spin on shared cores too "
                              "(export --spin-on-shared-cores)")
+    parser.add_argument("--no-tvm-pool", dest="tvm_pool", action="store_false",
+                        help="leave out the plan on TVM's pool (bound and unbound)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -114,11 +118,17 @@ def main() -> int:
             if args.spin_on_shared_cores:
                 variants["tessera, spinning on shared cores"] = export_again(
                     model_dir, args.threads, "tessera-spin-on-shared-cores", spin_on_shared_cores=True)
-            results = interference(contenders(model_dir, artifact, args.peers, variants), loads, rounds=args.rounds,
+            found = contenders(model_dir, artifact, args.peers, variants, args.tvm_pool)
+            results = interference(found, loads, rounds=args.rounds,
                                    threads=args.threads, echo=lambda line: print(line, file=sys.stderr, flush=True))
             report["models"][model] = results
             print(f"\n{model} ({args.threads} threads, {args.rounds} rounds; ms: median (IQR))\n")
             print("\n".join(interference_table(results, loads)), flush=True)
+            paired = paired_table(results, loads, "onnxruntime")
+            if paired:
+                print("\nPaired by round with ONNX Runtime (each round's time over ONNX Runtime's in the same load "
+                      "block; median over rounds):\n")
+                print("\n".join(paired), flush=True)
     except (KeyboardInterrupt, Interrupted) as stop:
         signum = stop.args[0] if isinstance(stop, Interrupted) else signal.SIGINT
         print(f"interrupted by {signal.Signals(signum).name}: the background loads were stopped", file=sys.stderr)

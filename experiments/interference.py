@@ -5,7 +5,13 @@ threads fixed). A round visits every load (``experiments.background_load``), sta
 under each load, after ``settle`` seconds, every contender is timed once (``experiments.peers.time_runner``: a warm-up
 run, then runs for at least ``MIN_SECONDS``), starting one contender later each round, so that drift of a shared
 machine hits all alike. The result per contender and load is the median of the rounds with quartiles and extremes,
-and the ratio of that median to the contender's quiet median.
+the ratio of that median to the contender's quiet median, and the rounds' samples.
+
+A shared machine moves between faster and slower states for seconds to minutes, so one contender's quiet and loaded
+medians may come from different states. ``paired_table`` compares contenders where that cancels: per round and
+load, a contender's time over a reference's time in the same load block (timed seconds apart), the median of those
+over the rounds, and that median under each load over its median on the quiet machine: below 1, the contender kept
+its speed better than the reference under that load.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import numpy as np
 
 from experiments.background_load import BackgroundLoad
 from experiments.peers import SETTLE_SECONDS, Contender, PeerWorker
@@ -53,8 +61,9 @@ def interference(contenders: list[Contender], loads: Sequence[str], *, rounds: i
         results = {}
         for worker in workers:
             by_load = {load: latency_summary(values) for load, values in samples[worker.contender.label].items()}
-            for summary in by_load.values():
+            for load, summary in by_load.items():
                 summary["ratio"] = summary["median_ms"] / by_load[QUIET]["median_ms"]
+                summary["samples_ms"] = samples[worker.contender.label][load]
             results[worker.contender.label] = {"engine": worker.contender.engine, "threads": threads,
                                                **worker.facts, "loads": by_load}
         return results
@@ -72,4 +81,25 @@ def interference_table(results: dict[str, dict[str, Any]], loads: Sequence[str])
         times = [f"{by_load[load]['median_ms']:.2f} ({by_load[load]['spread_ms']:.2f})" for load in loads]
         ratios = [f"{by_load[load]['ratio']:.2f}x" for load in loads if load != QUIET]
         lines.append("| " + " | ".join([label, *times, *ratios]) + " |")
+    return lines
+
+
+def paired_table(results: dict[str, dict[str, Any]], loads: Sequence[str], reference: str) -> list[str]:
+    """Markdown rows: per contender other than ``reference``, the median over rounds of its time over the
+    reference's in the same load block, per load, and each loaded one over the quiet one (see the module
+    docstring); no rows if the reference was not timed."""
+    if reference not in results:
+        return []
+    base = results[reference]["loads"]
+    header = ["contender", *(f"{load}: / {reference}" for load in loads),
+              *(f"{load} / quiet, against {reference}" for load in loads if load != QUIET)]
+    lines = ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
+    for label, result in results.items():
+        if label == reference:
+            continue
+        relative = {load: float(np.median(np.asarray(result["loads"][load]["samples_ms"])
+                                          / np.asarray(base[load]["samples_ms"]))) for load in loads}
+        lines.append("| " + " | ".join([label, *(f"{relative[load]:.3f}" for load in loads),
+                                        *(f"{relative[load] / relative[QUIET]:.2f}x" for load in loads
+                                          if load != QUIET)]) + " |")
     return lines

@@ -100,3 +100,23 @@ def test_the_benchmark_stops_its_load_when_interrupted(work, signum):
         assert process.returncode == 128 + signum
         assert "the background loads were stopped" in err
     assert not any(_alive_after(pid, seconds=10) for pid in (load, *workers))
+
+
+def test_the_paired_table_cancels_a_machine_state_that_moves_both_contenders():
+    from experiments.interference import paired_table
+
+    loads = ["quiet", "one-core"]
+    state = {"quiet": [1.0, 1.6, 1.0], "one-core": [1.6, 1.0, 1.6]}  # slow phases land unevenly on the loads
+
+    def result(times):
+        return {"loads": {load: {"samples_ms": [t * s for t, s in zip(times[load], state[load])]}
+                          for load in loads}}
+
+    results = {"onnxruntime": result({"quiet": [10.0] * 3, "one-core": [20.0] * 3}),
+               "steady": result({"quiet": [8.0] * 3, "one-core": [16.0] * 3}),
+               "fragile": result({"quiet": [8.0] * 3, "one-core": [32.0] * 3})}
+    rows = paired_table(results, loads, "onnxruntime")
+    assert [row.split(" | ")[0] for row in rows[2:]] == ["| steady", "| fragile"]
+    assert rows[2].endswith("| 0.800 | 0.800 | 1.00x |")  # doubles as the reference does
+    assert rows[3].endswith("| 0.800 | 1.600 | 2.00x |")
+    assert paired_table({"steady": results["steady"]}, loads, "onnxruntime") == []
