@@ -254,7 +254,7 @@ def measure_latency(
     results = np.asarray(vm.time_evaluator("main", dev, number=number, repeat=repeat)(*args).results) * 1e3
     after = pool_statistics(library) if pool == "tessera" else None
     counts = None if before is None or after is None else {
-        name: value - before.to_dict()[name] for name, value in after.to_dict().items()}
+        name: value - getattr(before, name) for name, value in after.to_dict().items()}
     p25, median, p75 = np.percentile(results, [25, 50, 75])
     return Latency(float(median), float(p25), float(p75), float(results.min()), float(results.max()), repeat, number,
                    threads, runtime_threads, pool, counts)
