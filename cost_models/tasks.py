@@ -15,6 +15,7 @@ import tvm
 from tvm import relax
 
 from cost_models.cache import CostRecord, canonical
+from search.conversions import conversion_kernel, converts
 from search.errors import SearchError
 from search.followers import get_follower
 from search.kinds import KINDS, LayoutKind, kernel_kind
@@ -59,11 +60,12 @@ class KernelTask:
 
 @dataclass(frozen=True)
 class TransformTask:
-    """Time re-laying out a float32 activation of logical ``shape`` (NCHW, or the (rows, features) of ``NC``) from
-    ``src`` to ``dst``, as export runs it.
+    """Time re-laying out an activation of logical ``shape`` (NCHW, or the (rows, features) of ``NC``) from ``src``
+    to ``dst``, as export runs it.
 
     Export emits ``R.layout_transform`` and ``search.lower`` legalises and schedules it; ``primfunc`` does the same
-    to a one-op module. A transform between identical layouts is ``free``: it costs 0 and is never measured.
+    to a one-op module. Between layouts of fp32 and bf16 values it is a conversion fused with the transform
+    (``search.conversions``). A transform between identical layouts is ``free``: it costs 0 and is never measured.
     """
 
     shape: tuple[int, ...]
@@ -90,9 +92,11 @@ class TransformTask:
         )
 
     def primfunc(self, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-        """The legalised transform, scheduled for ``target``."""
+        """The legalised transform (or the conversion), scheduled for ``target``."""
+        if converts(self.src, self.dst):
+            return conversion_kernel(self.shape, self.src, self.dst)
         src, dst = layout(self.src), layout(self.dst)
-        data = relax.Var("data", relax.TensorType(src.physical_shape(self.shape), TRANSFORM_DTYPE))
+        data = relax.Var("data", relax.TensorType(src.physical_shape(self.shape), src.dtype))
         bb = relax.BlockBuilder()
         with bb.function("main", [data]):
             out = bb.emit(relax.op.layout_transform(data, index_map=src.index_map(dst)))

@@ -35,7 +35,7 @@ import numpy as np
 import tvm
 
 from cost_models.cache import TIMING_METHODS
-from search.precision import STORAGE, to_bf16_bits
+from search.bf16_bits import STORAGE, to_bf16_bits
 from search.threads import reserve_pool
 
 _BIG_CORES = 1  # threading::ThreadGroup::kBig, TVM's default affinity mode
@@ -121,7 +121,7 @@ def argument_shapes(func: tvm.tirx.PrimFunc) -> list[tuple[tuple[int, ...], str]
 def random_arguments(
     shapes: Sequence[tuple[tuple[int, ...], str]], seed: int = 0, device: tvm.runtime.Device | None = None
 ) -> list[tvm.runtime.Tensor]:
-    """Tensors of uniform values in [-1, 1) (bf16 ones, ``search.precision.STORAGE``, as their bit patterns; 8-bit
+    """Tensors of uniform values in [-1, 1) (bf16 ones, ``search.bf16_bits.STORAGE``, as their bit patterns; 8-bit
     integers over their whole range): never uninitialised memory, whose denormals or NaNs skew timings."""
     rng = np.random.default_rng(seed)
     device = device or tvm.cpu()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from search.errors import SearchError
 from search.graph import OpGraph
 from search.kinds import IN_PLACE, KernelKind, get_kind, kernel_kind
-from search.layouts import LayoutError, activation_layout
+from search.layouts import BF16, LayoutError, activation_layout, storage_of
 from search.op import Op
 from search.precision import INSTRUCTIONS, INT8_INSTRUCTIONS, INT8_KNOB, KNOB, by_precision, precision_of
 from search.templates.int8 import RANGE
@@ -71,7 +71,8 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
                     precision: str = "fp32") -> list[Candidate]:
     """Candidates of tunable ``op``: every supported layout pair x up to ``knobs_per_layout`` knob settings of the
     ``precision`` searched (``search.precision.by_precision``; int8 ones only where ``op`` is calibrated: its
-    parameters hold its input's range, ``search.activation_ranges``).
+    parameters hold its input's range, ``search.activation_ranges``); a pair with bf16 values on a side
+    (``NCHW16c.bf16``) only with bf16 settings.
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
     (so the default of each pair comes first, in the kind's layout order).
@@ -84,7 +85,10 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
         if isinstance(kind, KernelKind):
             space = [knobs for knobs in kind.knob_space(kind.spec(op, in_layout, out_layout))
                      if RANGE in op.params or precision_of(knobs) != "int8"]
-            settings = by_precision(space, precision, knobs_per_layout) or [()]
+            settings = by_precision(space, precision, knobs_per_layout)
+            if not settings and BF16 in (storage_of(in_layout), storage_of(out_layout)):
+                continue  # bf16 values in or out: bf16 kernels only
+            settings = settings or [()]
         else:
             settings = kind.variants(op, out_layout)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])

@@ -1,14 +1,15 @@
 """Emit a Relax module that runs an ``OpGraph`` in the layouts a plan chose.
 
-Every node of a kernel kind becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant
-arguments; a node of a layout kind (concat, add) runs its Relax op in its chosen layout, except a concat in place,
-whose producers' kernels write their slices of its output (``R.call_tir_inplace``), its other inputs copied in, and
-whose shorter family members are views of its first channels (``R.memory.view``; ``search.in_place``); every
-edge whose layouts differ gets one explicit ``R.layout_transform`` (shared by consumers wanting the same layout);
-followers run in their producer's layout; fixed ops, layout-free kernels (``batch_matmul``) and model outputs see
-NCHW (of 4-D values) or NC (of a linear layer's rows, 2-D or 3-D), and a layout-free kernel gets the transforms its
-layouts ask for (``KernelKind.conversions``) around it. A value stored NC keeps its graph shape (a linear layer's
-kernel reshapes it to (rows, features) for free); in any other layout it is held as that layout stores it.
+Every node of a kernel kind becomes ``R.call_tir`` of its scheduled template kernel with pre-packed constant arguments;
+a node of a layout kind (concat, add) runs its Relax op in its chosen layout, except a concat in place, whose producers'
+kernels write their slices of its output (``R.call_tir_inplace``), its other inputs copied in, and whose shorter family
+members are views of its first channels (``R.memory.view``; ``search.in_place``); every edge whose layouts differ gets
+one explicit ``R.layout_transform`` (shared by consumers wanting the same layout); followers run in their producer's
+layout (its fp32 twin where it stores bf16 values: ``search.conversions``); fixed ops, layout-free kernels
+(``batch_matmul``) and model outputs see NCHW (of 4-D values) or NC (of a linear layer's rows, 2-D or 3-D), and a
+layout-free kernel gets the transforms its layouts ask for (``KernelKind.conversions``) around it. A value stored NC
+keeps its graph shape (a linear layer's kernel reshapes it to (rows, features) for free); in any other layout it is held
+as that layout stores it.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import tvm
 from tvm import relax
 
 from search.candidates import Candidate
+from search.conversions import conversion_kernel, converts
 from search.followers import get_follower
 from search.graph import OpGraph
 from search.in_place import copy_kernel, write_into, written_inputs
 from search.kinds import KernelKind, LayoutKind, get_kind
 from search.kinds.base import COPIED, VIEW_OF
-from search.layouts import activation_shape, fixed_layout, layout
+from search.layouts import activation_shape, fixed_layout, layout, stored_as
 from search.op import Op
 
 NO_LAYOUT = "-"  # the "layout" of tensors that are no activations (never transformed)
@@ -90,7 +92,7 @@ class _Emitter:
             x = self.reshaped(expr, self.held(value, stored), layout(stored).physical_shape(logical), f"{value}_rows")
             x = self.transform(x, value, stored, wanted, logical)
             self.converted[key] = self.reshaped(x, layout(wanted).physical_shape(logical), self.held(value, wanted),
-                                                f"{value}_{wanted}")
+                                                _symbol(f"{value}_{wanted}"))
         return self.converted[key]
 
     def read_fixed(self, value: str) -> relax.Expr:
@@ -109,7 +111,7 @@ class _Emitter:
         view = None if into is None else self.slice_of(*into)
         key = (spec, view)
         if key not in self.kernel_vars:
-            name = f"{op.name}_{candidate.in_layout}_{candidate.out_layout}".replace("+", "_")
+            name = _symbol(f"{op.name}_{candidate.in_layout}_{candidate.out_layout}")
             func = kind.build(spec, self.target)
             if view is not None:
                 func, name = write_into(func, *view), f"{name}_into_{into[0]}"
@@ -128,7 +130,8 @@ class _Emitter:
         written, kernel_out = kind.output(spec)
         shape = layout(written).physical_shape(kernel_out)
         if into is None:
-            call = relax.call_tir(self.kernel_vars[key], relax.Tuple(args), relax.TensorType(shape, "float32"))
+            out = relax.TensorType(shape, layout(written).dtype)
+            call = relax.call_tir(self.kernel_vars[key], relax.Tuple(args), out)
         else:
             call = relax.call_tir_inplace(self.kernel_vars[key], [*args, self.buffer(into[0], view[0])], len(args),
                                           relax.TensorType(view[0], "float32"))
@@ -168,9 +171,20 @@ class _Emitter:
         return self.bb.emit(relax.op.reshape(x, wanted), name_hint=name)
 
     def transform(self, x: relax.Expr, value: str, src: str, dst: str, shape) -> relax.Expr:
-        """An explicit layout transform of ``x`` (the value ``value`` of logical ``shape``) from ``src`` to ``dst``."""
-        name = f"{value}_to_{dst}"
-        var = self.bb.emit(relax.op.layout_transform(x, index_map=layout(src).index_map(layout(dst))), name_hint=name)
+        """An explicit layout transform of ``x`` (the value ``value`` of logical ``shape``) from ``src`` to ``dst``; a
+        conversion's kernel (``search.conversions``) where they store other precisions."""
+        name = _symbol(f"{value}_to_{dst}")
+        if converts(src, dst):
+            key = ("convert", tuple(shape), src, dst)
+            if key not in self.kernel_vars:
+                func = conversion_kernel(shape, src, dst)
+                self.kernel_vars[key] = self.bb.add_func(func, _symbol(f"convert_{src}_{dst}"))
+                self.kernels.setdefault(self.kernel_vars[key].name_hint, func)
+            out = relax.TensorType(layout(dst).physical_shape(shape), layout(dst).dtype)
+            var = self.bb.emit(relax.call_tir(self.kernel_vars[key], relax.Tuple([x]), out), name_hint=name)
+        else:
+            var = self.bb.emit(relax.op.layout_transform(x, index_map=layout(src).index_map(layout(dst))),
+                               name_hint=name)
         self.origins[var.name] = Origin(value, src, dst, tuple(shape))
         self.transforms += 1
         return var
@@ -225,7 +239,7 @@ class _Emitter:
         self.define(op, self.bb.emit(kind.emit(inputs, layout(stored), op.attrs), name_hint=op.name), stored)
 
     def follower(self, op: Op) -> None:
-        stored = self.values[op.inputs[0]][1]
+        stored = stored_as(self.values[op.inputs[0]][1], "fp32")  # a kernel's bf16 values: converted first
         expr = follower_expr(op, self.read(op.inputs[0], stored), stored)
         self.define(op, self.bb.emit(expr, name_hint=op.name), stored)
 
@@ -279,6 +293,11 @@ class _Emitter:
                 out = self.bb.emit_output(result)
             self.bb.emit_func_output(out)
         return Emitted(self.bb.get(), self.kernels, self.transforms, self.origins)
+
+
+def _symbol(name: str) -> str:
+    """``name`` as a function or variable name: the separators of layout names (``+``, ``.``) replaced."""
+    return name.replace("+", "_").replace(".", "_")
 
 
 def _fixed_layout(shape) -> str:

@@ -2,11 +2,13 @@
 
 A layout says how a tensor is stored, axis by axis, outermost first: an upper-case letter is a *primal* axis (``N``,
 ``C``, ``H``, ``W``), ``<size><letter>`` a block of ``size`` consecutive elements of that primal axis (``16c``), stored
-inside the primal axis's remaining part. Activations are ``NCHW``, ``NHWC`` or ``NCHW{c}c``; the rows of a linear
-layer (2-D, or 3-D viewed as (batch x tokens, features)) ``NC`` or ``CN{c}c`` (feature blocks outermost, each block
-of every row contiguous). A tensor's *logical* shape lists its primal axes in canonical order (``N``, ``C``, ``D``,
-``H``, ``W``, then any other letter in stored order): ``(n, c, h, w)`` for every activation layout, ``(rows,
-features)`` for every row layout. TVM-free; ``index_map`` imports TVM.
+inside the primal axis's remaining part. Activations are ``NCHW``, ``NHWC`` or ``NCHW{c}c``; the rows of a linear layer
+(2-D, or 3-D viewed as (batch x tokens, features)) ``NC`` or ``CN{c}c`` (feature blocks outermost, each block of every
+row contiguous). A layout stores fp32 values unless its name ends in ``.bf16`` (``NCHW16c.bf16``): bf16 values, as their
+bit patterns (``search.bf16_bits``), which bf16 kernels read and write and conversions on the edges turn into fp32
+(``search.conversions``). A tensor's *logical* shape lists its primal axes in canonical order (``N``, ``C``, ``D``,
+``H``, ``W``, then any other letter in stored order): ``(n, c, h, w)`` for every activation layout, ``(rows, features)``
+for every row layout. TVM-free; ``index_map`` imports TVM.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from search.bf16_bits import STORAGE, from_bf16_bits, to_bf16_bits
 from search.errors import SearchError
 
 BLOCK_SIZES = (4, 8, 16, 32, 64)
 CANONICAL = "NCDHW"  # logical order of the primal axes that have one
 ACTIVATION_AXES = {2: "NC", 4: "NCHW"}  # the logical axes of activations, by rank
 _TOKEN = re.compile(r"([A-Z])|(\d+)([a-z])")
+BF16 = "bf16"  # the suffix of a layout storing bf16 values
+DTYPES = {"fp32": "float32", BF16: STORAGE}  # a layout's storage -> the dtype of its buffers
 
 
 class LayoutError(SearchError):
@@ -33,21 +38,25 @@ class LayoutError(SearchError):
 @dataclass(frozen=True)
 class Layout:
     """A parsed layout: ``axes`` in stored order, each ``(letter, block)``: a primal axis ``("C", None)`` or a block
-    of one ``("C", 16)``."""
+    of one ``("C", 16)``; ``storage`` the values' precision, ``fp32`` or ``bf16``."""
 
     name: str
     axes: tuple[tuple[str, int | None], ...]
+    storage: str = "fp32"
 
     @staticmethod
     @functools.cache
     def parse(name: str) -> Layout:
         """The layout called ``name``; ``LayoutError`` unless every primal axis appears once, every block is a
         positive size of a primal axis that appears, and no axis has two blocks."""
-        error = LayoutError(f"unknown layout {name!r}; expected e.g. NCHW, NHWC, NCHW16c or NC")
+        error = LayoutError(f"unknown layout {name!r}; expected e.g. NCHW, NHWC, NCHW16c, NC or NCHW16c.bf16")
         if not isinstance(name, str) or not name:
             raise error
+        axes_name, dot, storage = name.partition(".")
+        if not axes_name or (dot and storage != BF16):
+            raise error
         axes, position = [], 0
-        for match in _TOKEN.finditer(name):
+        for match in _TOKEN.finditer(axes_name):
             if match.start() != position:
                 raise error
             position = match.end()
@@ -55,13 +64,18 @@ class Layout:
             axes.append((primal, None) if primal else (letter.upper(), int(size)))
         primals = [letter for letter, block in axes if block is None]
         blocks = [letter for letter, block in axes if block is not None]
-        if (position != len(name) or len(set(primals)) != len(primals) or len(set(blocks)) != len(blocks)
+        if (position != len(axes_name) or len(set(primals)) != len(primals) or len(set(blocks)) != len(blocks)
                 or not set(blocks) <= set(primals) or any(block == 0 for _, block in axes)):
             raise error
-        return Layout(name, tuple(axes))
+        return Layout(name, tuple(axes), storage if dot else "fp32")
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def dtype(self) -> str:
+        """The dtype of a buffer in this layout: ``float32``, or ``uint16`` for bf16 bit patterns."""
+        return DTYPES[self.storage]
 
     # ------------------------------------------------------------------------------------------------ structure
     @property
@@ -136,14 +150,15 @@ class Layout:
         return shape, names
 
     def from_logical(self, array: np.ndarray) -> np.ndarray:
-        """``array`` (logical shape) re-laid out into this layout."""
+        """``array`` (logical shape) re-laid out into this layout (bf16: rounded, as bit patterns)."""
         self.check(array.shape)
         split, names = self._split(self._extents(array.shape))
         order = [names.index(axis) for axis in self.axes]
-        return np.ascontiguousarray(array.reshape(split).transpose(order))
+        stored = np.ascontiguousarray(array.reshape(split).transpose(order))
+        return to_bf16_bits(stored) if self.storage == BF16 else stored
 
     def to_logical(self, array: np.ndarray) -> np.ndarray:
-        """Inverse of ``from_logical``: a stored array back in logical shape."""
+        """Inverse of ``from_logical``: a stored array back in logical shape (bf16: as float32 values)."""
         if array.ndim != self.ndim:
             raise LayoutError(f"layout {self.name} stores {self.ndim}-D arrays, got shape {array.shape}")
         extents = {letter: 1 for letter in self.logical}
@@ -152,6 +167,7 @@ class Layout:
         _, names = self._split(extents)
         stored = list(self.axes)
         logical = np.ascontiguousarray(array.transpose([stored.index(axis) for axis in names]))
+        logical = from_bf16_bits(logical) if self.storage == BF16 else logical
         return logical.reshape([extents[letter] for letter in self.logical])
 
     # ------------------------------------------------------------------------------------------------ index maps
@@ -196,6 +212,19 @@ class Layout:
 def layout(name: str | Layout) -> Layout:
     """``name`` parsed (a ``Layout`` passes through)."""
     return name if isinstance(name, Layout) else Layout.parse(name)
+
+
+def storage_of(name: str) -> str:
+    """What layout ``name`` stores, ``fp32`` or ``bf16``, from its name alone (any kernel's layout name, a
+    layout-free kernel's view included)."""
+    return BF16 if name.endswith(f".{BF16}") else "fp32"
+
+
+def stored_as(name: str, storage: str) -> str:
+    """The layout with ``name``'s axes storing ``storage`` (``fp32`` or ``bf16``) values: ``NCHW16c`` <->
+    ``NCHW16c.bf16``."""
+    axes = name.partition(".")[0]
+    return axes if storage == "fp32" else f"{axes}.{layout(f'{axes}.{storage}').storage}"
 
 
 def activation_shape(shape: Sequence[int]) -> tuple[int, ...] | None:

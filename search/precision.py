@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
-
 from search.errors import SearchError
 from search.host import host
 from search.templates.workloads import Knobs
@@ -30,8 +28,6 @@ INT8_INSTRUCTIONS = {AMX: "amx_int8", DOT: "avx512_vnni"}
 PRECISIONS = ("fp32", "bf16", "int8", "auto")
 REDUCED = ("bf16", "int8")
 """The precisions below fp32, most accurate first."""
-STORAGE = "uint16"
-"""How kernels store bf16 values: their bit patterns (TVM would legalise a bf16 buffer into fp32 arithmetic)."""
 TOLERANCE = 2e-2
 """A bf16 kernel's relative error against its float64 reference (bf16 keeps 8 significant bits: 2**-9 per rounded
 operand, sums of thousands of products in fp32)."""
@@ -56,12 +52,6 @@ def precision_of(knobs: Knobs) -> str:
     """``"bf16"`` or ``"int8"`` for a setting with that knob, else ``"fp32"``."""
     knobs = dict(knobs)
     return "bf16" if knobs.get(KNOB) else "int8" if knobs.get(INT8_KNOB) else "fp32"
-
-
-def to_bf16_bits(values: np.ndarray) -> np.ndarray:
-    """Values rounded to bf16 (to nearest, ties to even), as their 16-bit patterns (``STORAGE``)."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(STORAGE)
 
 
 def bf16_settings(features: Iterable[str] | None = None) -> list[Knobs]:

@@ -13,7 +13,7 @@ from typing import Any
 from search.candidates import Candidate, node_candidates
 from search.errors import SearchError
 from search.graph import OpGraph
-from search.layouts import searchable_layouts
+from search.layouts import BF16, searchable_layouts, storage_of, stored_as
 from search.plan import BASELINES, baseline_plan
 from search.precision import REDUCED, check_precision
 
@@ -54,11 +54,13 @@ def tuning_space(
     the first ``space_size`` of them, then the candidates of the uniform plans ``baselines`` (names of
     ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
-    ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32``,
-    ``bf16`` or ``int8`` (a node without such a kernel, or an uncalibrated one for int8: fp32), or ``auto``: the
-    first ``space_size`` fp32 candidates and the first ``space_size`` of each other precision (so that its space
-    holds the fp32 one); SearchError for ``bf16`` or ``int8`` on a host without their instructions. The baselines
-    (fp32) make every node's domain non-empty and let their predicted costs be read off the problem.
+    ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32``, ``bf16``
+    or ``int8`` (a node without such a kernel, or an uncalibrated one for int8: fp32), or ``auto``: the first
+    ``space_size`` fp32 candidates and the first ``space_size`` of each other precision (so that its space holds the
+    fp32 one); a layout of bf16 values (``NCHW16c.bf16``) counts as its fp32 twin in ``layouts``, and a node whose
+    followers run after it (on fp32 values) writes none; SearchError for ``bf16`` or ``int8`` on a host without their
+    instructions. The baselines (fp32) make every node's domain non-empty and let their predicted costs be read off the
+    problem.
     """
     check_space_size(space_size)
     check_precision(precision)
@@ -67,9 +69,12 @@ def tuning_space(
     space = {}
     for op in graph.tunable:
         chosen = []
+        followed = bool(graph.followers_of(op.name))  # followers run on fp32 values: the node writes fp32
         for searched in ("fp32", *REDUCED) if precision == "auto" else (precision,):
-            ranked = node_candidates(op, precision=searched)
-            chosen += [c for c in ranked if op.layout_free or {c.in_layout, c.out_layout} <= allowed][:space_size]
+            ranked = [c for c in node_candidates(op, precision=searched)
+                      if not (followed and storage_of(c.out_layout) == BF16)]
+            chosen += [c for c in ranked if op.layout_free
+                       or {stored_as(c.in_layout, "fp32"), stored_as(c.out_layout, "fp32")} <= allowed][:space_size]
         chosen += [plan.candidate(op.name) for plan in baselines]
         space[op.name] = list(dict.fromkeys(chosen))
     return space

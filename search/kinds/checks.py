@@ -25,7 +25,7 @@ from search.errors import SearchError
 from search.host import make_target
 from search.kinds.base import KernelKind, LayoutKind, OperatorKind
 from search.kinds.registry import kernel_kind
-from search.layouts import layout
+from search.layouts import BF16, layout, storage_of
 from search.numerics import relative_error
 from search.op import Op
 from search.precision import INT8_TOLERANCE, precision_of
@@ -55,14 +55,15 @@ def pairwise(space: Sequence[Knobs]) -> list[Knobs]:
 
 
 def _run(func, arrays: Sequence[np.ndarray], out_shape: tuple[int, ...], target) -> np.ndarray:
-    """Compile ``func`` for ``target`` and run it on ``arrays`` into a NaN-filled output of ``out_shape``."""
+    """Compile ``func`` for ``target`` and run it on ``arrays`` into a NaN-filled output of ``out_shape`` (of the
+    dtype of ``func``'s last parameter: float32, or bf16 bit patterns)."""
     import tvm
 
     lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=target).jit()
     dev = tvm.cpu()
     dtypes = [str(param.dtype) for param in func.params]  # float32, or a packed bf16 weight's uint16
     args = [tvm.runtime.tensor(np.ascontiguousarray(a, dtype=dtype), dev) for a, dtype in zip(arrays, dtypes)]
-    out = tvm.runtime.tensor(np.full(out_shape, np.nan, dtype="float32"), dev)
+    out = tvm.runtime.tensor(layout_nan(str(func.params[-1].dtype), out_shape), dev)
     lib["main"](*args, out)
     return out.numpy()
 
@@ -121,8 +122,15 @@ def kernel_error(spec: KernelSpec, *, target=None, seed: int = 0) -> float:
 
 def tolerance(spec: KernelSpec) -> float:
     """The largest relative error ``check_kernel`` accepts: ``TOLERANCE`` for fp32, ``search.precision``'s for
-    bf16 and int8."""
-    return {"fp32": TOLERANCE, "bf16": BF16_TOLERANCE, "int8": INT8_TOLERANCE}[precision_of(spec.knobs)]
+    bf16 (and for layouts of bf16 values) and int8."""
+    stored = {storage_of(name) for name in (spec.in_layout, spec.out_layout)}
+    precision = "bf16" if BF16 in stored else precision_of(spec.knobs)
+    return {"fp32": TOLERANCE, "bf16": BF16_TOLERANCE, "int8": INT8_TOLERANCE}[precision]
+
+
+def layout_nan(dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """An array of ``shape`` filled with NaN: float32, or bf16's NaN as bit patterns (``uint16``)."""
+    return np.full(shape, np.nan, np.float32) if dtype == "float32" else np.full(shape, 0x7FC0, dtype)
 
 
 def _numerics_check(kind: KernelKind, spec: KernelSpec, target, seed: int) -> None:

@@ -9,8 +9,10 @@ import numpy as np
 import tvm
 from tvm import te
 
-from search.precision import AMX, DOT, KNOB, STORAGE, to_bf16_bits
+from search.bf16_bits import STORAGE, to_bf16_bits
+from search.precision import AMX, DOT, KNOB
 from search.templates import dot
+from search.templates.common import rounded
 from search.templates.workloads import KernelSpec, Knobs
 
 # Part of a bf16 kernel's cache key (``cost_models.tasks``): bump it whenever these kernels (their templates or the
@@ -43,13 +45,6 @@ def pack_weights(weight: np.ndarray) -> np.ndarray:
     """OIHW -> ``search.templates.dot.blocked_weights`` as bf16 bits: each row of the blocks a pair of input
     channels for every output channel."""
     return to_bf16_bits(dot.blocked_weights(np.asarray(weight, np.float32), BF16))
-
-
-def rounded(value: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
-    """``value`` (fp32) rounded to bf16 (to nearest, ties to even), as its bits (``STORAGE``)."""
-    bits = tvm.tirx.reinterpret("uint32", value)
-    half, one = tvm.tirx.const(0x7FFF, "uint32"), tvm.tirx.const(1, "uint32")
-    return ((bits + half + ((bits >> 16) & one)) >> 16).astype(STORAGE)
 
 
 def packed(shape: Sequence[int], source: Callable[..., tuple[tvm.tirx.PrimExpr, tvm.tirx.PrimExpr]],

@@ -17,6 +17,7 @@ from fractions import Fraction
 import tvm
 from tvm import te
 
+from search.bf16_bits import STORAGE
 from search.errors import SearchError
 from search.followers import activation_kind
 from search.isa import HOST, VectorUnit
@@ -229,3 +230,15 @@ def resolve_knobs(knobs: Knobs, choices: Mapping[str, Sequence[int]]) -> dict[st
             raise SearchError(f"knob {name}={value} is not one of {list(choices[name])}")
         values[name] = int(value)
     return values
+
+
+def rounded(value: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
+    """``value`` (fp32) rounded to bf16 (to nearest, ties to even), as its bits (``search.bf16_bits.STORAGE``)."""
+    bits = tvm.tirx.reinterpret("uint32", value)
+    half, one = tvm.tirx.const(0x7FFF, "uint32"), tvm.tirx.const(1, "uint32")
+    return ((bits + half + ((bits >> 16) & one)) >> 16).astype(STORAGE)
+
+
+def widened(bits: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
+    """The fp32 value of bf16 ``bits`` (``search.bf16_bits.STORAGE``): exact."""
+    return tvm.tirx.reinterpret("float32", bits.astype("uint32") << tvm.tirx.const(16, "uint32"))

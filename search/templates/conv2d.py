@@ -31,6 +31,7 @@ read of the data (recomputed once per output channel block and kernel tap).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -68,12 +69,20 @@ PROLOGUES = (PER_ROW, SEPARATE, ON_READ)
 
 
 def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
-    """Every pair of NCHW, NHWC and NCHW{c}c (c dividing the channels), input-major; none for grouped convs."""
+    """Every pair of NCHW, NHWC and NCHW{c}c (c dividing the channels), input-major, then the pairs whose bf16
+    kernels read or write bf16 values (``search.templates.conv2d_dot.stored_pairs``); none for grouped convs."""
     if workload.groups != 1:
         return []
     ins = candidate_layouts(workload.in_channels)
     outs = candidate_layouts(workload.out_channels)
-    return [(i, o) for i in ins for o in outs]
+    return [(i, o) for i in ins for o in outs] + conv2d_dot.stored_pairs(workload.in_channels, workload.out_channels)
+
+
+def _resolved(spec: KernelSpec) -> KernelSpec:
+    """``spec``, with the first bf16 setting where it reads or writes bf16 values and has no knobs (its default)."""
+    if spec.knobs or not conv2d_dot.stores_bf16(spec):
+        return spec
+    return replace(spec, knobs=conv2d_dot.knob_space(spec)[0])
 
 
 def _vectors(block: int) -> int:
@@ -130,7 +139,10 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     """The direct convolution's settings, the default first; where Winograd applies, its settings second and fourth
     (``search.templates.winograd.knob_space`` order), so that a space of two settings per layout pair already holds
     the algorithm choice; with a prologue, the default's other placements second and third; the bf16 settings last
-    (``search.candidates.node_candidates`` places them by the precision searched)."""
+    (``search.candidates.node_candidates`` places them by the precision searched). Layouts of bf16 values: the bf16
+    settings alone."""
+    if conv2d_dot.stores_bf16(spec):
+        return conv2d_dot.knob_space(spec)[:size]
     space = [_without_default_rows(knobs) for knobs in knob_product(_choices(spec), None)]
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
@@ -153,6 +165,7 @@ def _blocks(spec: KernelSpec) -> tuple[int, int, dict[str, int]]:
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
     """OIHW -> ``(O' // ob, I // ib, kh, kw, ib, ob)``, O' the output channels zero-padded to a multiple of ob (a
     Winograd setting: ``search.templates.winograd.pack_weight``; a bf16 one: ``search.templates.conv2d_dot``'s)."""
+    spec = _resolved(spec)
     if winograd.is_winograd(spec.knobs):
         return winograd.pack_weight(spec, weight)
     if is_bf16(spec.knobs):
@@ -165,6 +178,7 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    spec = _resolved(spec)
     if winograd.is_winograd(spec.knobs):
         if not winograd.supports(spec):
             raise SearchError(f"no Winograd kernel for {spec}")

@@ -6,17 +6,18 @@ Two stages:
 
 - ``pack``: the fp32 input, read in its layout, converted (bf16: rounded to nearest even; int8: quantised with the
   kernel's ``quant``) into a padded copy in blocks of 64 bytes of channels (32 bf16 or 64 int8; the channels padded to
-  whole blocks), the padding a zero of the input (int8: the quantisation's zero);
-- ``out``: the convolution, one block of 16 output channels of a run of output pixels per call of a C++
-  micro-kernel (``search.microkernels``: AMX tiles with knob value ``AMX``, AVX-512 dot products with ``DOT``),
-  the calls run in parallel; each writes its sums into a scratch buffer of its own, from which the fused
-  epilogue (int8: the sums scaled per channel; bias, residual, activation) writes them, still in cache, in the output
-  layout. A stride-1 convolution runs the output rows as one run of pixels (``y * padded width + x``; the pixels of
-  the padding columns are computed and dropped), in chunks of ``CHUNK``; any other, one output row per call, or
-  ``GROUPS`` of them where a row has at most 16 pixels (a tile's rows). ``pack`` may make a convolution of stride 1
-  (``_packing``): a strided 1x1 one without padding packs only the pixels it reads; a row of taps that fits one block
-  with the channels (a stem's 7 taps of 3 channels, each padded to 4) is folded into the channels, from a padded copy
-  of the input.
+  whole blocks), the padding a zero of the input (int8: the quantisation's zero); an input of bf16 values (a layout
+  of ``bf16`` storage, ``search.layouts``) is copied as it is (widened to fp32 for a prologue, then rounded);
+- ``out``: the convolution, one block of 16 output channels of a run of output pixels per call of a C++ micro-kernel
+  (``search.microkernels``: AMX tiles with knob value ``AMX``, AVX-512 dot products with ``DOT``), the calls run in
+  parallel; each writes its sums into a scratch buffer of its own, from which the fused epilogue (int8: the sums scaled
+  per channel; bias, residual, activation) writes them, still in cache, in the output layout (rounded to bf16 where it
+  stores bf16 values; a residual of bf16 values widened). A stride-1 convolution runs the output rows as one run of
+  pixels (``y * padded width + x``; the pixels of the padding columns are computed and dropped), in chunks of ``CHUNK``;
+  any other, one output row per call, or ``GROUPS`` of them where a row has at most 16 pixels (a tile's rows). ``pack``
+  may make a convolution of stride 1 (``_packing``): a strided 1x1 one without padding packs only the pixels it reads; a
+  row of taps that fits one block with the channels (a stem's 7 taps of 3 channels, each padded to 4) is folded into the
+  channels, from a padded copy of the input.
 
 The weights are converted once, when packed (``pack_weight``; int8: ``pack_int8``, with the kernel's per-channel
 scale, bias and ``quant``). A bf16 kernel's prologue (a pre-activation ``relu(data * scale + shift)`` or a gate
@@ -34,21 +35,40 @@ import numpy as np
 import tvm
 from tvm import te
 
+from search.bf16_bits import STORAGE
 from search.errors import SearchError
-from search.layouts import layout, view_block
-from search.precision import STORAGE, bf16_settings, int8_settings
+from search.layouts import BF16 as BF16_STORED
+from search.layouts import layout, storage_of, stored_as, view_block
+from search.precision import bf16_settings, int8_settings
 from search.templates import int8
-from search.templates.bf16 import BF16, rounded, to_bf16_bits
-from search.templates.common import finish, padded, relayout_params
+from search.templates.bf16 import BF16, to_bf16_bits
+from search.templates.common import finish, padded, relayout_params, rounded, widened
 from search.templates.dot import CHUNK, LANES, DotProduct, blocked_weights, packed, row_calls, schedule_pass
 from search.templates.workloads import KernelSpec, Knobs
 
 GROUPS = 4  # output rows of at most LANES pixels per call: the AMX micro-kernel's accumulator tiles
+STORED = "NCHW16c"  # the layout whose bf16 twin the kernels read and write: the output's blocks of LANES channels
+
+
+def stores_bf16(spec: KernelSpec) -> bool:
+    """Whether the kernel reads or writes bf16 values (a layout of ``bf16`` storage on either side)."""
+    return BF16_STORED in (storage_of(spec.in_layout), storage_of(spec.out_layout))
+
+
+def stored_pairs(in_channels: int, out_channels: int) -> list[tuple[str, str]]:
+    """The layout pairs with bf16 values on one side or both, where this host has bf16 kernels: each side
+    ``NCHW16c`` or its bf16 twin where 16 divides its channels, else NCHW (fp32)."""
+    if not bf16_settings():
+        return []
+    sides = [[STORED, stored_as(STORED, BF16_STORED)] if channels % LANES == 0 else ["NCHW"]
+             for channels in (in_channels, out_channels)]
+    return [(i, o) for i in sides[0] for o in sides[1] if BF16_STORED in (layout(i).storage, layout(o).storage)]
 
 
 def supports(spec: KernelSpec) -> bool:
-    """Groups 1 (int8: and no prologue)."""
-    return spec.workload.groups == 1 and not (int8.is_int8(spec.knobs) and spec.epilogue.reads_through)
+    """Groups 1 (int8: no prologue and fp32 values in and out)."""
+    return spec.workload.groups == 1 and not (int8.is_int8(spec.knobs) and (spec.epilogue.reads_through
+                                                                            or stores_bf16(spec)))
 
 
 def knob_space(spec: KernelSpec) -> list[Knobs]:
@@ -62,7 +82,7 @@ def _product(spec: KernelSpec) -> DotProduct:
     product.unit(spec)
     if not supports(spec):
         raise SearchError(f"no {product.knob} kernel for {spec}: it needs groups 1"
-                          + (" and no prologue" if product is int8.INT8 else ""))
+                          + (" and no prologue, fp32 in and out" if product is int8.INT8 else ""))
     return product
 
 
@@ -173,7 +193,7 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     blocks, out_blocks = padded(packing.channels, block) // block, padded(wl.out_channels, LANES) // LANES
     oh, ow = wl.out_height, wl.out_width
     flat = (sh, sw) == (1, 1)  # output row y, column x at y * cols + x: its pixels in one run per call
-    data = te.placeholder((n, c // ib, h, w, ib), wl.dtype, name="data")
+    data = te.placeholder((n, c // ib, h, w, ib), layout(spec.in_layout).dtype, name="data")
     weight = te.placeholder((out_blocks, blocks, kh, kw, block // product.group, LANES, product.group),
                             product.weight, name="weight")
     if product is int8.INT8:
@@ -181,8 +201,10 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         convert, zero, read, prologue = (lambda value: int8.quantised(value, quant), quant[1].astype("uint8"),
                                          _prologue(spec, data, ib)[0], [quant])
     else:
-        convert, zero = rounded, tvm.tirx.const(0, STORAGE)
         read, prologue = _prologue(spec, data, ib)
+        as_is = data.dtype == STORAGE and not spec.epilogue.reads_through  # bf16 values in: packed unchanged
+        convert, zero = (lambda bits: bits) if as_is else rounded, tvm.tirx.const(0, STORAGE)
+        read = (lambda nn, y, x, channel: data[nn, channel // ib, y, x, channel % ib]) if as_is else read
 
     def pack(nn, cb, hh, ww, ci):
         y, x, channel = packing.source(hh, ww, cb * block + ci)
@@ -261,16 +283,22 @@ def _prologue(spec: KernelSpec, data: te.Tensor, ib: int) -> tuple[Callable[...,
     n, c = spec.workload.in_shape[:2]
 
     def value(nn, y, x, channel):
-        return data[nn, channel // ib, y, x, channel % ib]
+        stored = data[nn, channel // ib, y, x, channel % ib]
+        return widened(stored) if data.dtype == STORAGE else stored
 
     if spec.epilogue.prologue:
-        scale, shift = (te.placeholder((c,), data.dtype, name=name) for name in ("scale", "shift"))
-        zero = tvm.tirx.const(0, data.dtype)
+        scale, shift = (te.placeholder((c,), "float32", name=name) for name in ("scale", "shift"))
+        zero = tvm.tirx.const(0, "float32")
         return (lambda nn, y, x, channel: te.max(value(nn, y, x, channel) * scale[channel] + shift[channel], zero),
                 [scale, shift])
     if spec.epilogue.gate:
         stored = layout(spec.in_layout)
-        gate = te.placeholder(stored.physical_shape((n, c, 1, 1)), data.dtype, name="gate")
+        gate = te.placeholder(stored.physical_shape((n, c, 1, 1)), stored.dtype, name="gate")
         at = stored.stored_coordinates()
-        return lambda nn, y, x, channel: value(nn, y, x, channel) * gate[tuple(at(nn, channel, 0, 0))], [gate]
+
+        def gated(nn, y, x, channel):
+            factor = gate[tuple(at(nn, channel, 0, 0))]
+            return value(nn, y, x, channel) * (widened(factor) if stored.storage == BF16_STORED else factor)
+
+        return gated, [gate]
     return value, []

@@ -17,9 +17,10 @@ import numpy as np
 import tvm
 from tvm import te
 
+from search.bf16_bits import STORAGE
 from search.errors import SearchError
 from search.layouts import layout
-from search.precision import STORAGE, bf16_settings, int8_settings
+from search.precision import bf16_settings, int8_settings
 from search.templates import int8
 from search.templates.bf16 import BF16, pack_weights, rounded
 from search.templates.common import finish, padded

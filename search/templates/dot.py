@@ -20,8 +20,8 @@ import tvm.sym
 from tvm import te
 
 from search.errors import SearchError
-from search.layouts import layout
-from search.templates.common import epilogue_value, padded, unit
+from search.layouts import BF16, layout
+from search.templates.common import epilogue_value, padded, rounded, unit, widened
 from search.templates.workloads import KernelSpec
 
 Offsets = Callable[[tvm.tirx.Var], tuple[tvm.tirx.Expr, tvm.tirx.Expr]]
@@ -120,7 +120,10 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
     at = stored.stored_coordinates()
     extra = ([te.placeholder((channels,), "float32", name="scale")] if product.scaled else []) + (
         [te.placeholder((channels,), "float32", name="bias")] if epilogue.bias else []) + (
-        [te.placeholder(physical, "float32", name="residual")] if epilogue.residual else [])
+        [te.placeholder(physical, stored.dtype, name="residual")] if epilogue.residual else [])
+    def loaded(buffer: tvm.tirx.Buffer, where: list) -> tvm.tirx.PrimExpr:  # fp32, from a bf16 layout widened
+        value = tvm.tirx.BufferLoad(buffer, where)
+        return widened(value) if stored.storage == BF16 else value
 
     def body(ins, outs):
         x, k, *params = ins
@@ -135,8 +138,8 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
         if scale is not None:
             value = value.astype("float32") * tvm.tirx.BufferLoad(scale, [channel])
         value = epilogue_value(epilogue, value, None if bias is None else tvm.tirx.BufferLoad(bias, [channel]),
-                               None if residual is None else tvm.tirx.BufferLoad(residual, where))
-        store = tvm.tirx.BufferStore(out, value, where)
+                               None if residual is None else loaded(residual, where))
+        store = tvm.tirx.BufferStore(out, rounded(value) if stored.storage == BF16 else value, where)
         whole = channels % LANES == 0  # else the last block's padded channels are dropped, lane by lane
         lanes = tvm.tirx.For(lane, 0, LANES, tvm.tirx.ForKind.VECTORIZED if whole else tvm.tirx.ForKind.SERIAL,
                              store if whole else tvm.tirx.IfThenElse(channel < channels, store, None))
@@ -152,8 +155,8 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
 
     buffers = [tvm.tirx.decl_buffer(t.shape, t.dtype, name=name)
                for t, name in ((packed, "x"), (weight, "k"), *((t, t.op.name) for t in extra))]
-    out = te.extern(list(physical), [packed, weight, *extra], body, name="out", dtype="float32", in_buffers=buffers,
-                    out_buffers=[tvm.tirx.decl_buffer(list(physical), "float32", name="out")])
+    out = te.extern(list(physical), [packed, weight, *extra], body, name="out", dtype=stored.dtype,
+                    in_buffers=buffers, out_buffers=[tvm.tirx.decl_buffer(list(physical), stored.dtype, name="out")])
     return out, extra
 
 

@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from search import precision
+from search import bf16_bits, precision
 from search.candidates import Candidate, node_candidates
 from search.errors import SearchError
 from search.export import export
@@ -39,7 +39,7 @@ WORKLOADS = [
 
 def _bf16(values: np.ndarray) -> np.ndarray:
     """``values`` rounded to bf16 (to nearest, ties to even), back in float64."""
-    bits = precision.to_bf16_bits(values).astype(np.uint32) << 16
+    bits = bf16_bits.to_bf16_bits(values).astype(np.uint32) << 16
     return bits.view(np.float32).astype(np.float64)
 
 
@@ -209,8 +209,8 @@ def test_tirs_rounding_to_bf16_is_numpys_round_to_nearest_even():
     lib = tvm.compile(te.create_prim_func([data, out]).with_attr("global_symbol", "main"), target=make_target(1))
     got = tvm.runtime.tensor(np.zeros(values.shape, np.uint16))
     lib["main"](tvm.runtime.tensor(values), got)
-    assert np.array_equal(got.numpy(), precision.to_bf16_bits(values))
-    assert list(precision.to_bf16_bits(ties[:2])) == [0x3F80, 0x3F82]  # ties to even: down, then up
+    assert np.array_equal(got.numpy(), bf16_bits.to_bf16_bits(values))
+    assert list(bf16_bits.to_bf16_bits(ties[:2])) == [0x3F80, 0x3F82]  # ties to even: down, then up
 
 
 def test_a_new_generation_of_bf16_kernels_changes_their_cache_keys_alone(monkeypatch):

@@ -9,7 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from search import microkernels, precision
+from search import bf16_bits, microkernels, precision
 from search.templates.bf16 import BF16, pack_weights
 from search.templates.dot import LANES, DotProduct, blocked_weights
 from search.templates.int8 import INT8
@@ -35,7 +35,7 @@ def _operands(product: DotProduct, seed: int, blocks: int, pixels: int) -> tuple
     rng = np.random.default_rng(seed)
     block, group = product.block, product.group
     if product is BF16:
-        data = precision.to_bf16_bits(rng.standard_normal((blocks, pixels, block)).astype(np.float32))
+        data = bf16_bits.to_bf16_bits(rng.standard_normal((blocks, pixels, block)).astype(np.float32))
         packed = pack_weights(rng.standard_normal((LANES, blocks * block, 1, 1)).astype(np.float32))
         values = (data.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
         weights = (packed.astype(np.uint32) << 16).view(np.float32).astype(np.float64)

@@ -14,7 +14,7 @@ from search.host import make_target
 from search.isa import AVX2, AVX512
 from search.kinds import KINDS, check_kernel, kernel_kind
 from search.kinds.checks import pairwise
-from search.precision import precision_of
+from search.precision import bf16_settings, precision_of
 from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from search.templates.common import sized_for
 from search.templates.common import unit as vector_unit
@@ -175,7 +175,9 @@ def test_supported_layouts():
     pairs = supported_layouts(CONV_FIRST)
     assert ("NCHW", "NCHW16c") in pairs and ("NHWC", "NHWC") in pairs and ("NCHW", "NCHW") in pairs
     assert all(i in ("NCHW", "NHWC") for i, _ in pairs)  # 3 channels fit no block
-    assert len(pairs) == 2 * len({o for _, o in pairs})
+    fp32 = [pair for pair in pairs if ".bf16" not in pair[1]]
+    assert len(fp32) == 2 * len({o for _, o in fp32})
+    assert pairs[len(fp32):] == ([("NCHW", "NCHW16c.bf16")] if bf16_settings() else [])  # a stem writing bf16
     vectored = ["NHWC", "NCHW4c", "NCHW8c", "NCHW16c"]
     assert supported_layouts(DEPTHWISE) == [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
     assert supported_layouts(DenseWorkload(1, 8, 8)) == [("NC", "NC")]
