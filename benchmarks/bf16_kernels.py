@@ -7,7 +7,9 @@ written where the heads are split and merged. For each: the fastest of the fp32 
 ``--fp32-settings`` knob settings (Winograd among them where it applies), every bf16 setting the host runs
 (``search.precision``: AMX tiles, AVX-512 BF16 dot products) and, on the convolutions and linear layers, every int8
 setting (AMX-INT8 tiles, AVX-512 VNNI dot products; the data quantised over its own range, ``search.templates.int8``;
-a kernel without one shows "-"), each timed like
+a kernel without one shows "-"), on the convolutions the host's first bf16 setting reading and writing bf16 values
+(``search.templates.conv2d_dot.bf16_values``: ``NCHW32c.bf16`` where 32 divides the channels; the stem reads its
+fp32 input) beside the same setting on fp32 values, each timed like
 a kernel (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and
 interquartile range), one at a time, and run once on random data against the float64 numpy reference
 (``search.kinds.checks.kernel_error``). The last line sums the kernels once each (not weighted by how often the
@@ -40,6 +42,7 @@ from search.precision import (  # noqa: E402
     precision_of,
 )
 from search.templates import BatchMatmulWorkload, DenseWorkload, Epilogue, KernelSpec  # noqa: E402
+from search.templates.conv2d_dot import bf16_values  # noqa: E402
 
 LAYOUT = "NCHW16c"
 
@@ -94,9 +97,12 @@ def main() -> None:
           f"{args.threads} threads, load {os.getloadavg()[0]:.2f}; {args.network}'s kernels, epilogues fused; "
           f"ms: median (IQR); error: max|out - ref| / max(1, max|ref|)\n")
     columns = " | ".join(f"{knob} {flag} | speed-up | error" for ((knob, _),), flag in zip(settings, flags))
-    print(f"| kernel | workload | fp32 best (setting) | error | {columns} |")
-    print("| --- | --- | --- | ---: |" + " ---: | ---: | ---: |" * len(settings))
+    values = args.network == "resnet50"  # convolutions: bf16 values in and out too
+    extra = f" | {flags[0]}, bf16 values in and out | over fp32 values | error" if values else ""
+    print(f"| kernel | workload | fp32 best (setting) | error | {columns}{extra} |")
+    print("| --- | --- | --- | ---: |" + " ---: | ---: | ---: |" * (len(settings) + values))
     totals = [0.0] * (1 + len(settings))
+    stored_totals = [0.0, 0.0]  # bf16 values, and the same setting on fp32 values
     fp32_totals = [0.0] * len(settings)  # over the kernels each setting applies to
     for name, shape, spec in NETWORKS[args.network]():
         kind = kernel_kind(spec.workload.kind)
@@ -106,6 +112,7 @@ def main() -> None:
         row = [f"{best.median_ms:.3f} ({best.iqr_ms:.3f}) ({_label(knobs)})",
                f"{kernel_error(replace(spec, knobs=knobs), target=target):.1e}"]
         totals[0] += best.median_ms
+        first = None
         for index, reduced in enumerate(settings, start=1):
             if reduced not in kind.knob_space(spec):  # int8 batched matmuls: none
                 row += ["-", "-", "-"]
@@ -116,9 +123,21 @@ def main() -> None:
             fp32_totals[index - 1] += best.median_ms
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{best.median_ms / timing.median_ms:.2f}x",
                     f"{kernel_error(built, target=target):.1e}"]
+            if index == 1:
+                first = timing  # the first bf16 setting on fp32 values
+        if values:
+            wl = spec.workload
+            stored = replace(spec, in_layout=bf16_values(wl.in_channels) or spec.in_layout,
+                             out_layout=bf16_values(wl.out_channels), knobs=settings[0])
+            timing = _time(kind, stored, target, args)
+            stored_totals[0] += timing.median_ms
+            stored_totals[1] += first.median_ms
+            row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{first.median_ms / timing.median_ms:.2f}x",
+                    f"{kernel_error(stored, target=target):.1e}"]
         print(f"| {name} | {shape} | {' | '.join(row)} |", flush=True)
     sums = " | ".join(f"{t:.3f} | {f / t:.2f}x | " for t, f in zip(totals[1:], fp32_totals))
-    print(f"| sum | | {totals[0]:.3f} | | {sums}|")
+    stored_sum = f"{stored_totals[0]:.3f} | {stored_totals[1] / stored_totals[0]:.2f}x | |" if values else ""
+    print(f"| sum | | {totals[0]:.3f} | | {sums}{stored_sum}")
     print(f"\nload after: {os.getloadavg()[0]:.2f}")
 
 

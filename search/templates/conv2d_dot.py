@@ -47,7 +47,7 @@ from search.templates.dot import CHUNK, LANES, DotProduct, blocked_weights, pack
 from search.templates.workloads import KernelSpec, Knobs
 
 GROUPS = 4  # output rows of at most LANES pixels per call: the AMX micro-kernel's accumulator tiles
-STORED = "NCHW16c"  # the layout whose bf16 twin the kernels read and write: the output's blocks of LANES channels
+FP32_SIDE = "NCHW16c"  # the fp32 layout beside a side of bf16 values: the output's blocks of LANES channels
 
 
 def stores_bf16(spec: KernelSpec) -> bool:
@@ -55,14 +55,22 @@ def stores_bf16(spec: KernelSpec) -> bool:
     return BF16_STORED in (storage_of(spec.in_layout), storage_of(spec.out_layout))
 
 
+def bf16_values(channels: int) -> str | None:
+    """The layout of bf16 values of ``channels`` channels the kernels read and write: ``NCHW32c.bf16`` where 32
+    divides them (one block of the packed input: a 1x1 convolution reads it as it is), else ``NCHW16c.bf16`` where
+    16 does; None otherwise."""
+    block = next((block for block in (BF16.block, LANES) if channels % block == 0), None)
+    return None if block is None else stored_as(f"NCHW{block}c", BF16_STORED)
+
+
 def stored_pairs(in_channels: int, out_channels: int) -> list[tuple[str, str]]:
     """The layout pairs with bf16 values on one side or both, where this host has bf16 kernels: each side
-    ``NCHW16c`` or its bf16 twin where 16 divides its channels, else NCHW (fp32)."""
+    ``NCHW16c`` or its layout of bf16 values (``bf16_values``) where it has one, else NCHW (fp32)."""
     if not bf16_settings():
         return []
-    sides = [[STORED, stored_as(STORED, BF16_STORED)] if channels % LANES == 0 else ["NCHW"]
+    sides = [[FP32_SIDE, values] if (values := bf16_values(channels)) else ["NCHW"]
              for channels in (in_channels, out_channels)]
-    return [(i, o) for i in sides[0] for o in sides[1] if BF16_STORED in (layout(i).storage, layout(o).storage)]
+    return [(i, o) for i in sides[0] for o in sides[1] if BF16_STORED in (storage_of(i), storage_of(o))]
 
 
 def supports(spec: KernelSpec) -> bool:
@@ -212,8 +220,11 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
         y, x = (tvm.tirx.min(tvm.tirx.max(value, 0), extent - 1) for value, extent in ((y, h), (x, w)))
         return read(nn, y, x, tvm.tirx.min(channel, c - 1)), inside
 
-    packed_data = (_folded(spec, packing, read, block, convert, zero) if packing.group else
-                   packed((n, blocks, rows, cols, block), pack, "pack", convert, zero))
+    if _reads_as_packed(spec, packing, block):  # bf16 values already in the packed blocks: no pack pass
+        packed_data = data
+    else:
+        packed_data = (_folded(spec, packing, read, block, convert, zero) if packing.group else
+                       packed((n, blocks, rows, cols, block), pack, "pack", convert, zero))
     weights = blocks * kh * kw * block * LANES
     if flat:  # one run of the (oh - 1) * cols + ow pixels per block of output channels, in chunks
         run = (oh - 1) * cols + ow  # the columns past ow are computed and dropped
@@ -269,11 +280,23 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     constant = extra[: int(product.scaled) + int(spec.epilogue.bias)]
     residual = extra[len(constant):]
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *constant, *prologue, *residual, out]))
+    if packed_data is data:
+        return finish(sch)
     relayout_params(sch, [("fold" if packing.group else "pack", "read", 0, spec.in_layout, ib)])
     if packing.group:
         schedule_pass(sch, "fold", 3)
     schedule_pass(sch, "pack", 3)
     return finish(sch)
+
+
+def _reads_as_packed(spec: KernelSpec, packing: _Packing, block: int) -> bool:
+    """Whether the input is stored as ``pack`` would lay it out: bf16 values in blocks of ``block`` channels, read
+    without prologue, padding or stride (a 1x1 convolution of stride 1 without padding)."""
+    stored = layout(spec.in_layout)
+    wl = spec.workload
+    return (stored.storage == BF16_STORED and stored.block() == block and not spec.epilogue.reads_through
+            and (packing.rows, packing.cols, packing.kernel, packing.strides) == (wl.height, wl.width, (1, 1), (1, 1))
+            and not packing.group)
 
 
 def _prologue(spec: KernelSpec, data: te.Tensor, ib: int) -> tuple[Callable[..., tvm.tirx.PrimExpr], list[te.Tensor]]:

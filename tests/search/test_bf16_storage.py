@@ -19,12 +19,13 @@ from search.kinds.checks import kernel_error
 from search.layouts import LayoutError, layout, stored_as
 from search.plan import Plan, baseline_plan
 from search.space import tuning_space
+from search.templates import conv2d_dot
 from search.templates.workloads import Conv2DWorkload, Epilogue, KernelSpec
 from tests.search.tiny_nets import residual_concat_net
 
 SETTINGS = precision.bf16_settings()
 needs_bf16 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no bf16 instructions (avx512_bf16, amx_bf16)")
-STORED = "NCHW16c.bf16"
+STORED, WIDE = "NCHW16c.bf16", "NCHW32c.bf16"
 
 
 def _run(func, *arrays, out):
@@ -67,18 +68,21 @@ def test_a_conversion_rounds_to_nearest_even_on_the_way_in_and_widens_exactly_on
 
 
 @needs_bf16
-@pytest.mark.parametrize("pair", [("NCHW16c", STORED), (STORED, "NCHW16c"), (STORED, STORED)])
+@pytest.mark.parametrize("pair", [("NCHW16c", WIDE), (WIDE, "NCHW16c"), (WIDE, WIDE), ("NCHW16c", STORED),
+                                  (STORED, STORED)])
 @pytest.mark.parametrize("epilogue", [Epilogue(True, True, "relu"), Epilogue(activation="relu6", prologue=True)],
                          ids=["residual", "prologue"])
-def test_a_bf16_convolution_reads_and_writes_bf16_values(pair, epilogue):
+@pytest.mark.parametrize("window", [3, 1])
+def test_a_bf16_convolution_reads_and_writes_bf16_values(pair, epilogue, window):
     kind = kernel_kind("conv2d")
-    workload = Conv2DWorkload(1, 32, 7, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1))
+    channels = 48 if STORED in pair else 32  # bf16 values of 48 channels in blocks of 16, of 32 in one block
+    workload = Conv2DWorkload(1, channels, 7, 9, channels, (window, window), (1, 1), (window // 2,) * 4)
     spec = KernelSpec(workload, *pair, (), epilogue)
     assert pair in kind.supported_layouts(workload) and kind.knob_space(spec) == SETTINGS[:1]
     assert 1e-4 < kernel_error(spec, target=make_target(2)) <= precision.TOLERANCE
     # writing bf16 values is rounding what the kernel writing fp32 computes, exactly
     fp32_out = dataclasses.replace(spec, out_layout="NCHW16c", knobs=SETTINGS[0])
-    bf16_out = dataclasses.replace(spec, out_layout=STORED, knobs=SETTINGS[0])
+    bf16_out = dataclasses.replace(spec, out_layout=conv2d_dot.bf16_values(channels), knobs=SETTINGS[0])
     rng = np.random.default_rng(2)
     data = layout(spec.in_layout).from_logical(rng.uniform(-1, 1, workload.in_shape).astype(np.float32))
     params = kind.random_params(workload, epilogue, rng)
@@ -87,10 +91,14 @@ def test_a_bf16_convolution_reads_and_writes_bf16_values(pair, epilogue):
     for out_spec in (fp32_out, bf16_out):
         stored = layout(out_spec.out_layout)
         extra = [stored.from_logical(residual)] if epilogue.residual else []
-        outs.append(_run(kind.build(out_spec, make_target(2)), data, *kind.pack(out_spec, params), *extra,
-                         out=np.zeros(stored.physical_shape(workload.out_shape), stored.dtype)))
+        outs.append(stored.to_logical(_run(kind.build(out_spec, make_target(2)), data, *kind.pack(out_spec, params),
+                                           *extra, out=np.zeros(stored.physical_shape(workload.out_shape),
+                                                                stored.dtype))))
     if not epilogue.residual:  # the residual read as bf16 values differs from the fp32 one
-        assert np.array_equal(outs[1], bf16_bits.to_bf16_bits(outs[0]))
+        assert np.array_equal(outs[1], bf16_bits.from_bf16_bits(bf16_bits.to_bf16_bits(outs[0])))
+    # a 1x1 convolution without prologue reads bf16 values in blocks of 32 channels as they are: no pack pass
+    assert ("sblock(\"pack\")" not in kind.build(spec, make_target(2)).script()) == (
+        window == 1 and spec.in_layout == WIDE and not epilogue.reads_through)
 
 
 def test_only_bf16_hosts_offer_layouts_of_bf16_values_and_only_to_bf16_kernels(monkeypatch):
