@@ -7,6 +7,8 @@ Per network (batch 1, ``--threads`` for everyone):
    pbqp and ilp (60 s), the plan exported and checked; its seconds are recorded;
    with ``--precision auto`` (or bf16), also ``tessera-auto``: the same space with bf16 candidates, solved within
    the error budget ``--max-error`` (``experiments.budget``; default ``search.precision.DEFAULT_MAX_ERROR``); with
+   ``--fp32-values`` as well, ``tessera-auto-fp32-values``: tessera-auto's plan with the values it keeps in bf16
+   between operators kept in fp32 (the same kernels; ``search.layouts``), what keeping them in bf16 brings; with
    ``--calibration-samples N`` as well, ``tessera-int8``: the same search given N calibration inputs, so int8
    candidates too (``search.activation_ranges``), its budget checked on them. The calibration inputs are N draws
    of the distribution the timed input comes from (standard normal; seeds 1 to N, the timed input is seed 0), kept
@@ -104,6 +106,14 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
                      "solver": solver, "status": solutions[solver].status}
     if args.precision != "fp32":
         paths["tessera-auto"], facts["reduced"] = prepare_reduced(model, work, args, extracted.graph, reference)
+    if args.precision != "fp32" and args.fp32_values:
+        plan = Plan.load(paths["tessera-auto"] / "plan.json")
+        fp32_values = Plan({node: _fp32_values(choice) for node, choice in plan.choices.items()}, plan.model,
+                           plan.args)
+        compiled = export(extracted.graph, fp32_values, target=target, threads=args.threads,
+                          seed=extracted.args["seed"], reference=reference, max_error=facts["reduced"]["budget"]
+                          ["max_error"])
+        paths["tessera-auto-fp32-values"] = compiled.save(work / "tessera-auto-fp32-values")
     if args.precision != "fp32" and args.calibration_samples:
         calibration = calibration_inputs(extracted.graph, work / "calibration.npz", args.calibration_samples)
         paths["tessera-int8"], facts["int8"] = prepare_reduced(model, work, args, extracted.graph, reference,
@@ -148,6 +158,17 @@ def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
     quant_pre_process(str(onnx_file), str(prepared), skip_symbolic_shape=True)  # static shapes: sympy not needed
     quantize_static(str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
     return out
+
+
+def _fp32_values(choice: str) -> str:
+    """A plan's choice with its layouts of bf16 values (``NCHW32c.bf16``) replaced by their fp32 twins: the same
+    kernel on fp32 values."""
+    from search.candidates import Candidate
+    from search.layouts import stored_as
+
+    candidate = Candidate.parse(choice)
+    return Candidate(stored_as(candidate.in_layout, "fp32"), stored_as(candidate.out_layout, "fp32"),
+                     candidate.knobs).name
 
 
 def prepare_reduced(model: str, work: Path, args, graph, reference, calibration: Path | None = None,
@@ -269,6 +290,8 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         latency[reduced["label"]]["precision"] = (
             f"bf16 on {reduced['bf16_nodes']}" + (f", int8 on {reduced['int8_nodes']}" if reduced["int8_nodes"] else "")
             + f" of {reduced['operators']} nodes")
+    if "tessera-auto-fp32-values" in latency:
+        latency["tessera-auto-fp32-values"]["precision"] = latency["tessera-auto"]["precision"] + ", fp32 between them"
     if "onnxruntime-int8" in latency:
         latency["onnxruntime-int8"]["precision"] = "int8: static QDQ, per-channel"
     result = {"model": model, "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
@@ -422,6 +445,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time tessera-auto, a plan searched with bf16 candidates (default: fp32 only)")
     parser.add_argument("--max-error", type=float, default=None,
                         help="tessera-auto's error budget (default: search.precision.DEFAULT_MAX_ERROR)")
+    parser.add_argument("--fp32-values", action="store_true",
+                        help="with --precision auto: also tessera-auto-fp32-values, tessera-auto's plan with every "
+                        "value it keeps in bf16 between operators kept in fp32 instead (the same kernels)")
     parser.add_argument("--calibration-samples", type=int, default=0,
                         help="with --precision auto: also tessera-int8 and onnxruntime-int8, calibrated on this many "
                         "draws of the timed input's distribution (default: 0, none)")
