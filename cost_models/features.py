@@ -20,7 +20,7 @@ import numpy as np
 
 from cost_models.cache import canonical
 from search.kinds import KINDS, KernelKind, LayoutKind, kernel_kind
-from search.kinds.features import BYTES, layout_features, log_size
+from search.kinds.features import BYTES, element_bytes, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
 FEATURE_VERSION = 15  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
@@ -78,9 +78,10 @@ def kernel_spec_of(key: Mapping[str, Any]) -> KernelSpec:
 def _transform(key: Mapping[str, Any], row: dict[str, float]) -> None:
     shape = key["shape"]
     n, c, h, w = shape if len(shape) == 4 else (1, shape[1], shape[0], 1)
-    size = n * c * h * w * BYTES
+    values = n * c * h * w
+    moved = values * (element_bytes(key["src"]) + element_bytes(key["dst"]))  # a conversion: bf16 on one side
     row.update(batch=n, in_channels=c, height=h, width=w, out_channels=c, out_height=h, out_width=w,
-               log_bytes=log_size(2 * size), parallel_balance=1.0)
+               log_bytes=log_size(moved), parallel_balance=1.0)
     row.update(layout_features("in", key["src"], c, w))
     row.update(layout_features("out", key["dst"], c, w))
 

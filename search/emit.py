@@ -177,9 +177,8 @@ class _Emitter:
         if converts(src, dst):
             key = ("convert", tuple(shape), src, dst)
             if key not in self.kernel_vars:
-                func = conversion_kernel(shape, src, dst)
+                func = conversion_kernel(shape, src, dst)  # a transform, not a template kernel (``kernels``)
                 self.kernel_vars[key] = self.bb.add_func(func, _symbol(f"convert_{src}_{dst}"))
-                self.kernels.setdefault(self.kernel_vars[key].name_hint, func)
             out = relax.TensorType(layout(dst).physical_shape(shape), layout(dst).dtype)
             var = self.bb.emit(relax.call_tir(self.kernel_vars[key], relax.Tuple([x]), out), name_hint=name)
         else:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from search.isa import HOST
-from search.layouts import layout
+from search.layouts import BF16, layout, storage_of
 from search.templates.workloads import Epilogue, KernelSpec
 
 VECTOR_LANES = HOST.lanes  # as the templates (search.templates.common)
@@ -23,6 +23,11 @@ BYTES = 4  # float32
 def log_size(x: float) -> float:
     """log2(1 + x), 0 for negative x."""
     return math.log2(1.0 + max(float(x), 0.0))
+
+
+def element_bytes(name: str) -> int:
+    """The bytes of one value stored in layout ``name``: 2 for bf16 values (``search.layouts``), else 4."""
+    return 2 if storage_of(name) == BF16 else BYTES
 
 
 def layout_features(side: str, name: str, channels: int, width: int) -> dict[str, float]:
@@ -93,8 +98,9 @@ def tiled_kernel_features(spec: KernelSpec, e: Extents, ib: int, ob: int, *, dep
     n, ci, co, oh, ow = e.batch, e.in_channels, e.out_channels, e.out_height, e.out_width
     flops = 2 * n * co * oh * ow * (ci // e.groups) * kh * kw
     weight_bytes = co * (ci // e.groups) * kh * kw * BYTES
-    out_bytes = n * co * oh * ow * BYTES
-    moved = n * ci * e.height * e.width * BYTES + weight_bytes + out_bytes * (2 if epilogue.residual else 1)
+    out_bytes = n * co * oh * ow * element_bytes(spec.out_layout)
+    moved = (n * ci * e.height * e.width * element_bytes(spec.in_layout) + weight_bytes
+             + out_bytes * (2 if epilogue.residual else 1))
     row = dict(batch=n, in_channels=ci, height=e.height, width=e.width, out_channels=co, out_height=oh, out_width=ow,
                kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_h=e.padding[0], pad_w=e.padding[1],
                groups=e.groups, log_flops=log_size(flops), log_bytes=log_size(moved),

@@ -34,10 +34,12 @@ WORKLOADS = [Conv2DWorkload(1, ci, hw, hw, co, (k, k), (s, s), (k // 2,) * 4)
 
 
 def tasks_of(workload: Conv2DWorkload, per_pair: int = 3) -> list[KernelTask]:
-    """A node's candidates: every layout pair with its first few knob settings."""
+    """A node's candidates: every layout pair of fp32 values with its first few knob settings."""
     out = []
     kind = KINDS["conv2d"]
     for in_layout, out_layout in kind.supported_layouts(workload):
+        if ".bf16" in in_layout + out_layout:  # a bf16 host's pairs of bf16 values: not on every host
+            continue
         spec = KernelSpec(workload, in_layout, out_layout, epilogue=Epilogue(activation="relu"))
         out += [KernelTask(KernelSpec(workload, in_layout, out_layout, knobs, spec.epilogue))
                 for knobs in kind.knob_space(spec, per_pair)]
@@ -59,6 +61,12 @@ def test_features_are_deterministic_and_shape_correct():
     assert x[:-1, INDEX["is_conv2d"]].all() and x[-1, INDEX["is_layout_transform"]] == 1
     assert len({tuple(row) for row in x}) == len(keys)  # distinct candidates, distinct rows
     assert len({group_key(k) for k in keys[:-1]}) == 1 and group_key(keys[-1]) != group_key(keys[0])
+    # bf16 values in or out: half the bytes moved on that side, so other rows than the same kernel on fp32 values
+    bf16 = [KernelTask(KernelSpec(WORKLOADS[1], i, o, (("bf16", 2),), Epilogue(activation="relu"))).key
+            for i, o in [("NCHW32c", "NCHW32c"), ("NCHW32c.bf16", "NCHW32c"), ("NCHW32c", "NCHW32c.bf16")]]
+    conversions = [TransformTask((1, 32, 28, 28), "NCHW16c", dst).key for dst in ("NCHW32c", "NCHW32c.bf16")]
+    rows = feature_matrix(bf16 + conversions)[:, INDEX["log_bytes"]]
+    assert rows[0] > rows[1] > 0 and rows[0] > rows[2] and rows[3] > rows[4]
     for bad in ('{"kind": "pool"}', "not json", '{"kind": "conv2d", "workload": {}}'):
         with pytest.raises(FeatureError):
             feature_row(bad)
