@@ -198,6 +198,7 @@ def prepare_reduced(model: str, work: Path, args, graph, reference, calibration:
     facts = {"label": label, "precision": args.precision, "tasks": extracted.tasks, "measured": extracted.new,
              "seconds": time.monotonic() - start, "predicted_ms": solved.solutions[solved.best].cost,
              "solver": solved.best, "bf16_nodes": len(plan.bf16_nodes), "int8_nodes": len(plan.int8_nodes),
+             "bf16_values": len(plan.bf16_values),
              "operators": len(plan.choices), "relative_error": check["relative_error"], "budget": budget.to_dict(),
              **({"calibration_samples": check["samples"], "top1_changed": check["top1_changed"]}
                 if calibration else {})}
@@ -349,11 +350,12 @@ def _reduced_line(reduced: dict | None) -> str:
         return ""
     budget, label = reduced["budget"], reduced.get("label", "tessera-auto")
     int8 = f", int8 on {reduced['int8_nodes']}" if reduced.get("int8_nodes") else ""
+    values = f" ({reduced['bf16_values']} writing bf16 values)" if reduced.get("bf16_values") else ""
     checked = (f" on {reduced['calibration_samples']} calibration inputs (top-1 changed on "
                f"{reduced['top1_changed']:.0%})" if "calibration_samples" in reduced and
                reduced["top1_changed"] is not None else
                f" on {reduced['calibration_samples']} calibration inputs" if "calibration_samples" in reduced else "")
-    return (f"{label} (precision {reduced['precision']}): bf16 on {reduced['bf16_nodes']}{int8} of "
+    return (f"{label} (precision {reduced['precision']}): bf16 on {reduced['bf16_nodes']}{values}{int8} of "
             f"{reduced['operators']} nodes, relative error {reduced['relative_error']:.1e}{checked} within the "
             f"budget {budget['max_error']:g} ({len(budget['checks'])} plans checked, {len(budget['forbidden'])} nodes "
             f"limited in precision), {reduced['tasks']} tasks ({reduced['measured']} measured in this run), plan "

@@ -307,6 +307,7 @@ def _run_export(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: {len(compiled.plan.choices)} nodes, {m['kernels']} kernels, {m['layout_transforms']} "
           f"layout transforms, relative error {check['relative_error']:.2g} (<= {check['tolerance']:g})"
           + (f", {len(m['bf16_nodes'])} nodes in bf16" if m["bf16_nodes"] else "")
+          + (f" ({len(m['bf16_values'])} of them writing bf16 values)" if m["bf16_values"] else "")
           + (f", {len(m['int8_nodes'])} in int8" if m["int8_nodes"] else "")
           + (f" on {check['samples']} calibration samples" if "samples" in check else ""))
     return 0

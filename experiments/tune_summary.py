@@ -88,6 +88,7 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
         "solver": solution_dict(solutions[best]),
         "plan": {**plan.to_dict(), "operators": len(extracted.graph.tunable),
                  "bf16_nodes": extracted.plan(solutions[best]).bf16_nodes,
+                 "bf16_values": extracted.plan(solutions[best]).bf16_values,
                  "int8_nodes": extracted.plan(solutions[best]).int8_nodes},
         "baselines": baselines,
         "files": {"problem": str(directory / "problem.json"), "plan": str(directory / "plan.json"),
@@ -237,6 +238,8 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     extra = ", plans/" if "solvers" in s else ""
     bf16, int8 = s["plan"].get("bf16_nodes", []), s["plan"].get("int8_nodes", [])
     in_int8 = f", {len(int8)} in int8" if int8 else ""
+    values = len(s["plan"].get("bf16_values", []))
+    in_int8 += f"; {values} of them writing bf16 values" if values else ""
     share = f" ({len(bf16)} of {s['plan']['operators']} operators in bf16{in_int8})" \
         if p.get("precision", "fp32") != "fp32" else ""
     if "time" in s:

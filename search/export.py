@@ -233,6 +233,7 @@ def export(
         "layout_transforms": emitted.transforms,
         "numerical_check": {"passed": True, "relative_error": error, "tolerance": tolerance, **check},
         "bf16_nodes": plan.bf16_nodes,
+        "bf16_values": plan.bf16_values,
         "int8_nodes": plan.int8_nodes,
         "ranges": dict(plan.ranges),
         "library": LIBRARY,

@@ -27,6 +27,7 @@ from search.in_place import written_inputs
 from search.isa import UNITS
 from search.kinds import get_kind
 from search.kinds.base import VIEW_OF, VIEWS
+from search.layouts import BF16, storage_of
 from search.op import Op
 from search.precision import precision_of
 from search.templates.common import unit
@@ -112,6 +113,11 @@ class Plan:
     @property
     def int8_nodes(self) -> list[str]:
         return self.nodes_in("int8")
+
+    @property
+    def bf16_values(self) -> list[str]:
+        """The nodes whose output this plan keeps in bf16 values (an output layout of ``bf16`` storage), sorted."""
+        return sorted(name for name in self.choices if storage_of(self.candidate(name).out_layout) == BF16)
 
     @property
     def reduced_nodes(self) -> list[str]:

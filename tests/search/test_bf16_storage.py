@@ -131,7 +131,8 @@ def test_a_plan_keeping_values_in_bf16_exports_with_a_conversion_where_a_reader_
     assert compiled.manifest["layout_transforms"] == uniform.manifest["layout_transforms"] + 1
     check = compiled.manifest["numerical_check"]
     assert check["passed"] and 1e-4 < check["relative_error"] <= precision.TOLERANCE
-    assert compiled.manifest["bf16_nodes"] == ["conv2d_0", "conv2d_1"]
+    assert compiled.manifest["bf16_nodes"] == ["conv2d_0", "conv2d_1"] and compiled.manifest["bf16_values"] == [
+        "conv2d_0"]
     conversions = [call for call in compiled.manifest["calls"] if call["symbol"].startswith("convert_")]
     assert [[(o["op"], o["src"], o["dst"]) for o in call["computes"]] for call in conversions] == [
         [("conv2d_0", STORED, "NCHW16c")]]  # the residual's read, listed as the transform it is
