@@ -1,8 +1,9 @@
 """Timing several contenders in turns, and the summary of each one's per-round samples.
 
 ``interleave`` takes one sample of every contender per round, starting one contender later each round, so that drift
-of a shared machine (other processes' load, clock changes) hits all alike; ``latency_summary`` condenses a
-contender's samples (ms) into the figures summaries and reports read.
+of a shared machine (other processes' load, clock changes) hits all alike, and runs every other round in reverse
+order, so that no contender always follows the same one (the one before can slow the next: docs/end_to_end.md);
+``latency_summary`` condenses a contender's samples (ms) into the figures summaries and reports read.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def interleave(measure_by_label: Mapping[str, Callable[[], float]], rounds: int,
     samples: dict[str, list[float]] = {label: [] for label in labels}
     for index in range(rounds):
         shift = index % len(labels)
-        for label in labels[shift:] + labels[:shift]:
+        turns = labels[shift:] + labels[:shift]
+        for label in turns[::-1] if index % 2 else turns:
             samples[label].append(measure_by_label[label]())
         after_round(index, samples)
     return samples

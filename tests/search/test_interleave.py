@@ -7,7 +7,7 @@ import pytest
 from search.interleave import interleave, latency_summary
 
 
-def test_each_round_starts_one_contender_later_and_reports_its_samples():
+def test_each_round_starts_one_contender_later_every_other_one_reversed_and_reports_its_samples():
     order: list[str] = []
     seen: list[int] = []
 
@@ -15,8 +15,8 @@ def test_each_round_starts_one_contender_later_and_reports_its_samples():
         return lambda: order.append(label) or float(len(order))
 
     samples = interleave({label: measure(label) for label in "abc"}, 4, lambda index, s: seen.append(len(s["a"])))
-    assert order == list("abc" "bca" "cab" "abc")
-    assert samples == {"a": [1.0, 6.0, 8.0, 10.0], "b": [2.0, 4.0, 9.0, 11.0], "c": [3.0, 5.0, 7.0, 12.0]}
+    assert order == list("abc" "acb" "cab" "cba")  # a follows c, b; b follows a, c; c follows b, a
+    assert samples == {"a": [1.0, 4.0, 8.0, 12.0], "b": [2.0, 6.0, 9.0, 11.0], "c": [3.0, 5.0, 7.0, 10.0]}
     assert seen == [1, 2, 3, 4]
 
 
