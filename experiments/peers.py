@@ -12,16 +12,17 @@ An engine runs one saved network on the CPU:
   performance hint, in the precision OpenVINO picks for the CPU (bf16 where the CPU computes it, else f32) or held to
   f32; the worker reports the precision it ran in and the CPU's optimisation capabilities.
 
-``interleaved_peers`` starts one worker process per contender (``python -m experiments.peers serve ENGINE PATH``:
-the engine's own thread pool, its threads fixed by ``--threads``, the model loaded once) and asks them for one timing
-each, in turn, round after round, starting one contender later each round, so that drift of a shared machine hits
-all alike; between its requests a worker is stopped, so that threads its engine leaves busy do not load another's
-timing. Every timing runs the same input (``search.artifact.random_arrays``, seed 0): a warm-up run, then
-``number`` runs (fixed at the first round to last at least ``MIN_SECONDS``) whose mean is that round's sample. The
-result per contender is the median of the rounds with quartiles and extremes, and ``max_error``: before the rounds
-every worker saves its outputs for that input, and each is compared with the first contender's (largest absolute
-difference over the largest absolute reference value, per output; inf if the outputs' shapes differ), so a peer that
-computes another network is caught. torch, onnxruntime and openvino are optional (``pip install -e ".[peers]"``).
+``interleaved_peers`` starts one worker process per contender (``python -m experiments.peers serve ENGINE PATH``: the
+engine's own thread pool, its threads fixed by ``--threads``, the model loaded once) and asks them for one timing each,
+in turn, round after round, in the order of ``search.interleave`` (one contender later each round, every other round
+reversed), so that drift of a shared machine hits all alike; between its requests a worker is stopped, so that threads
+its engine leaves busy do not load another's timing. Every timing runs the same input
+(``search.artifact.random_arrays``, seed 0): a warm-up run, then ``number`` runs (fixed at the first round to last at
+least ``MIN_SECONDS``) whose mean is that round's sample. The result per contender is the median of the rounds with
+quartiles and extremes, and ``max_error``: before the rounds every worker saves its outputs for that input, and each is
+compared with the first contender's (largest absolute difference over the largest absolute reference value, per output;
+inf if the outputs' shapes differ), so a peer that computes another network is caught. torch, onnxruntime and openvino
+are optional (``pip install -e ".[peers]"``).
 """
 
 from __future__ import annotations
