@@ -224,7 +224,7 @@ def stored_as(name: str, storage: str) -> str:
     """The layout with ``name``'s axes storing ``storage`` (``fp32`` or ``bf16``) values: ``NCHW16c`` <->
     ``NCHW16c.bf16``."""
     axes = name.partition(".")[0]
-    return axes if storage == "fp32" else f"{axes}.{layout(f'{axes}.{storage}').storage}"
+    return axes if storage == "fp32" else layout(f"{axes}.{storage}").name
 
 
 def activation_shape(shape: Sequence[int]) -> tuple[int, ...] | None:
