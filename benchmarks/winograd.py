@@ -1,7 +1,8 @@
 """Winograd against the direct convolution on ResNet-50's 3x3 stride-1 convolutions: time and numerical error.
 
 For each distinct layer (batch 1, 224x224; bias and ReLU fused, as in the network), in NCHW16c -> NCHW16c: the direct
-template's first two knob settings and the Winograd settings F(4x4, 3x3) and F(2x2, 3x3), each timed like a kernel
+template's first two knob settings and the Winograd settings F(4x4, 3x3) and F(2x2, 3x3), then, on a host with bf16
+instructions, the bf16 direct and F(2x2) settings (``search.templates.winograd_dot``), each timed like a kernel
 (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and interquartile
 range), one at a time, and each run once on random data against the float64 numpy reference
 (``search.kinds.checks.kernel_error``: ``max|out - ref| / max(1, max|ref|)``). Run it with nothing else on the machine.
@@ -25,6 +26,7 @@ from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import get_kind  # noqa: E402
 from search.kinds.checks import kernel_error  # noqa: E402
+from search.precision import precision_of  # noqa: E402
 from search.templates import Epilogue, KernelSpec  # noqa: E402
 from search.templates.winograd import applies, is_winograd  # noqa: E402
 
@@ -48,7 +50,9 @@ def main() -> None:
             continue
         spec = KernelSpec(workload, LAYOUT, LAYOUT, (), Epilogue(True, False, "relu"))
         space = kind.knob_space(spec)
-        settings = [k for k in space if not is_winograd(k)][:2] + [k for k in space if is_winograd(k)]
+        fp32 = [k for k in space if precision_of(k) == "fp32"]
+        settings = [k for k in fp32 if not is_winograd(k)][:2] + [k for k in fp32 if is_winograd(k)] + [
+            k for k in space if precision_of(k) == "bf16"]
         shape = f"{workload.in_channels}x{workload.height}x{workload.width} -> {workload.out_channels}"
         direct = None
         for knobs in settings:

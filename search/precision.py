@@ -82,13 +82,25 @@ def check_precision(precision: str, features: Iterable[str] | None = None) -> st
 
 def by_precision(space: list[Knobs], precision: str, size: int | None = None) -> list[Knobs]:
     """The settings of a knob space a search with ``precision`` uses: ``fp32`` its first ``size`` fp32 settings,
-    ``bf16`` (``int8``) its first bf16 (int8) one, on the host's fastest instructions (its fp32 ones where it has
-    none), ``auto`` all three. The other such settings (dot products on a host with AMX) stay valid settings of a
+    ``bf16`` (``int8``) the first bf16 (int8) setting of each algorithm (settings that differ in more than the
+    precision's knob: direct and Winograd), on the host's fastest instructions (its fp32 ones where it has none),
+    ``auto`` all of these. The other such settings (dot products on a host with AMX) stay valid settings of a
     plan."""
     fp32 = [knobs for knobs in space if precision_of(knobs) == "fp32"][:size]
-    firsts = {name: [knobs for knobs in space if precision_of(knobs) == name][:1] for name in REDUCED}
+    firsts = {name: _first_of_each_algorithm([knobs for knobs in space if precision_of(knobs) == name])
+              for name in REDUCED}
     if precision == "fp32":
         return fp32
     if precision in firsts:
         return firsts[precision] or fp32
     return [*fp32, *firsts["bf16"], *firsts["int8"]]
+
+
+def _first_of_each_algorithm(settings: list[Knobs]) -> list[Knobs]:
+    seen, firsts = set(), []
+    for knobs in settings:
+        algorithm = tuple(item for item in knobs if item[0] not in (KNOB, INT8_KNOB))
+        if algorithm not in seen:
+            seen.add(algorithm)
+            firsts.append(knobs)
+    return firsts

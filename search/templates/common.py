@@ -83,6 +83,7 @@ def epilogue_compute(
     channel: Callable[..., tvm.tirx.PrimExpr],
     shape: Sequence[int] | None = None,
     source: Callable[..., tuple] | None = None,
+    storage: str = "float32",
 ) -> tuple[te.Tensor, list[te.Tensor]]:
     """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out" (``act(acc + bias) + residual`` with
     ``epilogue.residual_after_activation``); returns (out, inputs). ``act`` is the registered activation kind's
@@ -90,7 +91,8 @@ def epilogue_compute(
 
     "out" is shaped like ``acc`` unless ``shape`` is given (a cropped write-back of a padded ``acc``), with
     ``source(*idx)`` the ``acc`` element of its index ``idx`` (default: the same index); the residual has out's shape.
-    Without any epilogue this is a plain copy, which serves as the register tile's write-back.
+    Out and residual hold ``storage``: fp32, or bf16 bits (``search.bf16_bits.STORAGE``: the residual widened, the
+    result rounded). Without any epilogue this is a plain copy, which serves as the register tile's write-back.
     """
     dtype = acc.dtype
     shape = acc.shape if shape is None else shape
@@ -100,13 +102,14 @@ def epilogue_compute(
         bias = te.placeholder((channels,), dtype, name="bias")
         extra.append(bias)
     if epilogue.residual:
-        residual = te.placeholder(shape, dtype, name="residual")
+        residual = te.placeholder(shape, storage, name="residual")
         extra.append(residual)
 
     def body(*idx):
         value = acc[idx] if source is None else acc[source(*idx)]
-        return epilogue_value(epilogue, value, None if bias is None else bias[channel(*idx)],
-                              None if residual is None else residual[idx])
+        added = None if residual is None else widened(residual[idx]) if storage == STORAGE else residual[idx]
+        value = epilogue_value(epilogue, value, None if bias is None else bias[channel(*idx)], added)
+        return rounded(value) if storage == STORAGE else value
 
     return te.compute(shape, body, name="out"), extra
 

@@ -14,7 +14,7 @@ So a 126-channel NCHW output still fills the vector lanes (``oc_bn=16``: 128 com
 3x3 stride-1 convolutions also have Winograd settings (knob ``winograd``: the output tile size), built by
 ``search.templates.winograd``: the algorithm is a choice of the plan like the layouts and the tiles. On a host with
 bf16 instructions, the last settings compute in bf16 (knob ``bf16``, ``search.precision``), built by
-``search.templates.conv2d_dot``.
+``search.templates.conv2d_dot`` (with knob ``winograd``: ``search.templates.winograd_dot``).
 
 Knob ``rows`` orders the parallel loops: 0 (the default) runs each output channel block over all rows, its weights
 kept in cache; 1 runs each output row over all channel blocks, its input rows kept in cache (large images). A setting
@@ -40,7 +40,7 @@ from tvm import te, topi
 
 from search.errors import SearchError
 from search.layouts import candidate_layouts, layout, view_block
-from search.templates import conv2d_dot, winograd
+from search.templates import conv2d_dot, winograd, winograd_dot
 from search.templates.bf16 import is_bf16
 from search.templates.common import (
     by_closeness,
@@ -138,11 +138,11 @@ def _without_default_rows(knobs: Knobs) -> Knobs:
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     """The direct convolution's settings, the default first; where Winograd applies, its settings second and fourth
     (``search.templates.winograd.knob_space`` order), so that a space of two settings per layout pair already holds
-    the algorithm choice; with a prologue, the default's other placements second and third; the bf16 settings last
-    (``search.candidates.node_candidates`` places them by the precision searched). Layouts of bf16 values: the bf16
-    settings alone."""
+    the algorithm choice; with a prologue, the default's other placements second and third; the bf16 and int8
+    settings last, bf16 Winograd's after the direct ones (``search.candidates.node_candidates`` places them by the
+    precision searched). Layouts of bf16 values: the bf16 settings alone."""
     if conv2d_dot.stores_bf16(spec):
-        return conv2d_dot.knob_space(spec)[:size]
+        return [*conv2d_dot.knob_space(spec), *winograd_dot.knob_space(spec)][:size]
     space = [_without_default_rows(knobs) for knobs in knob_product(_choices(spec), None)]
     block = layout(spec.out_layout).block()
     fits = [k for k in space if dict(k)["reg_n"] * _vectors(dict(k).get("oc_bn", block)) <= unit().accumulators]
@@ -150,7 +150,8 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
         firsts = [next(k for k in fits if dict(k)["prologue"] == where) for where in PROLOGUES]
         fits = firsts + [k for k in fits if k not in firsts]
     fast = winograd.knob_space(spec)
-    merged = [*fits[:1], *fast[:1], *fits[1:2], *fast[1:], *fits[2:], *conv2d_dot.knob_space(spec)]
+    merged = [*fits[:1], *fast[:1], *fits[1:2], *fast[1:], *fits[2:], *conv2d_dot.knob_space(spec),
+              *winograd_dot.knob_space(spec)]
     return merged if size is None else merged[: max(size, 0)]
 
 
@@ -164,8 +165,11 @@ def _blocks(spec: KernelSpec) -> tuple[int, int, dict[str, int]]:
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
     """OIHW -> ``(O' // ob, I // ib, kh, kw, ib, ob)``, O' the output channels zero-padded to a multiple of ob (a
-    Winograd setting: ``search.templates.winograd.pack_weight``; a bf16 one: ``search.templates.conv2d_dot``'s)."""
+    Winograd setting: ``search.templates.winograd.pack_weight``; a bf16 one: ``search.templates.conv2d_dot``'s or
+    ``search.templates.winograd_dot``'s)."""
     spec = _resolved(spec)
+    if winograd_dot.is_bf16_winograd(spec.knobs):
+        return winograd_dot.pack_weight(spec, weight)
     if winograd.is_winograd(spec.knobs):
         return winograd.pack_weight(spec, weight)
     if is_bf16(spec.knobs):
@@ -179,6 +183,8 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     spec = _resolved(spec)
+    if winograd_dot.is_bf16_winograd(spec.knobs):
+        return winograd_dot.build(spec, target)
     if winograd.is_winograd(spec.knobs):
         if not winograd.supports(spec):
             raise SearchError(f"no Winograd kernel for {spec}")

@@ -101,8 +101,9 @@ def packed(shape: Sequence[int], source: Callable[..., tuple[tvm.tirx.PrimExpr, 
 
 def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout: str, shape: Sequence[int],
               calls: int, offsets: Offsets, scalars: Scalars, pixels: int, block: Block, place: Place,
-              product: DotProduct, channel_axis: int = 1, rows: bool = False) -> tuple[te.Tensor, list[te.Tensor]]:
-    """The output "out" of logical ``shape`` in ``out_layout``, and its epilogue's inputs (an integer precision's
+              product: DotProduct, channel_axis: int = 1, rows: bool = False, name: str = "out"
+              ) -> tuple[te.Tensor, list[te.Tensor]]:
+    """The output ``name`` of logical ``shape`` in ``out_layout``, and its epilogue's inputs (an integer precision's
     ``scale`` per channel, then bias and residual): ``calls`` calls of the spec's micro-kernel of ``product`` in a
     parallel loop, call ``i`` reading ``packed`` and ``weight`` at the element offsets ``offsets(i)`` with the
     micro-kernel's integer arguments ``scalars(i)`` (``microkernels.cc``; the last is its width) and writing up to
@@ -155,8 +156,8 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
 
     buffers = [tvm.tirx.decl_buffer(t.shape, t.dtype, name=name)
                for t, name in ((packed, "x"), (weight, "k"), *((t, t.op.name) for t in extra))]
-    out = te.extern(list(physical), [packed, weight, *extra], body, name="out", dtype=stored.dtype,
-                    in_buffers=buffers, out_buffers=[tvm.tirx.decl_buffer(list(physical), stored.dtype, name="out")])
+    out = te.extern(list(physical), [packed, weight, *extra], body, name=name, dtype=stored.dtype,
+                    in_buffers=buffers, out_buffers=[tvm.tirx.decl_buffer(list(physical), stored.dtype, name=name)])
     return out, extra
 
 

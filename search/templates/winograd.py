@@ -16,10 +16,13 @@ would make every transformed vector a gather); an NHWC output is computed in blo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import tvm
 from tvm import te, topi
 
+from search.bf16_bits import STORAGE
 from search.layouts import layout, view_block
 from search.templates.common import (
     epilogue_compute,
@@ -29,6 +32,7 @@ from search.templates.common import (
     resolve_knobs,
     unit,
     vectorize_tile,
+    widened,
 )
 from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 
@@ -79,7 +83,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
     return choices
 
 
-def _tiles(workload: Conv2DWorkload, m: int) -> int:
+def count_tiles(workload: Conv2DWorkload, m: int) -> int:
     return -(-workload.out_height // m) * -(-workload.out_width // m)
 
 
@@ -91,9 +95,9 @@ def knob_space(spec: KernelSpec) -> list[Knobs]:
         return []
     choices = _choices(spec)
     space = []
-    fills = [m for m in choices[KNOB] if _tiles(spec.workload, m) >= choices["reg_n"][0]]
+    fills = [m for m in choices[KNOB] if count_tiles(spec.workload, m) >= choices["reg_n"][0]]
     for m in fills + [m for m in choices[KNOB] if m not in fills]:
-        tiles = _tiles(spec.workload, m)
+        tiles = count_tiles(spec.workload, m)
         reg_n = next((r for r in choices["reg_n"] if r <= tiles), min(choices["reg_n"]))
         space.append(tuple(sorted({**{name: values[0] for name, values in choices.items()}, KNOB: m,
                                    "reg_n": reg_n}.items())))
@@ -143,39 +147,52 @@ def _combination(terms: list[tuple[float, tvm.tirx.PrimExpr]], dtype: str) -> tv
     return tvm.tirx.const(0.0, dtype) if total is None else total
 
 
-def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-    ib, ob, knobs = _blocks(spec)
-    m, reg_n, wl, dtype = knobs[KNOB], knobs["reg_n"], spec.workload, spec.workload.dtype
-    b, _, a = MATRICES[m]
-    alpha = m + 2
+def input_rows(spec: KernelSpec, data: te.Tensor, m: int, tile_count: int) -> te.Tensor:
+    """``B^T d`` of every tile: "BTd" ``(alpha, alpha, n, tile_count, C)`` from ``data``, the blocked view ``(n,
+    C // ib, h, w, ib)`` of the input (bf16 values widened), padded as the tiles need ("data_pad"); tiles past the
+    last (a register tile's padding) repeat it."""
+    wl, dtype = spec.workload, "float32"
+    b, _, _ = MATRICES[m]
+    alpha, ib = m + 2, int(data.shape[-1])
     n, c, h, w = wl.in_shape
-    k = wl.out_channels
-    rows, columns = -(-wl.out_height // m), -(-wl.out_width // m)
-    tiles = _tiles(wl, m)
+    rows, columns, tiles = -(-wl.out_height // m), -(-wl.out_width // m), count_tiles(wl, m)
     top, left, _, _ = wl.padding
-    data = te.placeholder((n, c // ib, h, w, ib), dtype, name="data")
-    weight = te.placeholder((alpha, alpha, k // ob, c, ob), dtype, name="weight")
     pad = topi.nn.pad(data, (0, 0, top, left, 0), (0, 0, rows * m + 2 - h - top, columns * m + 2 - w - left, 0),
                       name="data_pad")
 
-    def input_rows(eps, r2, batch, tile, channel):  # (B^T d)[eps, r2]
-        tile = te.min(tile, tiles - 1)  # the register tile's padding repeats the last tile
+    def element(eps, r2, batch, tile, channel):  # (B^T d)[eps, r2]
+        tile = te.min(tile, tiles - 1)
         row, column = tile // columns * m, tile % columns * m
-        return _pick(eps, [_combination([(b[r1, e], pad[batch, channel // ib, row + r1, column + r2, channel % ib])
-                                         for r1 in range(alpha)], dtype) for e in range(alpha)])
 
-    rows_in = te.compute((alpha, alpha, n, padded(tiles, reg_n), c), input_rows, name="BTd")
-    v = te.compute((alpha, alpha, n, padded(tiles, reg_n), c),  # (B^T d B)[eps, nu]
-                   lambda eps, nu, batch, tile, channel: _pick(nu, [_combination(
-                       [(b[r2, u], rows_in[eps, r2, batch, tile, channel]) for r2 in range(alpha)], dtype)
-                       for u in range(alpha)]), name="V")
-    rc = te.reduce_axis((0, c), name="rc")
-    product = te.compute((alpha, alpha, n, k // ob, padded(tiles, reg_n), ob),
-                         lambda e, u, batch, kb, tile, ko: te.sum(v[e, u, batch, tile, rc] * weight[e, u, kb, rc, ko],
-                                                                  axis=rc), name="M")
-    columns_out = te.compute((alpha, m, n, k // ob, padded(tiles, reg_n), ob),  # (M A)[r1, j]
+        def value(r1):
+            stored = pad[batch, channel // ib, row + r1, column + r2, channel % ib]
+            return widened(stored) if stored.dtype == STORAGE else stored
+
+        return _pick(eps, [_combination([(b[r1, e], value(r1)) for r1 in range(alpha)], dtype) for e in range(alpha)])
+
+    return te.compute((alpha, alpha, n, tile_count, c), element, name="BTd")
+
+
+def transformed(rows_in: te.Tensor, m: int, eps, nu, batch, tile, channel) -> tvm.tirx.PrimExpr:
+    """``(B^T d B)[eps, nu]`` of a tile and channel, from its rows ``B^T d`` (``input_rows``)."""
+    b, _, _ = MATRICES[m]
+    return _pick(nu, [_combination([(b[r2, u], rows_in[eps, r2, batch, tile, channel]) for r2 in range(m + 2)],
+                                   "float32") for u in range(m + 2)])
+
+
+def output_transform(spec: KernelSpec, product: Callable[..., tvm.tirx.PrimExpr], m: int, ob: int, tile_count: int
+                     ) -> tuple[te.Tensor, list[te.Tensor]]:
+    """The output "out" in blocks of ``ob`` channels (bf16 values rounded), ``A^T M A`` of each tile with the fused
+    epilogue, from
+    ``product(eps, nu, batch, kb, tile, ko)``, the element of ``M`` of channel ``kb * ob + ko`` (half-transform
+    "MA", ``tile_count`` tiles, computed per tile by ``schedule_output``); returns (out, the epilogue's inputs)."""
+    wl, dtype = spec.workload, "float32"
+    _, _, a = MATRICES[m]
+    alpha, n, k = m + 2, wl.batch, wl.out_channels
+    rows, columns = -(-wl.out_height // m), -(-wl.out_width // m)
+    columns_out = te.compute((alpha, m, n, k // ob, tile_count, ob),  # (M A)[r1, j]
                              lambda r1, j, batch, kb, tile, ko: _pick(j, [_combination(
-                                 [(a[r2, jj], product[r1, r2, batch, kb, tile, ko]) for r2 in range(alpha)], dtype)
+                                 [(a[r2, jj], product(r1, r2, batch, kb, tile, ko)) for r2 in range(alpha)], dtype)
                                  for jj in range(m)]), name="MA")
 
     def output_tile(batch, kb, oh, ow, ko):  # (A^T M A)[oh % m, ow % m]
@@ -185,12 +202,35 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
 
     y = te.compute((n, k // ob, rows * m, columns * m, ob), output_tile, name="Y")
     cropped = None if (rows * m, columns * m) == (wl.out_height, wl.out_width) else (n, k // ob, *wl.out_shape[2:], ob)
-    out, extra = epilogue_compute(y, spec.epilogue, k, lambda nn, kb, hh, ww, ko: kb * ob + ko, cropped)
-    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
+    return epilogue_compute(y, spec.epilogue, k, lambda nn, kb, hh, ww, ko: kb * ob + ko, cropped,
+                            storage=layout(spec.out_layout).dtype)
+
+
+def relayout(sch: tvm.s_tir.Schedule, spec: KernelSpec, ib: int, ob: int) -> None:
+    """The input, the residual and the output re-indexed from their blocked views to the spec's layouts."""
     reads = [("data_pad", "read", 0, spec.in_layout, ib)]
     if spec.epilogue.residual:
         reads.append(("out", "read", 2 if spec.epilogue.bias else 1, spec.out_layout, ob))
     relayout_params(sch, [*reads, ("out", "write", 0, spec.out_layout, ob)])
+
+
+def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    ib, ob, knobs = _blocks(spec)
+    m, reg_n, wl, dtype = knobs[KNOB], knobs["reg_n"], spec.workload, spec.workload.dtype
+    alpha, tile_count = m + 2, padded(count_tiles(spec.workload, m), knobs["reg_n"])
+    n, c, h, w = wl.in_shape
+    k = wl.out_channels
+    data = te.placeholder((n, c // ib, h, w, ib), dtype, name="data")
+    weight = te.placeholder((alpha, alpha, k // ob, c, ob), dtype, name="weight")
+    rows_in = input_rows(spec, data, m, tile_count)
+    v = te.compute((alpha, alpha, n, tile_count, c), lambda *index: transformed(rows_in, m, *index), name="V")
+    rc = te.reduce_axis((0, c), name="rc")
+    product = te.compute((alpha, alpha, n, k // ob, tile_count, ob),
+                         lambda e, u, batch, kb, tile, ko: te.sum(v[e, u, batch, tile, rc] * weight[e, u, kb, rc, ko],
+                                                                  axis=rc), name="M")
+    out, extra = output_transform(spec, lambda *index: product[index], m, ob, tile_count)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
+    relayout(sch, spec, ib, ob)
     _schedule(sch, m, reg_n)
     return finish(sch)
 
@@ -205,7 +245,7 @@ def _schedule(sch: tvm.s_tir.Schedule, m: int, reg_n: int) -> None:
     sch.unroll(eps)
     sch.unroll(nu)
     sch.vectorize(lanes)
-    _unrolled_at(sch, "BTd", outer)
+    unrolled_at(sch, "BTd", outer)
 
     product = sch.get_sblock("M")
     eps, nu, batch, kb, tile, ko, rc = sch.get_loops(product)
@@ -216,6 +256,12 @@ def _schedule(sch: tvm.s_tir.Schedule, m: int, reg_n: int) -> None:
     sch.vectorize(ko)
     vectorize_tile(sch, sch.decompose_reduction(product, rc), depth=1)
 
+    schedule_output(sch, m)
+
+
+def schedule_output(sch: tvm.s_tir.Schedule, m: int) -> None:
+    """The output transform (``output_transform``): tile by tile, rows of tiles in parallel, each tile's ``M A``
+    computed as it is written, the channel block vectorised."""
     sch.compute_inline(sch.get_sblock("Y"))
     out = sch.get_sblock("out")
     batch, kb, oh, ow, ko = sch.get_loops(out)
@@ -226,10 +272,10 @@ def _schedule(sch: tvm.s_tir.Schedule, m: int, reg_n: int) -> None:
     sch.unroll(row)
     sch.unroll(column)
     sch.vectorize(ko)
-    _unrolled_at(sch, "MA", columns)
+    unrolled_at(sch, "MA", columns)
 
 
-def _unrolled_at(sch: tvm.s_tir.Schedule, name: str, loop: tvm.s_tir.LoopRV) -> None:
+def unrolled_at(sch: tvm.s_tir.Schedule, name: str, loop: tvm.s_tir.LoopRV) -> None:
     """Compute the half-transform ``name`` per tile under ``loop``: its loops unrolled, the innermost vectorised."""
     block = sch.get_sblock(name)
     sch.compute_at(block, loop)

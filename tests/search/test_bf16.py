@@ -20,7 +20,7 @@ from search.kinds.conv2d import conv_reference
 from search.layouts import layout
 from search.plan import Plan, baseline_plan
 from search.space import tuning_space
-from search.templates import conv2d_dot
+from search.templates import conv2d_dot, winograd_dot
 from search.templates.workloads import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 from tests.search.tiny_nets import dense_block_net, residual_concat_net
 
@@ -126,7 +126,10 @@ def test_the_precision_searched_picks_the_settings_of_each_node():
     conv, depthwise = graph.op("conv2d_1"), graph.op("depthwise_conv2d_0")
     fp32 = node_candidates(conv)
     assert all(precision.precision_of(c.knobs) == "fp32" for c in fp32)
-    fastest = [Candidate(i, o, knobs) for i, o in kernel_kind("conv2d").layout_pairs(conv) for knobs in SETTINGS[:1]]
+    kind = kernel_kind("conv2d")
+    fastest = [Candidate(i, o, knobs) for i, o in kind.layout_pairs(conv)  # direct, and Winograd where it applies
+               for knobs in SETTINGS[:1] + winograd_dot.knob_space(kind.spec(conv, i, o, ()))[:1]]
+    assert any(winograd_dot.is_bf16_winograd(c.knobs) for c in fastest) == bool(SETTINGS)
     assert sorted(c.name for c in node_candidates(conv, precision="bf16")) == sorted(c.name for c in fastest or fp32)
     assert sorted(c.name for c in node_candidates(conv, precision="auto")) == sorted(c.name for c in fp32 + fastest)
     assert node_candidates(depthwise, precision="bf16") == node_candidates(depthwise)  # no bf16 kernel: fp32
