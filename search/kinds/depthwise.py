@@ -1,6 +1,6 @@
 """The ``depthwise_conv2d`` kind: a conv2d with groups == in == out channels and its fused epilogue, run by the
 template in ``search.templates.depthwise`` from any of NHWC and NCHW{c}c to any of them (the conversion done on the
-way), or NCHW to NCHW."""
+way), or NCHW to NCHW; on a host with bf16 instructions also on bf16 values (bf16 weights, fp32 sums)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from search.kinds.epilogue import packed_bias
 from search.kinds.features import tiled_kernel_features
 from search.kinds.registry import register
 from search.layouts import nearest_layout, view_block
+from search.precision import KNOB
 from search.templates import depthwise as template
 from search.templates.workloads import Conv2DWorkload, KernelSpec
 
@@ -43,4 +44,5 @@ class DepthwiseConv2DKind(ConvLike):
         wl, block = spec.workload, template.compute_block(spec)
         run = min(view_block(spec.in_layout, wl.in_channels), block)  # the input's contiguous channels per vector
         rows = template.resolved_knobs(spec).get("rows", -1)  # a default the setting leaves out counts too
-        return {**tiled_kernel_features(spec, conv_extents(wl), run, block, depthwise=True), "rows_outer": float(rows)}
+        return {**tiled_kernel_features(spec, conv_extents(wl), run, block, depthwise=True), "rows_outer": float(rows),
+                "bf16": float(dict(spec.knobs).get(KNOB, 0))}

@@ -9,6 +9,12 @@ outermost (each row's channel blocks together: NHWC's default, whose pixels inte
 blocks outermost (each block's rows together: the blocked layouts' default). NCHW, whose block is 1, pairs only
 with itself: there it vectorises the output-width register tile and pads the input rows each output row needs into a
 small buffer first.
+
+On a host with bf16 instructions the kernel also reads or writes bf16 values (``NCHW16c`` or the channels' layout of
+bf16 values on each side, ``search.templates.conv2d_dot.stored_pairs``, bf16 values on at least one): its setting is
+then the bf16 one, ``(("bf16", unit),)`` (the other knobs at their defaults), its weights are rounded to bf16 when they
+are packed, each value read is widened exactly and the sums, in fp32, are rounded as they are written. Computing on
+bf16 values is what halves this memory-bound kernel's traffic; the arithmetic stays fp32 multiply-adds.
 """
 
 from __future__ import annotations
@@ -17,7 +23,11 @@ import numpy as np
 import tvm
 from tvm import te, topi
 
-from search.layouts import candidate_layouts, view_block
+from search.bf16_bits import STORAGE, from_bf16_bits, to_bf16_bits
+from search.errors import SearchError
+from search.layouts import candidate_layouts, layout, view_block
+from search.precision import KNOB, bf16_settings
+from search.templates.conv2d_dot import stored_pairs, stores_bf16
 from search.templates.common import (
     by_closeness,
     divisors,
@@ -29,6 +39,7 @@ from search.templates.common import (
     resolve_knobs,
     unit,
     vectorize_tile,
+    widened,
 )
 from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 
@@ -37,14 +48,28 @@ REG_N_CHOICES = 5
 
 
 def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
-    """``(NCHW, NCHW)`` and every pair of NHWC and the NCHW{c}c whose block divides the channels, input-major."""
+    """``(NCHW, NCHW)`` and every pair of NHWC and the NCHW{c}c whose block divides the channels, input-major, then
+    the pairs with bf16 values on a side (``search.templates.conv2d_dot.stored_pairs``)."""
     vectored = [name for name in candidate_layouts(workload.in_channels) if name != "NCHW"]
-    return [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
+    pairs = [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
+    return pairs + stored_pairs(workload.in_channels, workload.out_channels)
 
 
 def resolved_knobs(spec: KernelSpec) -> dict[str, int]:
-    """``spec``'s knobs with the defaults of those it leaves out."""
-    return resolve_knobs(spec.knobs, _choices(spec))
+    """``spec``'s knobs with the defaults of those it leaves out, without the bf16 knob (``_bf16``)."""
+    _bf16(spec)
+    return resolve_knobs(tuple(item for item in spec.knobs if item[0] != KNOB), _choices(spec))
+
+
+def _bf16(spec: KernelSpec) -> bool:
+    """Whether the kernel reads or writes bf16 values; SearchError where the bf16 knob and the layouts disagree."""
+    stored, knob = stores_bf16(spec), KNOB in dict(spec.knobs)
+    if knob and not stored:
+        raise SearchError(f"a bf16 depthwise kernel reads or writes bf16 values, got {spec.in_layout} -> "
+                          f"{spec.out_layout}")
+    if stored and spec.knobs and not knob:
+        raise SearchError(f"a depthwise kernel on bf16 values takes the bf16 knob, got {spec.knobs}")
+    return stored
 
 
 def compute_block(spec: KernelSpec) -> int:
@@ -73,15 +98,18 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
+    """The knob product; on bf16 values the host's first bf16 setting alone."""
+    if _bf16(spec):
+        return bf16_settings()[:1][:size]
     return knob_product(_choices(spec), size)
 
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
-    """(C, 1, kh, kw) -> ``(C // b, kh, kw, b)``, ``b`` the compute block."""
+    """(C, 1, kh, kw) -> ``(C // b, kh, kw, b)``, ``b`` the compute block (on bf16 values: rounded to bf16)."""
     c, _, kh, kw = weight.shape
     b = compute_block(spec)
-    packed = weight.reshape(c // b, b, kh, kw).transpose(0, 2, 3, 1)
-    return np.ascontiguousarray(packed, dtype=spec.workload.dtype)
+    packed = np.ascontiguousarray(weight.reshape(c // b, b, kh, kw).transpose(0, 2, 3, 1), dtype=spec.workload.dtype)
+    return from_bf16_bits(to_bf16_bits(packed)) if _bf16(spec) else packed
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
@@ -91,18 +119,24 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     b = compute_block(spec)
     (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilation
     top, left, bottom, right = wl.padding
-    data = te.placeholder((n, c // b, h, w, b), wl.dtype, name="data")
+    data = te.placeholder((n, c // b, h, w, b), layout(spec.in_layout).dtype, name="data")
     weight = te.placeholder((c // b, kh, kw, b), wl.dtype, name="weight")
     padded = topi.nn.pad(data, (0, 0, top, left, 0), (0, 0, bottom, right, 0), name="data_pad")
     rh, rw = te.reduce_axis((0, kh), name="kh"), te.reduce_axis((0, kw), name="kw")
+
+    def read(*index):
+        value = padded[index]
+        return widened(value) if data.dtype == STORAGE else value
+
     acc = te.compute(
         (n, c // b, wl.out_height, wl.out_width, b),
         lambda i, cb, oh, ow, ci: te.sum(
-            padded[i, cb, oh * sh + rh * dh, ow * sw + rw * dw, ci] * weight[cb, rh, rw, ci], axis=[rh, rw]
+            read(i, cb, oh * sh + rh * dh, ow * sw + rw * dw, ci) * weight[cb, rh, rw, ci], axis=[rh, rw]
         ),
         name="depthwise",
     )
-    out, extra = epilogue_compute(acc, spec.epilogue, c, lambda i, cb, oh, ow, ci: cb * b + ci)
+    out, extra = epilogue_compute(acc, spec.epilogue, c, lambda i, cb, oh, ow, ci: cb * b + ci,
+                                  storage=layout(spec.out_layout).dtype)
     sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, *extra, out]))
     accesses = [("data_pad", "read", 0, spec.in_layout, b), ("out", "write", 0, spec.out_layout, b)]
     if spec.epilogue.residual:

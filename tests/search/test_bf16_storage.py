@@ -16,7 +16,7 @@ from search.graph import extract_graph
 from search.host import host, make_target
 from search.kinds import kernel_kind
 from search.kinds.checks import kernel_error
-from search.layouts import LayoutError, layout, stored_as
+from search.layouts import BF16, LayoutError, layout, stored_as
 from search.plan import Plan, baseline_plan
 from search.space import tuning_space
 from search.templates import conv2d_dot
@@ -137,3 +137,51 @@ def test_a_plan_keeping_values_in_bf16_exports_with_a_conversion_where_a_reader_
     assert [[(o["op"], o["src"], o["dst"]) for o in call["computes"]] for call in conversions] == [
         [("conv2d_0", STORED, "NCHW16c")]]  # the residual's read, listed as the transform it is
     assert not set(compiled.manifest["kernel_symbols"]) & {call["symbol"] for call in conversions}
+
+
+@needs_bf16
+@pytest.mark.parametrize("pair", [("NCHW16c", WIDE), (WIDE, WIDE), (WIDE, "NCHW16c")])
+def test_a_depthwise_convolution_on_bf16_values_rounds_the_sums_of_the_fp32_kernel_on_the_same_values(pair):
+    kind = kernel_kind("depthwise_conv2d")
+    workload = Conv2DWorkload(1, 32, 9, 8, 32, (3, 3), (1, 1), (1, 1, 1, 1), groups=32)
+    spec = KernelSpec(workload, *pair, (), Epilogue(True, True, "relu6"))
+    assert pair in kind.supported_layouts(workload) and kind.knob_space(spec) == SETTINGS[:1]
+    assert not any(precision.precision_of(k) == "bf16" for k in kind.knob_space(dataclasses.replace(
+        spec, in_layout="NCHW32c", out_layout="NCHW32c")))  # on fp32 values: fp32 settings alone
+    assert 1e-4 < kernel_error(spec, target=make_target(2)) <= precision.TOLERANCE
+    rng = np.random.default_rng(4)
+    values = bf16_bits.from_bf16_bits(bf16_bits.to_bf16_bits(rng.uniform(-1, 1, workload.in_shape)))
+    residual = bf16_bits.from_bf16_bits(bf16_bits.to_bf16_bits(rng.uniform(-1, 1, workload.out_shape)))
+    params = kind.random_params(workload, spec.epilogue, rng)
+    params["weight"] = bf16_bits.from_bf16_bits(bf16_bits.to_bf16_bits(params["weight"]))
+    outs = []
+    for layouts in (pair, ("NCHW32c", "NCHW32c")):  # the same values and bf16 weights, the second in fp32
+        run = dataclasses.replace(spec, in_layout=layouts[0], out_layout=layouts[1])
+        weights = kind.pack(run, params)
+        stored_in, stored_out = layout(run.in_layout), layout(run.out_layout)
+        outs.append(stored_out.to_logical(_run(
+            kind.build(run, make_target(2)), stored_in.from_logical(values), *weights,
+            stored_out.from_logical(residual), out=np.zeros(stored_out.physical_shape(workload.out_shape),
+                                                              stored_out.dtype))))
+    expected = outs[1] if layout(pair[1]).storage == "fp32" else bf16_bits.from_bf16_bits(
+        bf16_bits.to_bf16_bits(outs[1]))
+    assert np.array_equal(outs[0], expected)
+
+
+@needs_bf16
+def test_a_chain_of_convolution_depthwise_convolution_and_convolution_keeps_its_values_in_bf16():
+    graph = extract_graph(residual_concat_net())  # conv2d_4 -> depthwise_conv2d_0 -> conv2d_5, 16 channels
+    choices = dict(baseline_plan(graph, "nchw16c").choices)
+    choices["conv2d_4"] = Candidate("NCHW16c", STORED, SETTINGS[0]).name
+    choices["depthwise_conv2d_0"] = Candidate(STORED, STORED, SETTINGS[0]).name
+    choices["conv2d_5"] = Candidate(STORED, "NCHW16c", SETTINGS[0]).name
+    compiled = export(graph, Plan(choices, "tiny"), target=make_target(1), threads=1)
+    uniform = export(graph, baseline_plan(graph, "nchw16c"), target=make_target(1), threads=1)
+    assert compiled.manifest["layout_transforms"] == uniform.manifest["layout_transforms"]  # no conversion
+    check = compiled.manifest["numerical_check"]
+    assert check["passed"] and 1e-4 < check["relative_error"] <= precision.TOLERANCE
+    assert compiled.manifest["bf16_values"] == ["conv2d_4", "depthwise_conv2d_0"]
+    assert "depthwise_conv2d_0" in compiled.manifest["bf16_nodes"]
+    space = tuning_space(graph, precision="auto")["depthwise_conv2d_0"]
+    assert Candidate(STORED, STORED, SETTINGS[0]) in space
+    assert not any(BF16 in (c.in_layout + c.out_layout) for c in tuning_space(graph)["depthwise_conv2d_0"])

@@ -16,6 +16,7 @@ from search.kinds import KINDS, check_kernel, kernel_kind
 from search.kinds.checks import pairwise
 from search.precision import bf16_settings, precision_of
 from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
+from search.templates.conv2d_dot import stored_pairs
 from search.templates.common import sized_for
 from search.templates.common import unit as vector_unit
 
@@ -179,7 +180,8 @@ def test_supported_layouts():
     assert len(fp32) == 2 * len({o for _, o in fp32})
     assert pairs[len(fp32):] == ([("NCHW", "NCHW16c.bf16")] if bf16_settings() else [])  # a stem writing bf16
     vectored = ["NHWC", "NCHW4c", "NCHW8c", "NCHW16c"]
-    assert supported_layouts(DEPTHWISE) == [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
+    fp32 = [("NCHW", "NCHW")] + [(i, o) for i in vectored for o in vectored]
+    assert supported_layouts(DEPTHWISE) == fp32 + stored_pairs(16, 16)  # bf16 values: where the host has bf16
     assert supported_layouts(DenseWorkload(1, 8, 8)) == [("NC", "NC")]
 
 
