@@ -108,8 +108,8 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
         paths["tessera-auto"], facts["reduced"] = prepare_reduced(model, work, args, extracted.graph, reference)
     if args.precision != "fp32" and args.fp32_values:
         plan = Plan.load(paths["tessera-auto"] / "plan.json")
-        fp32_values = Plan({node: _fp32_values(choice) for node, choice in plan.choices.items()}, plan.model,
-                           plan.args)
+        fp32_values = Plan({node: _fp32_values(extracted.graph.op(node), choice)
+                            for node, choice in plan.choices.items()}, plan.model, plan.args)
         compiled = export(extracted.graph, fp32_values, target=target, threads=args.threads,
                           seed=extracted.args["seed"], reference=reference, max_error=facts["reduced"]["budget"]
                           ["max_error"])
@@ -160,15 +160,21 @@ def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
     return out
 
 
-def _fp32_values(choice: str) -> str:
-    """A plan's choice with its layouts of bf16 values (``NCHW32c.bf16``) replaced by their fp32 twins: the same
-    kernel on fp32 values."""
+def _fp32_values(op, choice: str) -> str:
+    """A plan's choice for ``op`` with its layouts of bf16 values (``NCHW32c.bf16``) replaced by their fp32 twins: the
+    same kernel on fp32 values, or the kind's fp32 default where it computes in bf16 on bf16 values alone (a depthwise
+    convolution)."""
     from search.candidates import Candidate
+    from search.kinds import get_kind
     from search.layouts import stored_as
 
     candidate = Candidate.parse(choice)
-    return Candidate(stored_as(candidate.in_layout, "fp32"), stored_as(candidate.out_layout, "fp32"),
-                     candidate.knobs).name
+    twin = Candidate(stored_as(candidate.in_layout, "fp32"), stored_as(candidate.out_layout, "fp32"), candidate.knobs)
+    if twin == candidate or op.role != "tunable":
+        return choice
+    kind = get_kind(op.kind)
+    space = kind.knob_space(kind.spec(op, twin.in_layout, twin.out_layout))
+    return (twin if twin.knobs in space else Candidate(twin.in_layout, twin.out_layout, ())).name
 
 
 def prepare_reduced(model: str, work: Path, args, graph, reference, calibration: Path | None = None,

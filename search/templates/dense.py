@@ -13,6 +13,8 @@ or int8 dot-product instructions, the last settings compute in bf16 (knob ``bf16
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import tvm
 from tvm import te
@@ -39,13 +41,15 @@ OC_BLOCKS = (16, 32, 8, 64, 4)
 
 def supported_layouts(workload: DenseWorkload) -> list[tuple[str, str]]:
     """``NC`` in and out first; where there are several rows, every pair of ``NC`` and the ``CN{c}c`` whose block
-    divides the features on its side (an output block also one of ``OC_BLOCKS``)."""
+    divides the features on its side (an output block also one of ``OC_BLOCKS``), then the pairs whose bf16 kernels
+    read or write bf16 values (``search.templates.dense_dot.stored_pairs``)."""
     if workload.batch == 1:  # one row: every row layout is the same memory
         return [("NC", "NC")]
     ins = [name for name in row_layouts() if workload.in_features % (layout(name).block() or 1) == 0]
     outs = [name for name in row_layouts() if layout(name).block() in (None, *OC_BLOCKS)
             and workload.out_features % (layout(name).block() or 1) == 0]
-    return [(i, o) for i in ins for o in outs]
+    wl = workload
+    return [(i, o) for i in ins for o in outs] + dense_dot.stored_pairs(wl.batch, wl.in_features, wl.out_features)
 
 
 def _choices(spec: KernelSpec) -> dict[str, list[int]]:
@@ -60,13 +64,24 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
-    """The fp32 settings (``knob_product`` order), then the bf16 and int8 ones."""
+    """The fp32 settings (``knob_product`` order), then the bf16 and int8 ones; on bf16 values the bf16 ones
+    alone."""
+    if dense_dot.stores_bf16(spec):
+        return dense_dot.knob_space(spec)[:size]
     space = knob_product(_choices(spec), None) + dense_dot.knob_space(spec)
     return space if size is None else space[: max(size, 0)]
 
 
+def _resolved(spec: KernelSpec) -> KernelSpec:
+    """``spec``, with the first bf16 setting where it reads or writes bf16 values and has no knobs (its default)."""
+    if spec.knobs or not dense_dot.stores_bf16(spec):
+        return spec
+    return replace(spec, knobs=dense_dot.knob_space(spec)[0])
+
+
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
     """(O, I) -> ``(O // ob, I, ob)`` (a bf16 or int8 setting: ``search.templates.dense_dot``'s)."""
+    spec = _resolved(spec)
     if is_bf16(spec.knobs) or is_int8(spec.knobs):
         return dense_dot.pack_weight(spec, weight)
     ob = resolve_knobs(spec.knobs, _choices(spec))["oc_bn"]
@@ -75,6 +90,7 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    spec = _resolved(spec)
     if is_bf16(spec.knobs) or is_int8(spec.knobs):
         return dense_dot.build(spec, target)
     wl = spec.workload

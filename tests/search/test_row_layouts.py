@@ -4,6 +4,8 @@ layout edge, export converts where a fixed op reads them, and the solver blocks 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from cost_models.cache import CostRecord
 from cost_models.features import feature_row
 from cost_models.pricing import build_problem
 from cost_models.tasks import KernelTask, TransformTask
+from search.bf16_bits import from_bf16_bits, to_bf16_bits
 from search.candidates import Candidate
 from search.emit import emit_module
 from search.errors import SearchError
@@ -18,15 +21,16 @@ from search.export import export
 from search.graph import extract_graph
 from search.host import make_target
 from search.kinds import kernel_kind
-from search.kinds.checks import check_kernel
+from search.kinds.checks import check_kernel, kernel_error
 from search.layouts import Layout, LayoutError, activation_layout, activation_shape
 from search.plan import Plan, baseline_plan, plan_from_assignment, validate
-from search.precision import precision_of
+from search.precision import TOLERANCE, bf16_settings, precision_of
 from search.space import parse_layouts, tuning_space
 from search.templates import dense
 from search.templates.workloads import DenseWorkload, Epilogue, KernelSpec
 from search.zoo import load_model
 from solvers import solve
+from tests.search.test_bf16_storage import _run
 
 TARGET = make_target(1)
 FULL = Epilogue(True, True, "gelu")
@@ -48,7 +52,7 @@ def test_a_row_layout_stores_feature_blocks_outermost():
 
 
 def test_dense_runs_every_pair_of_nc_and_the_blocks_dividing_its_features():
-    pairs = dense.supported_layouts(DenseWorkload(6, 32, 24))
+    pairs = [pair for pair in dense.supported_layouts(DenseWorkload(6, 32, 24)) if ".bf16" not in "".join(pair)]
     assert pairs[0] == ("NC", "NC") and len(pairs) == len(set(pairs))
     assert {i for i, _ in pairs} == {"NC", "CN4c", "CN8c", "CN16c", "CN32c"}
     assert {o for _, o in pairs} == {"NC", "CN4c", "CN8c"}  # 24 features: no 16 or 32 block
@@ -145,3 +149,48 @@ def test_the_solver_blocks_the_rows_where_it_pays(bert, transform_ms, blocked):
     else:
         assert set(reads.values()) == {"CN16c"}
     assert np.isfinite(solution.cost)
+
+
+SETTINGS = bf16_settings()
+needs_bf16 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no bf16 instructions (avx512_bf16, amx_bf16)")
+
+
+@needs_bf16
+@pytest.mark.parametrize("pair", [("NC", "CN32c.bf16"), ("CN32c.bf16", "NC"), ("CN32c.bf16", "CN32c.bf16"),
+                                  ("CN16c.bf16", "NC")])
+def test_a_bf16_linear_layer_reads_and_writes_bf16_rows(pair):
+    kind = kernel_kind("dense")
+    workload = DenseWorkload(10, 48 if "CN16c.bf16" in pair else 64, 64)
+    spec = KernelSpec(workload, *pair, (), Epilogue(True, False, "gelu"))
+    assert pair in kind.supported_layouts(workload) and kind.knob_space(spec) == SETTINGS  # bf16 alone, no int8
+    assert 1e-4 < kernel_error(spec, target=TARGET) <= TOLERANCE
+    assert ("sblock(\"pack\")" in kind.build(spec, TARGET).script()) == (pair[0] != "CN32c.bf16")  # read as packed
+    rng = np.random.default_rng(5)
+    data = rng.uniform(-1, 1, (workload.batch, workload.in_features)).astype(np.float32)
+    params = kind.random_params(workload, spec.epilogue, rng)
+    outs = []
+    for out_layout in ("NC", pair[1]):  # writing bf16 values rounds what the kernel writing fp32 computes
+        run = replace(spec, out_layout=out_layout, knobs=SETTINGS[0])
+        stored_in, stored_out = Layout.parse(run.in_layout), Layout.parse(out_layout)
+        outs.append(stored_out.to_logical(_run(kind.build(run, TARGET), stored_in.from_logical(data),
+                                               *kind.pack(run, params), out=np.zeros(stored_out.physical_shape(
+                                                   (workload.batch, workload.out_features)), stored_out.dtype))))
+    rounded = from_bf16_bits(to_bf16_bits(outs[0])) if pair[1].endswith(".bf16") else outs[0]
+    assert np.array_equal(outs[1], rounded)
+
+
+@needs_bf16
+def test_a_feed_forward_pair_keeps_its_rows_in_bf16(bert):
+    ffn_in, ffn_out = _ffn(bert)
+    bf16 = ",".join(f"{k}={v}" for k, v in SETTINGS[0])
+    choices = {**baseline_plan(bert, "nchw").choices, ffn_in: f"NC>CN32c.bf16:{bf16}", ffn_out: f"CN32c.bf16>NC:{bf16}"}
+    compiled = export(bert, Plan(choices, "bert_small", {}), target=TARGET, threads=1, seed=2)
+    uniform = export(bert, baseline_plan(bert, "nchw"), target=TARGET, threads=1, seed=2)
+    assert compiled.manifest["layout_transforms"] == uniform.manifest["layout_transforms"]  # no conversion
+    check = compiled.manifest["numerical_check"]
+    assert check["passed"] and 1e-5 < check["relative_error"] <= TOLERANCE
+    assert compiled.manifest["bf16_values"] == [ffn_in] and compiled.manifest["bf16_nodes"] == [ffn_in, ffn_out]
+    wanted = Candidate("NC", "CN32c.bf16", SETTINGS[0])  # searched where the row layout is: CN32c.bf16 counts as CN32c
+    assert wanted in tuning_space(bert, precision="auto", layouts=("NCHW", "CN32c"))[ffn_in]
+    assert wanted not in tuning_space(bert, precision="auto")[ffn_in]  # row layouts are not searched by default
+    assert not any(".bf16" in c.in_layout + c.out_layout for c in tuning_space(bert, layouts=("NCHW", "CN32c"))[ffn_in])

@@ -16,9 +16,9 @@ from search.kinds import KINDS, check_kernel, kernel_kind
 from search.kinds.checks import pairwise
 from search.precision import bf16_settings, precision_of
 from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
-from search.templates.conv2d_dot import stored_pairs
 from search.templates.common import sized_for
 from search.templates.common import unit as vector_unit
+from search.templates.conv2d_dot import stored_pairs
 
 
 def build_kernel(spec: KernelSpec, target) -> tvm.tirx.PrimFunc:

@@ -25,7 +25,7 @@ from tests.search.tiny_nets import residual_concat_net
 
 SETTINGS = precision.bf16_settings()
 needs_bf16 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no bf16 instructions (avx512_bf16, amx_bf16)")
-WORKLOAD = Conv2DWorkload(1, 48, 7, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1))  # 48 channels: one block padded; 9 wide: cropped
+WORKLOAD = Conv2DWorkload(1, 48, 7, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1))  # 48 channels: a block padded; 9 wide: cropped
 
 
 def _knobs(unit: int = 0) -> tuple:
@@ -48,7 +48,8 @@ def _emulated(x: np.ndarray, weight: np.ndarray, wl: Conv2DWorkload) -> np.ndarr
     for i in range(rows):
         for j in range(columns):
             v = _bf16(np.einsum("ra,crs,sb->cab", b, padded[:, 2 * i:2 * i + 4, 2 * j:2 * j + 4], b))
-            out[:, 2 * i:2 * i + 2, 2 * j:2 * j + 2] = np.einsum("ar,oab,bs->ors", a, np.einsum("ocab,cab->oab", u, v), a)
+            products = np.einsum("ocab,cab->oab", u, v)
+            out[:, 2 * i:2 * i + 2, 2 * j:2 * j + 2] = np.einsum("ar,oab,bs->ors", a, products, a)
     return out[None, :, :wl.out_height, :wl.out_width]
 
 
