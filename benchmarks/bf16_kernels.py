@@ -9,9 +9,9 @@ written where the heads are split and merged. For each: the fastest of the fp32 
 setting (AMX-INT8 tiles, AVX-512 VNNI dot products; the data quantised over its own range, ``search.templates.int8``;
 a kernel without one shows "-"), on the convolutions the host's first bf16 setting reading and writing bf16 values
 (``search.templates.conv2d_dot.bf16_values``: ``NCHW32c.bf16`` where 32 divides the channels; the stem reads its
-fp32 input) beside the same setting on fp32 values, each timed like
-a kernel (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and
-interquartile range), one at a time, and run once on random data against the float64 numpy reference
+fp32 input) beside the same setting on fp32 values, each timed like a kernel (``cost_models.timer.time_kernel``:
+random inputs, warm-up, repeats of at least 100 ms, median and interquartile range), one at a time, each in a process
+of its own (``benchmarks.fresh``), and run once on random data against the float64 numpy reference
 (``search.kinds.checks.kernel_error``). The last line sums the kernels once each (not weighted by how often the
 network repeats them), each speed-up over the kernels its setting applies to. Run it with nothing else on the machine.
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fresh import time_fresh  # noqa: E402
 from benchmarks.templates import resnet50_convs  # noqa: E402
-from cost_models.timer import time_kernel  # noqa: E402
 from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import kernel_kind  # noqa: E402
@@ -107,7 +107,7 @@ def main() -> None:
     for name, shape, spec in NETWORKS[args.network]():
         kind = kernel_kind(spec.workload.kind)
         fp32 = [k for k in kind.knob_space(spec) if precision_of(k) == "fp32"][: args.fp32_settings]
-        timed = [(_time(kind, replace(spec, knobs=k), target, args), k) for k in fp32]
+        timed = [(time_fresh(replace(spec, knobs=k), args.threads, args.repeat), k) for k in fp32]
         best, knobs = min(timed, key=lambda item: item[0].median_ms)
         row = [f"{best.median_ms:.3f} ({best.iqr_ms:.3f}) ({_label(knobs)})",
                f"{kernel_error(replace(spec, knobs=knobs), target=target):.1e}"]
@@ -118,7 +118,7 @@ def main() -> None:
                 row += ["-", "-", "-"]
                 continue
             built = replace(spec, knobs=reduced)
-            timing = _time(kind, built, target, args)
+            timing = time_fresh(built, args.threads, args.repeat)
             totals[index] += timing.median_ms
             fp32_totals[index - 1] += best.median_ms
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{best.median_ms / timing.median_ms:.2f}x",
@@ -129,7 +129,7 @@ def main() -> None:
             wl = spec.workload
             stored = replace(spec, in_layout=bf16_values(wl.in_channels) or spec.in_layout,
                              out_layout=bf16_values(wl.out_channels), knobs=settings[0])
-            timing = _time(kind, stored, target, args)
+            timing = time_fresh(stored, args.threads, args.repeat)
             stored_totals[0] += timing.median_ms
             stored_totals[1] += first.median_ms
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{first.median_ms / timing.median_ms:.2f}x",
@@ -139,11 +139,6 @@ def main() -> None:
     stored_sum = f"{stored_totals[0]:.3f} | {stored_totals[1] / stored_totals[0]:.2f}x | |" if values else ""
     print(f"| sum | | {totals[0]:.3f} | | {sums}{stored_sum}")
     print(f"\nload after: {os.getloadavg()[0]:.2f}")
-
-
-def _time(kind, spec: KernelSpec, target, args):
-    return time_kernel(kind.build(spec, target), target=target, threads=args.threads, repeat=args.repeat,
-                       min_repeat_ms=100)
 
 
 def _label(knobs) -> str:

@@ -4,9 +4,8 @@ For each distinct layer (batch 1, 224x224; bias and ReLU fused, as in the networ
 template's first two knob settings and the Winograd settings F(4x4, 3x3) and F(2x2, 3x3), then, on a host with bf16
 instructions, the bf16 direct and F(2x2) settings (``search.templates.winograd_dot``), each timed like a kernel
 (``cost_models.timer.time_kernel``: random inputs, warm-up, repeats of at least 100 ms, median and interquartile
-range), one at a time, each in a process of its own (timed in one process after other kernels, the same F(2x2) bf16
-kernel once ran 0.41 -> 0.89 ms and an fp32 F(4x4) one 0.42 -> 0.74), and each run once on random data against the
-float64 numpy reference (``search.kinds.checks.kernel_error``: ``max|out - ref| / max(1, max|ref|)``). Run it with
+range), one at a time, each in a process of its own (``benchmarks.fresh``), and each run once on random data against
+the float64 numpy reference (``search.kinds.checks.kernel_error``: ``max|out - ref| / max(1, max|ref|)``). Run it with
 nothing else on the machine.
 
     .venv/bin/python benchmarks/winograd.py --threads 2
@@ -15,17 +14,15 @@ nothing else on the machine.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fresh import time_fresh  # noqa: E402
 from benchmarks.templates import resnet50_convs  # noqa: E402
-from cost_models.timer import time_kernel  # noqa: E402
 from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
 from search.kinds import get_kind  # noqa: E402
@@ -61,20 +58,11 @@ def main() -> None:
         direct = None
         for knobs in settings:
             built = replace(spec, knobs=knobs)
-            with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as fresh:
-                median, iqr = fresh.submit(_time, built, args.threads, args.repeat).result()
-            direct = direct or median
+            timing = time_fresh(built, args.threads, args.repeat)
+            direct = direct or timing.median_ms
             label = ",".join(f"{key}={value}" for key, value in knobs)
-            print(f"| {name} | {shape} | {label} | {median:.3f} ({iqr:.3f}) | {direct / median:.2f}x | "
-                  f"{kernel_error(built, target=target):.1e} |", flush=True)
-
-
-def _time(spec: KernelSpec, threads: int, repeat: int) -> tuple[float, float]:
-    """Median and IQR (ms) of ``spec``'s kernel, built and timed in this (fresh) process."""
-    target = make_target(threads)
-    timing = time_kernel(get_kind("conv2d").build(spec, target), target=target, threads=threads, repeat=repeat,
-                         min_repeat_ms=100)
-    return timing.median_ms, timing.iqr_ms
+            print(f"| {name} | {shape} | {label} | {timing.median_ms:.3f} ({timing.iqr_ms:.3f}) | "
+                  f"{direct / timing.median_ms:.2f}x | {kernel_error(built, target=target):.1e} |", flush=True)
 
 
 if __name__ == "__main__":
