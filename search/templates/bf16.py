@@ -10,6 +10,8 @@ import tvm
 from tvm import te
 
 from search.bf16_bits import STORAGE, to_bf16_bits
+from search.layouts import BF16 as BF16_STORED
+from search.layouts import storage_of, stored_as
 from search.precision import AMX, DOT, KNOB
 from search.templates import dot
 from search.templates.common import rounded
@@ -34,6 +36,19 @@ BLOCK = BF16.block  # input channels per block: one 64-byte row of bf16
 
 def is_bf16(knobs: Knobs) -> bool:
     return KNOB in dict(knobs)
+
+
+def stores_bf16(spec: KernelSpec) -> bool:
+    """Whether the kernel reads or writes bf16 values (a layout of ``bf16`` storage on either side)."""
+    return BF16_STORED in (storage_of(spec.in_layout), storage_of(spec.out_layout))
+
+
+def bf16_layout(axes: str, extent: int) -> str | None:
+    """The layout of bf16 values the kernels read and write, ``axes`` (``NCHW``, ``CN``) blocked by the channels (or
+    features) ``extent``: ``{axes}32c.bf16`` where 32 divides it (one block of the packed input, read as it is), else
+    ``{axes}16c.bf16`` where 16 does; None otherwise."""
+    block = next((block for block in (BLOCK, dot.LANES) if extent % block == 0), None)
+    return None if block is None else stored_as(f"{axes}{block}c", BF16_STORED)
 
 
 def instruction_unit(spec: KernelSpec) -> int:

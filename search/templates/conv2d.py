@@ -41,7 +41,7 @@ from tvm import te, topi
 from search.errors import SearchError
 from search.layouts import candidate_layouts, layout, view_block
 from search.templates import conv2d_dot, winograd, winograd_dot
-from search.templates.bf16 import is_bf16
+from search.templates.bf16 import is_bf16, stores_bf16
 from search.templates.common import (
     by_closeness,
     by_padded_work,
@@ -80,7 +80,7 @@ def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
 
 def _resolved(spec: KernelSpec) -> KernelSpec:
     """``spec``, with the first bf16 setting where it reads or writes bf16 values and has no knobs (its default)."""
-    if spec.knobs or not conv2d_dot.stores_bf16(spec):
+    if spec.knobs or not stores_bf16(spec):
         return spec
     return replace(spec, knobs=conv2d_dot.knob_space(spec)[0])
 
@@ -141,7 +141,7 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     the algorithm choice; with a prologue, the default's other placements second and third; the bf16 and int8
     settings last, bf16 Winograd's after the direct ones (``search.candidates.node_candidates`` places them by the
     precision searched). Layouts of bf16 values: the bf16 settings alone."""
-    if conv2d_dot.stores_bf16(spec):
+    if stores_bf16(spec):
         return [*conv2d_dot.knob_space(spec), *winograd_dot.knob_space(spec)][:size]
     space = [_without_default_rows(knobs) for knobs in knob_product(_choices(spec), None)]
     block = layout(spec.out_layout).block()

@@ -38,10 +38,10 @@ from tvm import te
 from search.bf16_bits import STORAGE
 from search.errors import SearchError
 from search.layouts import BF16 as BF16_STORED
-from search.layouts import layout, storage_of, stored_as, view_block
+from search.layouts import layout, storage_of, view_block
 from search.precision import bf16_settings, int8_settings
 from search.templates import int8
-from search.templates.bf16 import BF16, to_bf16_bits
+from search.templates.bf16 import BF16, bf16_layout, stores_bf16, to_bf16_bits
 from search.templates.common import finish, padded, relayout_params, rounded, widened
 from search.templates.dot import CHUNK, LANES, DotProduct, blocked_weights, packed, row_calls, schedule_pass
 from search.templates.workloads import KernelSpec, Knobs
@@ -50,17 +50,10 @@ GROUPS = 4  # output rows of at most LANES pixels per call: the AMX micro-kernel
 FP32_SIDE = "NCHW16c"  # the fp32 layout beside a side of bf16 values: the output's blocks of LANES channels
 
 
-def stores_bf16(spec: KernelSpec) -> bool:
-    """Whether the kernel reads or writes bf16 values (a layout of ``bf16`` storage on either side)."""
-    return BF16_STORED in (storage_of(spec.in_layout), storage_of(spec.out_layout))
-
-
 def bf16_values(channels: int) -> str | None:
-    """The layout of bf16 values of ``channels`` channels the kernels read and write: ``NCHW32c.bf16`` where 32
-    divides them (one block of the packed input: a 1x1 convolution reads it as it is), else ``NCHW16c.bf16`` where
-    16 does; None otherwise."""
-    block = next((block for block in (BF16.block, LANES) if channels % block == 0), None)
-    return None if block is None else stored_as(f"NCHW{block}c", BF16_STORED)
+    """The layout of bf16 values of ``channels`` channels the convolutions read and write (``bf16_layout``):
+    ``NCHW32c.bf16`` (a 1x1 convolution reads it as its packed input) or ``NCHW16c.bf16``; None otherwise."""
+    return bf16_layout("NCHW", channels)
 
 
 def stored_pairs(in_channels: int, out_channels: int) -> list[tuple[str, str]]:

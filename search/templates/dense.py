@@ -21,7 +21,7 @@ from tvm import te
 
 from search.layouts import layout, row_layouts
 from search.templates import dense_dot
-from search.templates.bf16 import is_bf16
+from search.templates.bf16 import is_bf16, stores_bf16
 from search.templates.common import (
     clamped,
     epilogue_compute,
@@ -66,7 +66,7 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
     """The fp32 settings (``knob_product`` order), then the bf16 and int8 ones; on bf16 values the bf16 ones
     alone."""
-    if dense_dot.stores_bf16(spec):
+    if stores_bf16(spec):
         return dense_dot.knob_space(spec)[:size]
     space = knob_product(_choices(spec), None) + dense_dot.knob_space(spec)
     return space if size is None else space[: max(size, 0)]
@@ -74,7 +74,7 @@ def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
 
 def _resolved(spec: KernelSpec) -> KernelSpec:
     """``spec``, with the first bf16 setting where it reads or writes bf16 values and has no knobs (its default)."""
-    if spec.knobs or not dense_dot.stores_bf16(spec):
+    if spec.knobs or not stores_bf16(spec):
         return spec
     return replace(spec, knobs=dense_dot.knob_space(spec)[0])
 

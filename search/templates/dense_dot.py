@@ -25,10 +25,10 @@ from tvm import te
 from search.bf16_bits import STORAGE
 from search.errors import SearchError
 from search.layouts import BF16 as BF16_STORED
-from search.layouts import layout, storage_of, stored_as
+from search.layouts import layout, storage_of
 from search.precision import bf16_settings, int8_settings
 from search.templates import int8
-from search.templates.bf16 import BF16, pack_weights, rounded
+from search.templates.bf16 import BF16, bf16_layout, pack_weights, rounded, stores_bf16
 from search.templates.common import finish, padded
 from search.templates.dot import CHUNK, LANES, DotProduct, blocked_weights, packed, row_calls, schedule_pass
 from search.templates.workloads import KernelSpec, Knobs
@@ -36,24 +36,13 @@ from search.templates.workloads import KernelSpec, Knobs
 FP32_SIDE = "NC"  # the fp32 layout beside a side of bf16 values
 
 
-def stores_bf16(spec: KernelSpec) -> bool:
-    """Whether the layer reads or writes bf16 values (a layout of ``bf16`` storage on either side)."""
-    return BF16_STORED in (storage_of(spec.in_layout), storage_of(spec.out_layout))
-
-
-def bf16_rows(features: int) -> str | None:
-    """The layout of bf16 rows of ``features`` the layers read and write: ``CN32c.bf16`` where 32 divides them (the
-    packed input), else ``CN16c.bf16`` where 16 does; None otherwise."""
-    block = next((block for block in (BF16.block, LANES) if features % block == 0), None)
-    return None if block is None else stored_as(f"CN{block}c", BF16_STORED)
-
-
 def stored_pairs(rows: int, in_features: int, out_features: int) -> list[tuple[str, str]]:
     """The layout pairs with bf16 values on one side or both, where this host has bf16 kernels and there are several
-    rows: each side ``NC`` or its layout of bf16 rows (``bf16_rows``) where it has one."""
+    rows: each side ``NC`` or its layout of bf16 rows (``bf16_layout``: ``CN32c.bf16``, the packed input, or
+    ``CN16c.bf16``) where it has one."""
     if not bf16_settings() or rows == 1:
         return []
-    sides = [[FP32_SIDE, *filter(None, [bf16_rows(features)])] for features in (in_features, out_features)]
+    sides = [[FP32_SIDE, *filter(None, [bf16_layout("CN", features)])] for features in (in_features, out_features)]
     return [(i, o) for i in sides[0] for o in sides[1] if BF16_STORED in (storage_of(i), storage_of(o))]
 
 

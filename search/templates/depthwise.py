@@ -27,6 +27,7 @@ from search.bf16_bits import STORAGE, from_bf16_bits, to_bf16_bits
 from search.errors import SearchError
 from search.layouts import candidate_layouts, layout, view_block
 from search.precision import KNOB, bf16_settings
+from search.templates.bf16 import stores_bf16
 from search.templates.common import (
     by_closeness,
     divisors,
@@ -40,7 +41,7 @@ from search.templates.common import (
     vectorize_tile,
     widened,
 )
-from search.templates.conv2d_dot import stored_pairs, stores_bf16
+from search.templates.conv2d_dot import stored_pairs
 from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 
 C_BLOCKS = (16, 32, 8, 64, 4)
