@@ -84,17 +84,19 @@ def epilogue_compute(
     shape: Sequence[int] | None = None,
     source: Callable[..., tuple] | None = None,
     storage: str = "float32",
+    scale: te.Tensor | None = None,
 ) -> tuple[te.Tensor, list[te.Tensor]]:
     """``act(acc + bias[channel(*idx)] + residual)`` as one compute "out" (``act(acc + bias) + residual`` with
     ``epilogue.residual_after_activation``); returns (out, inputs). ``act`` is the registered activation kind's
-    ``tir`` form (``search.followers``), which vectorises.
+    ``tir`` form (``search.followers``), which vectorises. With ``scale`` (fp32 per channel, for integer sums),
+    ``acc`` is converted to fp32 and multiplied by ``scale[channel(*idx)]`` first.
 
     "out" is shaped like ``acc`` unless ``shape`` is given (a cropped write-back of a padded ``acc``), with
     ``source(*idx)`` the ``acc`` element of its index ``idx`` (default: the same index); the residual has out's shape.
     Out and residual hold ``storage``: fp32, or bf16 bits (``search.bf16_bits.STORAGE``: the residual widened, the
     result rounded). Without any epilogue this is a plain copy, which serves as the register tile's write-back.
     """
-    dtype = acc.dtype
+    dtype = acc.dtype if scale is None else "float32"
     shape = acc.shape if shape is None else shape
     extra: list[te.Tensor] = []
     bias = residual = None
@@ -107,6 +109,8 @@ def epilogue_compute(
 
     def body(*idx):
         value = acc[idx] if source is None else acc[source(*idx)]
+        if scale is not None:
+            value = value.astype("float32") * scale[channel(*idx)]
         added = None if residual is None else widened(residual[idx]) if storage == STORAGE else residual[idx]
         value = epilogue_value(epilogue, value, None if bias is None else bias[channel(*idx)], added)
         return rounded(value) if storage == STORAGE else value

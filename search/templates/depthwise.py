@@ -15,9 +15,19 @@ bf16 values on each side, ``search.templates.conv2d_dot.stored_pairs``, bf16 val
 then the bf16 one, ``(("bf16", unit),)`` (the other knobs at their defaults), its weights are rounded to bf16 when they
 are packed, each value read is widened exactly and the sums, in fp32, are rounded as they are written. Computing on
 bf16 values is what halves this memory-bound kernel's traffic; the arithmetic stays fp32 multiply-adds.
+
+On a host with int8 dot products, a kernel on fp32 values into a vectorised output layout (not NCHW) also runs in
+int8 (knob ``int8``, the AVX-512 VNNI setting of ``search.precision``, the other knobs at their defaults;
+``search.templates.int8`` for the quantisation): ``data_pad`` quantises the input once into an unsigned 8-bit copy of
+the blocked view, padded with the quantisation's zero (its own parallel pass), the taps' products are summed in int32
+from the signed 8-bit weights (per channel, symmetric), and the epilogue scales the sums per channel, the zero's
+correction folded into the bias. The kernel's arguments are then data, weight, scale, bias, quant, the residual if
+any, and out.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import tvm
@@ -26,7 +36,8 @@ from tvm import te, topi
 from search.bf16_bits import STORAGE, from_bf16_bits, to_bf16_bits
 from search.errors import SearchError
 from search.layouts import candidate_layouts, layout, view_block
-from search.precision import KNOB, bf16_settings
+from search.precision import DOT, INT8_KNOB, KNOB, bf16_settings, int8_settings
+from search.templates import int8
 from search.templates.bf16 import stores_bf16
 from search.templates.common import (
     by_closeness,
@@ -42,6 +53,7 @@ from search.templates.common import (
     widened,
 )
 from search.templates.conv2d_dot import stored_pairs
+from search.templates.dot import schedule_pass
 from search.templates.workloads import Conv2DWorkload, KernelSpec, Knobs
 
 C_BLOCKS = (16, 32, 8, 64, 4)
@@ -57,9 +69,11 @@ def supported_layouts(workload: Conv2DWorkload) -> list[tuple[str, str]]:
 
 
 def resolved_knobs(spec: KernelSpec) -> dict[str, int]:
-    """``spec``'s knobs with the defaults of those it leaves out, without the bf16 knob (``_bf16``)."""
+    """``spec``'s knobs with the defaults of those it leaves out, without the precision knobs (``_bf16``,
+    ``_int8``)."""
     _bf16(spec)
-    return resolve_knobs(tuple(item for item in spec.knobs if item[0] != KNOB), _choices(spec))
+    _int8(spec)
+    return resolve_knobs(tuple(item for item in spec.knobs if item[0] not in (KNOB, INT8_KNOB)), _choices(spec))
 
 
 def _bf16(spec: KernelSpec) -> bool:
@@ -71,6 +85,26 @@ def _bf16(spec: KernelSpec) -> bool:
     if stored and spec.knobs and not knob:
         raise SearchError(f"a depthwise kernel on bf16 values takes the bf16 knob, got {spec.knobs}")
     return stored
+
+
+def _int8_settings(spec: KernelSpec) -> list[Knobs]:
+    """The host's int8 dot-product setting where the kernel may run in int8: fp32 values in, a vectorised output
+    layout, no prologue."""
+    if stores_bf16(spec) or spec.out_layout == "NCHW" or spec.epilogue.reads_through:
+        return []
+    return [knobs for knobs in int8_settings() if dict(knobs)[INT8_KNOB] == DOT]
+
+
+def _int8(spec: KernelSpec) -> bool:
+    """Whether the kernel computes in int8; SearchError for an int8 setting it has no kernel for."""
+    if not int8.is_int8(spec.knobs):
+        return False
+    if dict(spec.knobs) != {INT8_KNOB: DOT} or stores_bf16(spec) or spec.out_layout == "NCHW" \
+            or spec.epilogue.reads_through:
+        raise SearchError(f"an int8 depthwise kernel takes the one knob {INT8_KNOB}={DOT}, fp32 values in, an output "
+                          f"layout other than NCHW and no prologue; got {spec.knobs} {spec.in_layout} -> "
+                          f"{spec.out_layout} {spec.epilogue}")
+    return True
 
 
 def compute_block(spec: KernelSpec) -> int:
@@ -99,10 +133,12 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
-    """The knob product; on bf16 values the host's first bf16 setting alone."""
+    """The knob product, then the int8 setting where there is one (``_int8_settings``); on bf16 values the host's
+    first bf16 setting alone."""
     if _bf16(spec):
         return bf16_settings()[:1][:size]
-    return knob_product(_choices(spec), size)
+    space = knob_product(_choices(spec), None) + _int8_settings(spec)
+    return space if size is None else space[: max(size, 0)]
 
 
 def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
@@ -113,7 +149,22 @@ def pack_weight(spec: KernelSpec, weight: np.ndarray) -> np.ndarray:
     return from_bf16_bits(to_bf16_bits(packed)) if _bf16(spec) else packed
 
 
+def pack_int8(spec: KernelSpec, weight: np.ndarray, bias: np.ndarray | None, data: int8.Quantisation
+              ) -> list[np.ndarray]:
+    """An int8 kernel's constant arguments from the (C, 1, kh, kw) fp32 weights, the bias (None: none) and the
+    quantisation of its input: the int8 weights ``(C // b, kh, kw, b)``, then ``scale``, ``bias`` and ``quant``."""
+    if not _int8(spec):
+        raise SearchError(f"{spec.knobs} is no int8 setting")
+    q, weight_scale = int8.quantised_weights(weight)
+    c, _, kh, kw = q.shape
+    b = compute_block(spec)
+    return [np.ascontiguousarray(q.reshape(c // b, b, kh, kw).transpose(0, 2, 3, 1)),
+            *int8.constants(q, weight_scale, bias, data)]
+
+
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
+    if _int8(spec):
+        return _build_int8(spec)
     wl = spec.workload
     knobs = resolved_knobs(spec)
     n, c, h, w = wl.in_shape
@@ -148,9 +199,48 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     return finish(sch)
 
 
-def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int], vector_width: bool, piece: int | None) -> None:
+def _build_int8(spec: KernelSpec) -> tvm.tirx.PrimFunc:
+    """The int8 kernel (see the module's docstring); every int8 kernel has a bias (the zero's correction)."""
+    spec = dataclasses.replace(spec, epilogue=dataclasses.replace(spec.epilogue, bias=True))
+    wl = spec.workload
+    n, c, h, w = wl.in_shape
+    b = compute_block(spec)
+    (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilation
+    top, left, bottom, right = wl.padding
+    data = te.placeholder((n, c // b, h, w, b), "float32", name="data")
+    weight = te.placeholder((c // b, kh, kw, b), "int8", name="weight")
+    scale, quant = te.placeholder((c,), "float32", name="scale"), te.placeholder((2,), "float32", name="quant")
+
+    def quantised(i, cb, y, x, ci):
+        inside = tvm.tirx.all(y >= top, y < top + h, x >= left, x < left + w)
+        return tvm.tirx.if_then_else(inside, int8.quantised(data[i, cb, y - top, x - left, ci], quant),
+                                     quant[1].astype("uint8"))
+
+    padded = te.compute((n, c // b, h + top + bottom, w + left + right, b), quantised, name="data_pad")
+    rh, rw = te.reduce_axis((0, kh), name="kh"), te.reduce_axis((0, kw), name="kw")
+    acc = te.compute(
+        (n, c // b, wl.out_height, wl.out_width, b),
+        lambda i, cb, oh, ow, ci: te.sum(
+            padded[i, cb, oh * sh + rh * dh, ow * sw + rw * dw, ci].astype("int32")
+            * weight[cb, rh, rw, ci].astype("int32"), axis=[rh, rw]),
+        name="depthwise",
+    )
+    out, (bias, *residual) = epilogue_compute(acc, spec.epilogue, c, lambda i, cb, oh, ow, ci: cb * b + ci,
+                                              scale=scale)
+    sch = tvm.s_tir.Schedule(te.create_prim_func([data, weight, scale, bias, quant, *residual, out]))
+    accesses = [("data_pad", "read", 0, spec.in_layout, b), ("out", "write", 0, spec.out_layout, b)]
+    if residual:
+        accesses.append(("out", "read", 3, spec.out_layout, b))
+    relayout_params(sch, accesses)
+    _schedule(sch, resolved_knobs(spec), vector_width=True, piece=None, pad_pass=True)
+    return finish(sch)
+
+
+def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int], vector_width: bool, piece: int | None,
+              pad_pass: bool = False) -> None:
     """``piece``: the input's channel block where it is shorter than the compute block; the channel vector is then
-    split into runs of that length, each one contiguous load."""
+    split into runs of that length, each one contiguous load. ``pad_pass``: the padded input is a pass of its own
+    over the whole tensor (the int8 kernel's quantised copy)."""
     acc = sch.get_sblock("depthwise")
     n, cb, oh, ow, ci, kh, kw = sch.get_loops(acc)
     owo, owi = sch.split(ow, [None, knobs["reg_n"]])
@@ -176,7 +266,9 @@ def _schedule(sch: tvm.s_tir.Schedule, knobs: dict[str, int], vector_width: bool
     vectorize_tile(sch, init, depth=2)
     vectorize_tile(sch, out, depth=2, width_last=not vector_width)
     pad = sch.get_sblock("data_pad")
-    if vector_width:
+    if pad_pass:
+        schedule_pass(sch, "data_pad", 2)
+    elif vector_width:
         sch.compute_inline(pad)
     else:  # padding tests per width lane would break up the vectors: pad the rows an output row needs, once
         sch.compute_at(pad, outer)

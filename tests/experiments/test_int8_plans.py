@@ -24,7 +24,7 @@ from tests.search.tiny_nets import residual_concat_net
 
 INT8 = precision.int8_settings()
 needs_int8 = pytest.mark.skipif(not INT8, reason="this CPU has no int8 dot products (avx512_vnni, amx_int8)")
-INT8_CAPABLE = [f"conv2d_{i}" for i in range(6)] + ["dense_0"]  # groups-1 convolutions and the linear layer
+INT8_CAPABLE = [f"conv2d_{i}" for i in range(6)] + ["dense_0", "depthwise_conv2d_0"]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_calibration_ranges_are_the_values_each_int8_capable_operator_reads(grap
     samples = load_calibration(calibration, graph)
     assert len(samples) == 5 and samples[0][0].shape == (1, 3, 8, 8)
     ranges = input_ranges(graph, samples, make_target(1))
-    assert sorted(ranges) == INT8_CAPABLE  # not the depthwise convolution
+    assert sorted(ranges) == INT8_CAPABLE
     data = np.stack([sample[0] for sample in samples])
     assert ranges["conv2d_0"] == (float(data.min()), float(data.max()))  # the model's input itself
     assert ranges["conv2d_1"][0] >= 0  # after a ReLU
@@ -99,15 +99,17 @@ def test_a_plan_mixing_fp32_bf16_and_int8_exports_with_its_ranges_and_is_checked
     choices = dict(baseline_plan(graph, "nchw").choices)
     for node in ("conv2d_1", "conv2d_4"):
         choices[node] = Candidate("NCHW", "NCHW", INT8[0]).name
+    choices["depthwise_conv2d_0"] = Candidate("NHWC", "NCHW16c", ((precision.INT8_KNOB, precision.DOT),)).name
     if precision.bf16_settings():
         choices["conv2d_3"] = Candidate("NCHW", "NCHW", precision.bf16_settings()[0]).name
-    plan = Plan(choices, "tiny", ranges={node: list(ranges[node]) for node in ("conv2d_1", "conv2d_4")})
+    quantised = ("conv2d_1", "conv2d_4", "depthwise_conv2d_0")
+    plan = Plan(choices, "tiny", ranges={node: list(ranges[node]) for node in quantised})
     plan.save(tmp_path / "plan.json")
     assert Plan.load(tmp_path / "plan.json") == plan  # the ranges travel with the plan
     compiled = export(graph, plan, target=make_target(1), threads=1,
                       checked_on=check_inputs(graph, make_target(1), samples))
     check, manifest = compiled.manifest["numerical_check"], compiled.manifest
-    assert manifest["int8_nodes"] == ["conv2d_1", "conv2d_4"] and manifest["ranges"] == plan.ranges
+    assert manifest["int8_nodes"] == list(quantised) and manifest["ranges"] == plan.ranges
     assert check["samples"] == 5 and 0 < check["relative_error"] <= precision.DEFAULT_MAX_ERROR
     assert 0 <= check["top1_changed"] <= 1
     with pytest.raises(SearchError, match="computes in int8, which needs the range of its input"):

@@ -1,5 +1,5 @@
-"""int8 convolutions and linear layers (``search.templates.conv2d_dot`` and ``dense_dot`` with knob ``int8``): the
-quantisation, and the kernels against numpy's integer arithmetic on the same quantised operands and against the fp32
+"""int8 convolutions, depthwise convolutions and linear layers (``search.templates.conv2d_dot``, ``depthwise`` and
+``dense_dot`` with knob ``int8``): the quantisation, and the kernels against numpy's integer arithmetic on the same quantised operands and against the fp32
 result within the quantisation's error."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from search.host import make_target
 from search.kinds.conv2d import conv_reference
 from search.kinds.epilogue import apply_epilogue
 from search.layouts import layout
-from search.templates import conv2d_dot, dense_dot, int8
+from search.templates import conv2d_dot, dense_dot, depthwise, int8
 from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 
 SETTINGS = precision.int8_settings()
@@ -139,6 +139,51 @@ def test_an_int8_linear_layer_is_the_integer_matmul_of_its_quantised_operands(wo
     peak = np.abs(exact).max()
     assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
     assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+
+
+@needs_int8
+@pytest.mark.parametrize("workload, layouts, epilogue", [
+    (Conv2DWorkload(1, 32, 9, 8, 32, (3, 3), (1, 1), (1, 1, 1, 1), groups=32), ("NCHW16c", "NCHW16c"),
+     Epilogue(True, True, "relu")),
+    (Conv2DWorkload(1, 48, 10, 11, 48, (3, 3), (2, 2), (1, 0, 1, 0), groups=48), ("NHWC", "NCHW8c"),
+     Epilogue(False, False, "silu")),  # strided, padded on one side; the blocked view NHWC is read through
+    (Conv2DWorkload(1, 16, 9, 9, 16, (5, 5), (1, 1), (4, 4, 4, 4), (2, 2), groups=16), ("NCHW8c", "NHWC"),
+     Epilogue(True, False, None)),  # dilated; padding the size of the window
+], ids=["3x3-residual", "strided-nhwc", "dilated-5x5"])
+def test_an_int8_depthwise_convolution_is_the_integer_convolution_of_its_quantised_operands(workload, layouts,
+                                                                                             epilogue):
+    rng = np.random.default_rng(2)
+    data = rng.uniform(-0.5, 1, workload.in_shape)
+    weight = rng.uniform(-1, 1, (workload.out_channels, 1, *workload.kernel))
+    bias, residual = rng.uniform(-1, 1, workload.out_channels), rng.uniform(-1, 1, workload.out_shape)
+    spec = KernelSpec(workload, *layouts, (("int8", precision.DOT),), epilogue)
+    q = int8.quantisation(data.min(), data.max())
+    bias, residual = (bias if epilogue.bias else None), (residual if epilogue.residual else None)
+    got = _run(spec, data, weight, bias, residual, q, depthwise)
+    q_weight, weight_scale = int8.quantised_weights(weight)
+    centred = int8.quantised_data(data, q).astype(np.float64) - q.zero  # the padding is the zero point: 0 here
+    sums = conv_reference(centred, q_weight.astype(np.float64), workload)
+    scale = (q.scale * weight_scale).astype(np.float32).astype(np.float64)
+    emulated = apply_epilogue(sums * scale[None, :, None, None], epilogue, bias, residual)
+    exact = apply_epilogue(conv_reference(data, weight, workload), epilogue, bias, residual)
+    peak = np.abs(exact).max()
+    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
+    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+
+
+def test_an_int8_depthwise_setting_needs_fp32_values_a_vectorised_output_and_no_other_knob():
+    workload = Conv2DWorkload(1, 32, 9, 8, 32, (3, 3), (1, 1), (1, 1, 1, 1), groups=32)
+    weight, q = np.zeros((32, 1, 3, 3)), int8.Quantisation(1.0, 0)
+    setting = (("int8", precision.DOT),)
+    for spec in (KernelSpec(workload, "NCHW", "NCHW", setting),
+                 KernelSpec(workload, "NCHW16c", "NCHW16c", (*setting, ("reg_n", 4))),
+                 KernelSpec(workload, "NCHW32c.bf16", "NCHW16c", setting),
+                 KernelSpec(workload, "NCHW16c", "NCHW16c", setting, Epilogue(prologue=True))):
+        with pytest.raises(SearchError, match="int8 depthwise kernel takes"):
+            depthwise.pack_int8(spec, weight, None, q)
+    offered = [precision.precision_of(k) for k in depthwise.knob_space(KernelSpec(workload, "NCHW16c", "NCHW16c"))]
+    assert offered.count("int8") == (1 if SETTINGS else 0) and offered[-1] == ("int8" if SETTINGS else "fp32")
+    assert "int8" not in map(precision.precision_of, depthwise.knob_space(KernelSpec(workload, "NCHW", "NCHW")))
 
 
 def test_an_int8_setting_takes_no_other_knob_no_prologue_and_its_own_constants():
