@@ -1,15 +1,17 @@
 """bf16 and int8 against fp32 on a network's kernels: time and numerical error of each.
 
 ``--network resnet50``: ResNet-50's distinct convolutions (batch 1, 224x224; bias and ReLU fused, as in the network),
-in NCHW16c -> NCHW16c (the stem reads NCHW). ``--network bert_base``: BERT-base's linear layers (128 tokens; bias,
-and GELU or the residual fused, as in the network) in NC -> NC, and its attention's batched matmuls, read and
-written where the heads are split and merged. For each: the fastest of the fp32 template's first
-``--fp32-settings`` knob settings (Winograd among them where it applies), every bf16 setting the host runs
-(``search.precision``: AMX tiles, AVX-512 BF16 dot products) and, on the convolutions and linear layers, every int8
-setting (AMX-INT8 tiles, AVX-512 VNNI dot products; the data quantised over its own range, ``search.templates.int8``;
-a kernel without one shows "-"), on the convolutions the host's first bf16 setting reading and writing bf16 values
-(``search.templates.conv2d_dot.bf16_values``: ``NCHW32c.bf16`` where 32 divides the channels; the stem reads its
-fp32 input) beside the same setting on fp32 values, each timed like a kernel (``cost_models.timer.time_kernel``:
+in NCHW16c -> NCHW16c (the stem reads NCHW). ``--network mobilenet_v2``: MobileNetV2's distinct depthwise
+convolutions (224x224; bias and ReLU6 fused) in NCHW16c -> NCHW16c. ``--network bert_base``: BERT-base's linear
+layers (128 tokens; bias, and GELU or the residual fused, as in the network) in NC -> NC, and its attention's batched
+matmuls, read and written where the heads are split and merged (the operands quantised over their own ranges). For
+each: the fastest of the fp32 template's first ``--fp32-settings`` knob settings (Winograd among them where it
+applies), every bf16 and int8 setting the host runs that the kernel has (``search.precision``: AMX tiles, AVX-512 BF16
+dot products, AMX-INT8 tiles, AVX-512 VNNI dot products; the data quantised over its own range,
+``search.templates.int8``; a kernel without one shows "-"), on the convolutions the host's first bf16 setting reading
+and writing bf16 values (``search.templates.conv2d_dot.bf16_values``: ``NCHW32c.bf16`` where 32 divides the
+channels; the stem reads its fp32 input) beside the same setting on fp32 values (a depthwise convolution has no bf16
+setting on fp32 values: beside its fp32 best), each timed like a kernel (``cost_models.timer.time_kernel``:
 random inputs, warm-up, repeats of at least 100 ms, median and interquartile range), one at a time, each in a process
 of its own (``benchmarks.fresh``), and run once on random data against the float64 numpy reference
 (``search.kinds.checks.kernel_error``). The last line sums the kernels once each (not weighted by how often the
@@ -41,7 +43,7 @@ from search.precision import (  # noqa: E402
     int8_settings,
     precision_of,
 )
-from search.templates import BatchMatmulWorkload, DenseWorkload, Epilogue, KernelSpec  # noqa: E402
+from search.templates import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec  # noqa: E402
 from search.templates.conv2d_dot import bf16_values  # noqa: E402
 
 LAYOUT = "NCHW16c"
@@ -75,7 +77,18 @@ def bert_base_kernels(tokens: int = 128, width: int = 768, heads: int = 12) -> l
     ]
 
 
-NETWORKS = {"resnet50": resnet50_kernels, "bert_base": bert_base_kernels}
+def mobilenet_v2_kernels() -> list[tuple[str, str, KernelSpec]]:
+    """(name, shape, spec) of MobileNetV2's distinct depthwise convolutions."""
+    kernels = []
+    for channels, size, stride in ((32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1),
+                                   (192, 28, 2), (384, 14, 1), (576, 14, 1), (576, 14, 2), (960, 7, 1)):
+        wl = Conv2DWorkload(1, channels, size, size, channels, (3, 3), (stride, stride), (1, 1, 1, 1), groups=channels)
+        kernels.append((f"dw{channels}/{stride}", f"{channels}x{size}x{size}, 3x3/{stride}",
+                        KernelSpec(wl, LAYOUT, LAYOUT, (), Epilogue(True, False, "relu6"))))
+    return kernels
+
+
+NETWORKS = {"resnet50": resnet50_kernels, "mobilenet_v2": mobilenet_v2_kernels, "bert_base": bert_base_kernels}
 
 
 def main() -> None:
@@ -97,7 +110,7 @@ def main() -> None:
           f"{args.threads} threads, load {os.getloadavg()[0]:.2f}; {args.network}'s kernels, epilogues fused; "
           f"ms: median (IQR); error: max|out - ref| / max(1, max|ref|)\n")
     columns = " | ".join(f"{knob} {flag} | speed-up | error" for ((knob, _),), flag in zip(settings, flags))
-    values = args.network == "resnet50"  # convolutions: bf16 values in and out too
+    values = args.network != "bert_base"  # convolutions: bf16 values in and out too
     extra = f" | {flags[0]}, bf16 values in and out | over fp32 values | error" if values else ""
     print(f"| kernel | workload | fp32 best (setting) | error | {columns}{extra} |")
     print("| --- | --- | --- | ---: |" + " ---: | ---: | ---: |" * (len(settings) + values))
@@ -114,7 +127,7 @@ def main() -> None:
         totals[0] += best.median_ms
         first = None
         for index, reduced in enumerate(settings, start=1):
-            if reduced not in kind.knob_space(spec):  # int8 batched matmuls: none
+            if reduced not in kind.knob_space(spec):  # bf16 depthwise convolutions on fp32 values: none
                 row += ["-", "-", "-"]
                 continue
             built = replace(spec, knobs=reduced)
@@ -130,6 +143,7 @@ def main() -> None:
             stored = replace(spec, in_layout=bf16_values(wl.in_channels) or spec.in_layout,
                              out_layout=bf16_values(wl.out_channels), knobs=settings[0])
             timing = time_fresh(stored, args.threads, args.repeat)
+            first = first or best
             stored_totals[0] += timing.median_ms
             stored_totals[1] += first.median_ms
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{first.median_ms / timing.median_ms:.2f}x",

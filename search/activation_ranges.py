@@ -22,6 +22,7 @@ import numpy as np
 from search.calibrated import int8_capable
 from search.errors import SearchError
 from search.graph import OpGraph
+from search.kinds import get_kind
 
 METHODS = ("minmax", "percentile")
 PERCENTILE = 99.99
@@ -70,7 +71,8 @@ def load_calibration(path: str | Path, graph: OpGraph) -> list[list[np.ndarray]]
 
 def input_ranges(graph: OpGraph, samples: Sequence[Sequence[np.ndarray]], target, method: str = "minmax"
                  ) -> dict[str, tuple[float, float]]:
-    """Each int8-capable operator's input range on ``samples`` (``load_calibration``), by ``method``."""
+    """Each int8-capable operator's input ranges on ``samples`` (``load_calibration``), by ``method``: (low, high)
+    of each input its int8 kernels quantise, one after the other."""
     from search.emit import emit_module
     from search.export import run_vm
     from search.lower import compile_module
@@ -79,7 +81,8 @@ def input_ranges(graph: OpGraph, samples: Sequence[Sequence[np.ndarray]], target
     if method not in METHODS:
         raise SearchError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
     readers = [op for op in graph.tunable if int8_capable(op)]
-    values = list(dict.fromkeys(op.inputs[0] for op in readers))
+    read = {op.name: op.inputs[: get_kind(op.kind).int8_inputs] for op in readers}
+    values = list(dict.fromkeys(value for inputs in read.values() for value in inputs))
     if not values or not samples:
         return {}
     tapped = dataclasses.replace(graph, outputs=tuple(values), output_is_tuple=True)
@@ -96,4 +99,4 @@ def input_ranges(graph: OpGraph, samples: Sequence[Sequence[np.ndarray]], target
             ranges[value] = (float(flat.min()), float(flat.max()))
         else:
             ranges[value] = (float(np.percentile(flat, 100 - PERCENTILE)), float(np.percentile(flat, PERCENTILE)))
-    return {op.name: ranges[op.inputs[0]] for op in readers}
+    return {name: tuple(bound for value in inputs for bound in ranges[value]) for name, inputs in read.items()}

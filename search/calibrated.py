@@ -23,15 +23,19 @@ def int8_capable(op: Op) -> bool:
 
 
 def calibrated(graph: OpGraph, ranges: Mapping[str, Sequence[float]]) -> OpGraph:
-    """``graph`` with each named operator's input range (low, high) in its parameters; SearchError for a node that
-    is not an int8-capable operator of the graph or a range that is not two finite numbers, low <= high."""
+    """``graph`` with each named operator's input ranges (low, high of each input its int8 kernels quantise, in
+    order: ``KernelKind.int8_inputs``) in its parameters; SearchError for a node that is not an int8-capable operator
+    of the graph or ranges that are not that many pairs of finite numbers, low <= high."""
     ops = {op.name: op for op in graph.ops}
-    for name, pair in ranges.items():
+    for name, values in ranges.items():
         if name not in ops or not int8_capable(ops[name]):
             raise SearchError(f"an input range is given for {name!r}, which is no int8-capable node of the graph")
-        if not (isinstance(pair, Sequence) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)
-                and all(np.isfinite(pair)) and pair[0] <= pair[1]):
-            raise SearchError(f"the input range of {name} must be [low, high], finite, low <= high; got {pair!r}")
+        count = get_kind(ops[name].kind).int8_inputs
+        if not (isinstance(values, Sequence) and len(values) == 2 * count
+                and all(isinstance(v, (int, float)) for v in values) and all(np.isfinite(values))
+                and all(values[i] <= values[i + 1] for i in range(0, len(values), 2))):
+            shape = ", ".join(["low, high"] * count)
+            raise SearchError(f"the input range of {name} must be [{shape}], finite, low <= high; got {values!r}")
     updated = tuple(dataclasses.replace(op, params={**op.params, RANGE: np.array(ranges[op.name], np.float64)})
                     if op.name in ranges else op for op in graph.ops)
     return dataclasses.replace(graph, ops=updated)

@@ -9,7 +9,8 @@ A plan file::
 AVX-512 host may name register tiles an AVX2 host's templates do not offer). Baselines record it too: their default
 knobs depend on the unit. Without it (older or hand-written files) the knobs are read against the host's unit.
 A plan with int8 nodes records each one's input range on the calibration inputs, ``"ranges": {"conv2d_3": [0.0,
-5.2], ...}`` (``search.activation_ranges``), from which its kernels' quantisation is made.
+5.2], ...}`` (``search.activation_ranges``; a batched matmul's two operands' ranges one after the other), from which
+its kernels' quantisation is made.
 """
 
 from __future__ import annotations
@@ -74,9 +75,9 @@ class Plan:
                 kind = "an object" if key in ("args", "ranges") else "a string"
                 raise SearchError(f"plan {key!r} must be {kind}, got {value!r}")
         bad = [node for node, pair in values["ranges"].items() if not (
-            isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair))]
+            isinstance(pair, list) and pair and len(pair) % 2 == 0 and all(isinstance(v, (int, float)) for v in pair))]
         if bad:
-            raise SearchError(f"plan 'ranges' maps int8 nodes to [low, high]; {bad[0]!r} has "
+            raise SearchError(f"plan 'ranges' maps int8 nodes to [low, high] (of each input quantised); {bad[0]!r} has "
                               f"{values['ranges'][bad[0]]!r}")
         return cls(dict(choices), values["model"], dict(values["args"]), values["vector_unit"],
                    {node: [float(v) for v in pair] for node, pair in values["ranges"].items()})

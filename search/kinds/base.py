@@ -232,9 +232,13 @@ class KernelKind(OperatorKind):
         """The kernel's output argument as (the layout it is stored in, its logical shape)."""
         return spec.out_layout, tuple(self.out_shape(spec.workload))
 
+    int8_inputs = 1
+    """How many of an op's activation inputs (the first ones) its int8 kernels quantise, each over its own range."""
+
     def int8_capable(self, op: Op) -> bool:
-        """Whether the template has int8 settings for ``op``: its kernels then read the range of their input from
-        ``op.params`` (``search.templates.int8.RANGE``, found on calibration inputs). Default: no int8 kernel."""
+        """Whether the template has int8 settings for ``op``: its kernels then read the ranges of their first
+        ``int8_inputs`` inputs from ``op.params`` (``search.templates.int8.RANGE``, found on calibration inputs).
+        Default: no int8 kernel."""
         return False
 
     # ------------------------------------------------------------------------------------------------ layout-free

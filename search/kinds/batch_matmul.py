@@ -22,6 +22,7 @@ from search.layouts import layout
 from search.precision import KNOB
 from search.relax_exprs import static_shape
 from search.templates import batch_matmul as template
+from search.templates import batch_matmul_dot, int8
 from search.templates.workloads import BatchMatmulWorkload, Epilogue, KernelSpec
 
 AXES = template.VIEW  # the letters of the kernel's 4-D view, in its own order
@@ -63,7 +64,8 @@ class BatchMatmulKind(TemplateKind):
     Its tensors take no part in the activation layout decisions (``layout_free``): export reads and writes its values
     as fixed ops see them, and its layout pairs say how the kernel reads them (``BIJ``, or through the absorbed
     permutes: ``NHCW+NWCH``, ...) and what export converts (``conversions``). Its cost-model features are a dense
-    layer's on the flattened (batch x m, k) rows, the second operand counted as one (k, n) weight."""
+    layer's on the flattened (batch x m, k) rows, the second operand counted as one (k, n) weight. Its int8 kernels
+    quantise both operands, each over its own range (``int8_inputs``)."""
 
     name = "batch_matmul"
     template = template
@@ -73,6 +75,7 @@ class BatchMatmulKind(TemplateKind):
     epilogues = (Epilogue(bias=False),)
     examples = (BatchMatmulWorkload(3, 7, 5, 9), BatchMatmulWorkload(2, 8, 16, 32),
                 BatchMatmulWorkload(6, 5, 4, 9, heads=3))
+    int8_inputs = 2
 
     def match(self, bindings: Bindings, index: int) -> Match | None:
         if bindings.op_name(index) != "relax.matmul":
@@ -119,6 +122,19 @@ class BatchMatmulKind(TemplateKind):
     def check_spec(self, spec: KernelSpec) -> None:
         template.check_layouts(spec)
 
+    def int8_capable(self, op) -> bool:
+        """Every batched matmul (``search.templates.batch_matmul_dot``)."""
+        return True
+
+    def pack(self, spec: KernelSpec, params: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Nothing (both operands are activations); an int8 setting's scale and quantisation from the ranges of its
+        operands (``params[int8.RANGE]``): ``search.templates.batch_matmul_dot.pack_int8``."""
+        self.check_spec(spec)
+        if not int8.is_int8(spec.knobs):
+            return []
+        a, w = int8.input_ranges(params, self.int8_inputs)
+        return batch_matmul_dot.pack_int8(spec, (int8.quantisation(*a), int8.signed_scale(*w)))
+
     def baseline(self, op, name: str) -> tuple[str, str]:
         return template.LAYOUT, template.LAYOUT
 
@@ -150,6 +166,8 @@ class BatchMatmulKind(TemplateKind):
         return apply_epilogue(a @ w, spec.epilogue, None)
 
     def features(self, spec: KernelSpec) -> dict[str, float]:
+        if int8.is_int8(spec.knobs):
+            raise NotImplementedError("int8 batched matmuls have no cost-model features yet: they are priced measured")
         wl = spec.workload
         extents = Extents(wl.batch * wl.m, wl.k, 1, 1, wl.n, 1, 1)
         row = tiled_kernel_features(spec, extents, wl.k, dict(spec.knobs).get("n_bn", 1), layouts=False, tile="reg_m",

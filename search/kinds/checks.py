@@ -150,9 +150,9 @@ def _numerics(kind: KernelKind, spec: KernelSpec, target, seed: int) -> float:
     (_, data_shape), *others = activations
     data = rng.uniform(-1, 1, data_shape)
     params = kind.random_params(wl, spec.epilogue, rng)
-    if precision_of(spec.knobs) == "int8":  # quantised over the range of the data, as calibration would find it
-        params[RANGE] = np.array([data.min(), data.max()])
     inputs = [data, *(rng.uniform(-1, 1, shape) for _, shape in others)]
+    if precision_of(spec.knobs) == "int8":  # quantised over the ranges of its inputs, as calibration would find them
+        params[RANGE] = np.array([bound for x in inputs[: kind.int8_inputs] for bound in (x.min(), x.max())])
     func = kind.build(spec, target)
     assert bool(func.attrs["tir.is_scheduled"]) and "global_symbol" not in func.attrs, \
         f"{where}: build must return a PrimFunc marked scheduled, without a global symbol"

@@ -12,8 +12,8 @@ the rows in an unrolled register tile of ``reg_m`` and the reduction unrolled by
 column block) run in parallel. Where no block divides the columns (ViT's 197 tokens) or ``w``'s columns are not its
 innermost stored axis (keys read token-major), ``w`` is first copied into contiguous zero-padded columns; a row tile
 that does not divide the rows computes the last row again (``row_tiles``); the write-back drops what padding computed.
-On a host with bf16 instructions, the last settings compute in bf16 (knob ``bf16``, ``search.precision``), built by
-``search.templates.batch_matmul_bf16``.
+On a host with bf16 (int8) instructions, the last settings compute in bf16 (int8) (knobs ``bf16`` and ``int8``,
+``search.precision``), built by ``search.templates.batch_matmul_dot``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tvm
 from tvm import te
 
 from search.layouts import layout
-from search.templates import batch_matmul_bf16
+from search.templates import batch_matmul_dot, int8
 from search.templates.batch_matmul_layouts import (  # noqa: F401 - the kind reads them here
     LAYOUT,
     VIEW,
@@ -71,14 +71,14 @@ def _choices(spec: KernelSpec) -> dict[str, list[int]]:
 
 
 def knob_space(spec: KernelSpec, size: int | None = None) -> list[Knobs]:
-    """The fp32 settings (``knob_product`` order), then the bf16 ones."""
-    space = knob_product(_choices(spec), None) + batch_matmul_bf16.knob_space(spec)
+    """The fp32 settings (``knob_product`` order), then the bf16 and int8 ones."""
+    space = knob_product(_choices(spec), None) + batch_matmul_dot.knob_space(spec)
     return space if size is None else space[: max(size, 0)]
 
 
 def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
-    if is_bf16(spec.knobs):
-        return batch_matmul_bf16.build(spec, target)
+    if is_bf16(spec.knobs) or int8.is_int8(spec.knobs):
+        return batch_matmul_dot.build(spec, target)
     check_layouts(spec)
     wl = spec.workload
     knobs = resolve_knobs(spec.knobs, _choices(spec))

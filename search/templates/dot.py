@@ -1,4 +1,4 @@
-"""What the dot-product kernel templates (bf16 and int8: ``conv2d_dot``, ``dense_dot``, ``batch_matmul_bf16``)
+"""What the dot-product kernel templates (bf16 and int8: ``conv2d_dot``, ``dense_dot``, ``batch_matmul_dot``)
 share: the micro-kernels of each precision (``DotProduct``), the packing of data and weights into their blocks, the
 parallel loop of micro-kernel calls (``search.microkernels``) with the fused epilogue, and the schedule of a
 whole-tensor pass.
@@ -101,7 +101,8 @@ def packed(shape: Sequence[int], source: Callable[..., tuple[tvm.tirx.PrimExpr, 
 
 def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout: str, shape: Sequence[int],
               calls: int, offsets: Offsets, scalars: Scalars, pixels: int, block: Block, place: Place,
-              product: DotProduct, channel_axis: int = 1, rows: bool = False, name: str = "out"
+              product: DotProduct, channel_axis: int = 1, rows: bool = False, name: str = "out",
+              offset: tuple[te.Tensor, Callable[[tvm.tirx.Var, tvm.tirx.Expr], list]] | None = None
               ) -> tuple[te.Tensor, list[te.Tensor]]:
     """The output ``name`` of logical ``shape`` in ``out_layout``, and its epilogue's inputs (an integer precision's
     ``scale`` per channel, then bias and residual): ``calls`` calls of the spec's micro-kernel of ``product`` in a
@@ -111,7 +112,8 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
     cache. Call ``i`` computes block ``block(i)`` of the channels (axis ``channel_axis`` of ``shape``, along which the
     bias runs); its row ``p`` of channel ``c`` is the output element ``place(i, p, c)`` = (valid, logical index),
     dropped where ``valid`` (None: always) is false. A call that finds its instructions missing raises an error.
-    ``rows``: the micro-kernel of several short runs per call."""
+    ``rows``: the micro-kernel of several short runs per call. ``offset``: a tensor the kernel computes and where call
+    ``i``'s channel ``c`` is in it, added to the sums before they are scaled (an integer precision's)."""
     from search import microkernels
 
     function = (product.rows if rows else product.functions)[product.unit(spec)]
@@ -128,6 +130,7 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
 
     def body(ins, outs):
         x, k, *params = ins
+        added = params.pop() if offset is not None else None
         scale = params.pop(0) if product.scaled else None
         bias, residual = (params[0] if epilogue.bias else None), (params[-1] if epilogue.residual else None)
         out, index, pixel, lane = outs[0], *(tvm.tirx.Var(name, "int32") for name in ("call", "pixel", "lane"))
@@ -136,6 +139,8 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
         valid, logical = place(index, pixel, channel)
         where = list(at(*logical))
         value = tvm.tirx.BufferLoad(scratch, [pixel * LANES + lane])
+        if added is not None:
+            value = value + tvm.tirx.BufferLoad(added, offset[1](index, channel))
         if scale is not None:
             value = value.astype("float32") * tvm.tirx.BufferLoad(scale, [channel])
         value = epilogue_value(epilogue, value, None if bias is None else tvm.tirx.BufferLoad(bias, [channel]),
@@ -154,9 +159,10 @@ def row_calls(packed: te.Tensor, weight: te.Tensor, spec: KernelSpec, out_layout
         return tvm.tirx.For(index, 0, calls, tvm.tirx.ForKind.PARALLEL,
                             tvm.tirx.SeqStmt([tvm.tirx.AllocBuffer(scratch), call, loop]))
 
+    computed = [] if offset is None else [offset[0]]
     buffers = [tvm.tirx.decl_buffer(t.shape, t.dtype, name=name)
-               for t, name in ((packed, "x"), (weight, "k"), *((t, t.op.name) for t in extra))]
-    out = te.extern(list(physical), [packed, weight, *extra], body, name=name, dtype=stored.dtype,
+               for t, name in ((packed, "x"), (weight, "k"), *((t, t.op.name) for t in (*extra, *computed)))]
+    out = te.extern(list(physical), [packed, weight, *extra, *computed], body, name=name, dtype=stored.dtype,
                     in_buffers=buffers, out_buffers=[tvm.tirx.decl_buffer(list(physical), stored.dtype, name=name)])
     return out, extra
 

@@ -6,7 +6,8 @@ Quantisation, as a kernel applies it:
 - data: one ``Quantisation`` per tensor, from the range its values take on calibration inputs (``quantisation``):
   ``q = clamp(round(x / scale) + zero, 0, 255)``, rounded to nearest even in fp32 (``quantised``: multiplied by
   ``1 / scale``); the padding is ``zero``, so that a zero of the input is a zero of the sum;
-- weights: per output channel, symmetric, ``q = round(w / s)`` with ``s = max |w| / 127`` (``quantised_weights``);
+- weights: per output channel, symmetric, ``q = round(w / s)`` with ``s = max |w| / 127`` (``quantised_weights``); an
+  activation in the weights' place (a batched matmul's second operand) per tensor, from its range (``signed_scale``);
 - sums: ``out = act(scale x s[o] x (sum - zero x sum_k q_w[o, k]) + bias[o] + residual)``, the first factor the
   kernel's per-channel ``scale`` and the correction folded into its bias (``constants``).
 """
@@ -26,7 +27,8 @@ from search.templates.workloads import Knobs
 VERSION = 1
 """Part of an int8 kernel's cache key: bump it whenever these kernels change what they generate."""
 RANGE = "input_range"
-"""The parameter of an int8 node holding its input's range on calibration inputs: (low, high)."""
+"""The parameter of an int8 node holding its inputs' ranges on calibration inputs: (low, high) of each input it
+quantises, in order (``KernelKind.int8_inputs``)."""
 INT8 = dot.DotProduct(
     INT8_KNOB, "uint8", "int8", "int32",
     {AMX: "tessera_int8_conv_row_amx", DOT: "tessera_int8_conv_row_dot"},
@@ -60,11 +62,39 @@ def quantisation(low: float, high: float) -> Quantisation:
     return Quantisation(scale, int(np.clip(np.rint(-low / scale), 0, 255)))
 
 
+def input_ranges(params: dict[str, np.ndarray], count: int = 1) -> list[tuple[float, float]]:
+    """The ranges of an int8 node's first ``count`` inputs (``params[RANGE]``); SearchError without them."""
+    values = [float(v) for v in np.asarray(params.get(RANGE, ()), np.float64).reshape(-1)]
+    if len(values) < 2 * count:
+        raise SearchError(f"an int8 kernel needs the range of each of its {count} quantised input(s) ({RANGE}) from "
+                          f"calibration, got {values}")
+    return [(values[2 * i], values[2 * i + 1]) for i in range(count)]
+
+
 def input_quantisation(params: dict[str, np.ndarray]) -> Quantisation:
-    """The quantisation of an int8 node's input from its recorded range (``params[RANGE]``); SearchError without."""
-    if RANGE not in params:
-        raise SearchError(f"an int8 kernel needs the range of its input ({RANGE}) from calibration")
-    return quantisation(*(float(v) for v in params[RANGE]))
+    """The quantisation of an int8 node's (first) input from its recorded range (``params[RANGE]``)."""
+    return quantisation(*input_ranges(params)[0])
+
+
+def signed_scale(low: float, high: float) -> float:
+    """The scale of values in ``[low, high]`` quantised to signed bytes, symmetric: ``max(|low|, |high|) / 127``
+    (1 for a range of zeros)."""
+    quantisation(low, high)  # the same checks
+    peak = max(abs(float(low)), abs(float(high)))
+    return float(np.float32(peak / 127)) if peak > 0 else 1.0
+
+
+def signed_quantised_data(values: np.ndarray, scale: float) -> np.ndarray:
+    """``values`` quantised to signed bytes as a kernel does (``signed_quantised``), as int8."""
+    steps = np.rint(np.asarray(values, np.float32) * np.float32(1 / scale))
+    return np.clip(steps, -127, 127).astype(np.int8)
+
+
+def signed_quantised(value: tvm.tirx.PrimExpr, inverse: tvm.tirx.PrimExpr) -> tvm.tirx.PrimExpr:
+    """``value`` (fp32) times ``inverse`` (1 / scale), rounded to nearest even and clamped to [-127, 127], as int8."""
+    steps = tvm.tirx.nearbyint(value * inverse)
+    return tvm.tirx.max(tvm.tirx.min(steps, tvm.tirx.const(127, "float32")), tvm.tirx.const(-127, "float32")).astype(
+        "int8")
 
 
 def quantised_data(values: np.ndarray, q: Quantisation) -> np.ndarray:

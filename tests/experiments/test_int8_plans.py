@@ -19,6 +19,7 @@ from search.export import check_inputs, export
 from search.graph import extract_graph
 from search.host import make_target
 from search.plan import Plan, baseline_plan
+from search.zoo import load_model
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
@@ -114,3 +115,30 @@ def test_a_plan_mixing_fp32_bf16_and_int8_exports_with_its_ranges_and_is_checked
     assert 0 <= check["top1_changed"] <= 1
     with pytest.raises(SearchError, match="computes in int8, which needs the range of its input"):
         export(graph, replace(plan, ranges={}), target=make_target(1), threads=1)
+
+
+@needs_int8
+def test_attentions_int8_matmuls_quantise_both_operands_over_their_own_ranges(tmp_path):
+    graph = extract_graph(load_model("bert_small"))
+    rng = np.random.default_rng(0)
+    samples = [[rng.integers(0, 1000, (1, 16)), np.zeros((1, 16), np.int64)] for _ in range(4)]
+    ranges = input_ranges(graph, samples, make_target(1))
+    scores, context = ranges["batch_matmul_0"], ranges["batch_matmul_1"]
+    assert len(scores) == len(context) == 4  # queries and keys; probabilities and values
+    assert 0 <= context[0] < context[1] <= 1 and context[2] < 0 < context[3]
+    choices = dict(baseline_plan(graph, "nchw").choices)
+    setting = ((precision.INT8_KNOB, precision.DOT),)
+    for node, pair in (("batch_matmul_0", ("NHCW+NWCH", "BIJ")), ("batch_matmul_1", ("NCHW+NHCW", "NHCW")),
+                       ("batch_matmul_3", ("BIJ", "BIJ"))):
+        choices[node] = Candidate(*pair, setting).name
+    quantised = ("batch_matmul_0", "batch_matmul_1", "batch_matmul_3")
+    plan = Plan(choices, "bert_small", ranges={node: list(ranges[node]) for node in quantised})
+    plan.save(tmp_path / "plan.json")
+    assert Plan.load(tmp_path / "plan.json") == plan
+    compiled = export(graph, plan, target=make_target(1), threads=1,
+                      checked_on=check_inputs(graph, make_target(1), samples))
+    check = compiled.manifest["numerical_check"]
+    assert compiled.manifest["int8_nodes"] == list(quantised)
+    assert 1e-4 < check["relative_error"] <= precision.DEFAULT_MAX_ERROR
+    with pytest.raises(SearchError, match=r"input range of batch_matmul_0 must be \[low, high, low, high\]"):
+        calibrated(graph, {"batch_matmul_0": list(scores[:2])})

@@ -1,6 +1,7 @@
-"""int8 convolutions, depthwise convolutions and linear layers (``search.templates.conv2d_dot``, ``depthwise`` and
-``dense_dot`` with knob ``int8``): the quantisation, and the kernels against numpy's integer arithmetic on the same quantised operands and against the fp32
-result within the quantisation's error."""
+"""int8 convolutions, depthwise convolutions, linear layers and batched matmuls (``search.templates.conv2d_dot``,
+``depthwise``, ``dense_dot`` and ``batch_matmul_dot`` with knob ``int8``): the quantisation, and the kernels against
+numpy's integer arithmetic on the same quantised operands and against the fp32 result within the quantisation's
+error."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from search.host import make_target
 from search.kinds.conv2d import conv_reference
 from search.kinds.epilogue import apply_epilogue
 from search.layouts import layout
-from search.templates import conv2d_dot, dense_dot, depthwise, int8
-from search.templates.workloads import Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
+from search.templates import batch_matmul_dot, conv2d_dot, dense_dot, depthwise, int8
+from search.templates.workloads import BatchMatmulWorkload, Conv2DWorkload, DenseWorkload, Epilogue, KernelSpec
 
 SETTINGS = precision.int8_settings()
 needs_int8 = pytest.mark.skipif(not SETTINGS, reason="this CPU has no int8 dot products (avx512_vnni, amx_int8)")
@@ -169,6 +170,48 @@ def test_an_int8_depthwise_convolution_is_the_integer_convolution_of_its_quantis
     peak = np.abs(exact).max()
     assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
     assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+
+
+@needs_int8
+@pytest.mark.parametrize("knobs", SETTINGS, ids=lambda k: f"int8={k[0][1]}")
+@pytest.mark.parametrize("workload, layouts, activation", [
+    (BatchMatmulWorkload(4, 70, 200, 40, heads=2), ("BIJ", "BIJ"), "gelu"),  # 2 chunks of rows; k and n padded
+    (BatchMatmulWorkload(6, 17, 64, 17, heads=3), ("NHCW+NWCH", "BIJ"), None),  # attention's scores, keys as they lie
+    (BatchMatmulWorkload(6, 17, 17, 64, heads=3), ("NCHW+NHCW", "NHCW"), None),  # its context, written token-major
+], ids=["padded-gelu", "scores", "context"])
+def test_an_int8_batch_matmul_is_the_integer_matmul_of_its_quantised_operands(workload, layouts, activation, knobs):
+    import tvm
+
+    rng = np.random.default_rng(3)
+    outer = (workload.batch // workload.heads, workload.heads)
+    a = rng.uniform(-0.3, 1, (*outer, workload.m, workload.k))  # a zero point
+    w = rng.uniform(-0.6, 1, (*outer, workload.k, workload.n))  # a lopsided range: the larger bound sets the scale
+    spec = KernelSpec(workload, *layouts, knobs, Epilogue(bias=False, activation=activation))
+    q, w_scale = int8.quantisation(a.min(), a.max()), int8.signed_scale(w.min(), w.max())
+    target = make_target(2)
+    lib = tvm.compile(tvm.IRModule({"main": batch_matmul_dot.build(spec, target).with_attr("global_symbol", "main")}),
+                      target=target).jit()
+    a_layout, w_layout = (layout(name) for name in batch_matmul_dot.layouts.operand_layouts(spec.in_layout))
+    out_layout = layout(batch_matmul_dot.layouts.result_layout(spec.out_layout))
+    out = tvm.runtime.tensor(np.full(out_layout.physical_shape((*outer, workload.m, workload.n)), np.nan, np.float32))
+    args = [a_layout.from_logical(a.astype(np.float32)), *batch_matmul_dot.pack_int8(spec, (q, w_scale)),
+            w_layout.from_logical(w.astype(np.float32))]
+    lib["main"](*(tvm.runtime.tensor(np.ascontiguousarray(x)) for x in args), out)
+    got = out_layout.to_logical(out.numpy())
+    epilogue = spec.epilogue
+    sums = (int8.quantised_data(a, q).astype(np.float64) - q.zero) @ int8.signed_quantised_data(w, w_scale)
+    emulated = apply_epilogue(sums * float(np.float32(q.scale * w_scale)), epilogue, None)
+    exact = apply_epilogue(a @ w, epilogue, None)
+    peak = np.abs(exact).max()
+    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
+    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+
+
+def test_a_signed_quantisation_is_symmetric_over_the_larger_bound():
+    assert int8.signed_scale(-2.0, 1.0) == pytest.approx(2 / 127) and int8.signed_scale(0.0, 0.0) == 1.0
+    assert list(int8.signed_quantised_data(np.array([-2.0, 1.0, 3.0, -0.007]), 2 / 127)) == [-127, 64, 127, 0]
+    with pytest.raises(SearchError, match="low <= high"):
+        int8.signed_scale(1.0, -1.0)
 
 
 def test_an_int8_depthwise_setting_needs_fp32_values_a_vectorised_output_and_no_other_knob():
