@@ -149,7 +149,7 @@ def main() -> None:
             row += [f"{timing.median_ms:.3f} ({timing.iqr_ms:.3f})", f"{first.median_ms / timing.median_ms:.2f}x",
                     f"{kernel_error(stored, target=target):.1e}"]
         print(f"| {name} | {shape} | {' | '.join(row)} |", flush=True)
-    sums = " | ".join(f"{t:.3f} | {f / t:.2f}x | " for t, f in zip(totals[1:], fp32_totals))
+    sums = " | ".join(f"{t:.3f} | {f / t:.2f}x | " if t else "- | - | " for t, f in zip(totals[1:], fp32_totals))
     stored_sum = f"{stored_totals[0]:.3f} | {stored_totals[1] / stored_totals[0]:.2f}x | |" if values else ""
     print(f"| sum | | {totals[0]:.3f} | | {sums}{stored_sum}")
     print(f"\nload after: {os.getloadavg()[0]:.2f}")

@@ -107,21 +107,45 @@ def build(spec: KernelSpec, target: tvm.target.Target) -> tvm.tirx.PrimFunc:
     arguments = [a, w, out] if product is not int8.INT8 else [a, extra[0], quant, w, out]
     sch = tvm.s_tir.Schedule(te.create_prim_func(arguments))
     schedule_pass(sch, "pack_a", 3)
-    schedule_pass(sch, "pack_w", 4)
     if product is int8.INT8:
-        sums = sch.get_sblock("column_sums")
-        sch.parallel(sch.fuse(*sch.get_loops(sums)[:2]))
-        sch.compute_inline(sch.get_sblock("correction"))
+        loops = sch.get_loops(sch.get_sblock("pack_w"))
+        sch.parallel(sch.fuse(*loops[:4]))
+        if w_stored.axes[-1] == ("W", None):  # w's columns contiguous: read 16 of them at a time
+            sch.reorder(loops[-1], loops[-2])
+            sch.vectorize(loops[-2])
+        else:  # each row of 64 bytes (16 columns x 4) at once
+            sch.vectorize(sch.fuse(*loops[-2:]))
+        schedule_correction(sch)
+    else:
+        schedule_pass(sch, "pack_w", 4)
     return finish(sch)
 
 
 def zero_correction(packed_w: te.Tensor, quant: te.Tensor) -> te.Tensor:
     """The int8 kernel's offset of its sums ``(B x H, N')``, in int32: minus a's zero times the sum of each column of
-    the quantised ``w`` (read from its packed blocks)."""
+    the quantised ``w``, read from its packed blocks: ``partial`` sums whole 64-byte rows of (column, group) over the
+    blocks (vectorised), ``column_sums`` adds each column's group."""
     outer, (columns, blocks, groups, lanes, group) = packed_w.shape[:2], packed_w.shape[2:]
     heads = int(outer[1])
-    kb, kg, e = te.reduce_axis((0, blocks), "kb"), te.reduce_axis((0, groups), "kg"), te.reduce_axis((0, group), "e")
+    kb, kg = te.reduce_axis((0, blocks), "kb"), te.reduce_axis((0, groups), "kg")
+    partial = te.compute((*outer, columns, lanes, group), lambda b, h, jb, jc, e: te.sum(
+        packed_w[b, h, jb, kb, kg, jc, e].astype("int32"), axis=[kb, kg]), name="partial")
+    e = te.reduce_axis((0, group), "e")
     sums = te.compute((*outer, columns * lanes), lambda b, h, j: te.sum(
-        packed_w[b, h, j // lanes, kb, kg, j % lanes, e].astype("int32"), axis=[kb, kg, e]), name="column_sums")
+        partial[b, h, j // lanes, j % lanes, e], axis=e), name="column_sums")
     return te.compute((int(outer[0]) * heads, columns * lanes), lambda matrix, j: -quant[1].astype("int32") * sums[
         matrix // heads, matrix % heads, j], name="correction")
+
+
+def schedule_correction(sch: tvm.s_tir.Schedule) -> None:
+    """``zero_correction``'s stages: per (batch, head) in parallel, ``partial``'s rows of 64 bytes vectorised."""
+    partial = sch.get_sblock("partial")
+    b, h, jb, jc, e, kb, kg = sch.get_loops(partial)
+    sch.reorder(b, h, jb, kb, kg, jc, e)
+    sch.parallel(sch.fuse(b, h))
+    sch.vectorize(sch.fuse(jc, e))
+    init = sch.decompose_reduction(partial, kb)
+    sch.vectorize(sch.get_loops(init)[-1])
+    sums = sch.get_sblock("column_sums")
+    sch.parallel(sch.fuse(*sch.get_loops(sums)[:2]))
+    sch.compute_inline(sch.get_sblock("correction"))
