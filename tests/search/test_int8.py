@@ -91,6 +91,29 @@ def _run(spec: KernelSpec, data: np.ndarray, weight: np.ndarray, bias: np.ndarra
     return stored_out.to_logical(out.numpy())
 
 
+def _check_convolution(spec: KernelSpec, data: np.ndarray, weight: np.ndarray, bias: np.ndarray | None,
+                       residual: np.ndarray | None, template) -> None:
+    """The int8 kernel of ``spec`` (by ``template``), its data quantised over its own range, against the integer
+    convolution of its quantised operands and against the fp32 result."""
+    workload, epilogue = spec.workload, spec.epilogue
+    q = int8.quantisation(data.min(), data.max())
+    got = _run(spec, data, weight, bias, residual, q, template)
+    q_weight, weight_scale = int8.quantised_weights(weight)
+    centred = int8.quantised_data(data, q).astype(np.float64) - q.zero  # the padding is the zero point: 0 here
+    sums = conv_reference(centred, q_weight.astype(np.float64), workload)  # exact: integers below 2**53
+    scale = (q.scale * weight_scale).astype(np.float32).astype(np.float64)
+    emulated = apply_epilogue(sums * scale[None, :, None, None], epilogue, bias, residual)
+    _check_quantised(got, emulated, apply_epilogue(conv_reference(data, weight, workload), epilogue, bias, residual))
+
+
+def _check_quantised(got: np.ndarray, emulated: np.ndarray, exact: np.ndarray) -> None:
+    """``got`` equals the emulated integer arithmetic but for the fp32 scaling of its sums, and the fp32 result
+    within the quantisation's error."""
+    peak = np.abs(exact).max()
+    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
+    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+
+
 @needs_int8
 @pytest.mark.parametrize("knobs", SETTINGS, ids=lambda k: f"int8={k[0][1]}")
 @pytest.mark.parametrize("workload", WORKLOADS, ids=IDS)
@@ -102,17 +125,8 @@ def test_an_int8_convolution_is_the_integer_convolution_of_its_quantised_operand
     bias, residual = rng.uniform(-1, 1, workload.out_channels), rng.uniform(-1, 1, workload.out_shape)
     epilogue = Epilogue(True, True, "relu") if workload.batch == 1 else Epilogue(bias=False)
     spec = KernelSpec(workload, "NCHW", "NCHW16c" if workload.out_channels % 16 == 0 else "NCHW8c", knobs, epilogue)
-    q = int8.quantisation(data.min(), data.max())
-    got = _run(spec, data, weight, bias if epilogue.bias else None, residual if epilogue.residual else None, q)
-    q_weight, weight_scale = int8.quantised_weights(weight)
-    centred = int8.quantised_data(data, q).astype(np.float64) - q.zero  # the padding is the zero point: 0 here
-    sums = conv_reference(centred, q_weight.astype(np.float64), workload)  # exact: integers below 2**53
-    scale = (q.scale * weight_scale).astype(np.float32).astype(np.float64)
-    emulated = apply_epilogue(sums * scale[None, :, None, None], epilogue, bias, residual)
-    exact = apply_epilogue(conv_reference(data, weight, workload), epilogue, bias, residual)
-    peak = np.abs(exact).max()
-    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
-    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+    bias, residual = (bias if epilogue.bias else None), (residual if epilogue.residual else None)
+    _check_convolution(spec, data, weight, bias, residual, conv2d_dot)
 
 
 @needs_int8
@@ -136,10 +150,7 @@ def test_an_int8_linear_layer_is_the_integer_matmul_of_its_quantised_operands(wo
     sums = (int8.quantised_data(data, q).astype(np.float64) - q.zero) @ q_weight[:, :, 0, 0].T.astype(np.float64)
     scale = (q.scale * weight_scale).astype(np.float32).astype(np.float64)
     emulated = apply_epilogue(sums * scale[None, :], epilogue, bias, residual)
-    exact = apply_epilogue(data @ weight.T, epilogue, bias, residual)
-    peak = np.abs(exact).max()
-    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
-    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+    _check_quantised(got, emulated, apply_epilogue(data @ weight.T, epilogue, bias, residual))
 
 
 @needs_int8
@@ -158,18 +169,8 @@ def test_an_int8_depthwise_convolution_is_the_integer_convolution_of_its_quantis
     weight = rng.uniform(-1, 1, (workload.out_channels, 1, *workload.kernel))
     bias, residual = rng.uniform(-1, 1, workload.out_channels), rng.uniform(-1, 1, workload.out_shape)
     spec = KernelSpec(workload, *layouts, (("int8", precision.DOT),), epilogue)
-    q = int8.quantisation(data.min(), data.max())
     bias, residual = (bias if epilogue.bias else None), (residual if epilogue.residual else None)
-    got = _run(spec, data, weight, bias, residual, q, depthwise)
-    q_weight, weight_scale = int8.quantised_weights(weight)
-    centred = int8.quantised_data(data, q).astype(np.float64) - q.zero  # the padding is the zero point: 0 here
-    sums = conv_reference(centred, q_weight.astype(np.float64), workload)
-    scale = (q.scale * weight_scale).astype(np.float32).astype(np.float64)
-    emulated = apply_epilogue(sums * scale[None, :, None, None], epilogue, bias, residual)
-    exact = apply_epilogue(conv_reference(data, weight, workload), epilogue, bias, residual)
-    peak = np.abs(exact).max()
-    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
-    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+    _check_convolution(spec, data, weight, bias, residual, depthwise)
 
 
 @needs_int8
@@ -201,10 +202,7 @@ def test_an_int8_batch_matmul_is_the_integer_matmul_of_its_quantised_operands(wo
     epilogue = spec.epilogue
     sums = (int8.quantised_data(a, q).astype(np.float64) - q.zero) @ int8.signed_quantised_data(w, w_scale)
     emulated = apply_epilogue(sums * float(np.float32(q.scale * w_scale)), epilogue, None)
-    exact = apply_epilogue(a @ w, epilogue, None)
-    peak = np.abs(exact).max()
-    assert np.abs(got - emulated).max() / peak < 1e-5  # only the fp32 scaling of the int32 sums differs
-    assert 1e-4 < np.abs(got - exact).max() / peak < 3e-2  # the quantisation's error
+    _check_quantised(got, emulated, apply_epilogue(a @ w, epilogue, None))
 
 
 def test_a_signed_quantisation_is_symmetric_over_the_larger_bound():
