@@ -3,18 +3,13 @@ data to bf16 in TIR and the weights packed as bf16, and the generation of these 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import numpy as np
-import tvm
-from tvm import te
 
 from search.bf16_bits import STORAGE, to_bf16_bits
 from search.layouts import BF16 as BF16_STORED
 from search.layouts import storage_of, stored_as
 from search.precision import AMX, DOT, KNOB
 from search.templates import dot
-from search.templates.common import rounded
 from search.templates.workloads import KernelSpec, Knobs
 
 # Part of a bf16 kernel's cache key (``cost_models.tasks``): bump it whenever these kernels (their templates or the
@@ -51,18 +46,7 @@ def bf16_layout(axes: str, extent: int) -> str | None:
     return None if block is None else stored_as(f"{axes}{block}c", BF16_STORED)
 
 
-def instruction_unit(spec: KernelSpec) -> int:
-    """The spec's bf16 knob value; SearchError unless it is the one knob and a known value."""
-    return BF16.unit(spec)
-
-
 def pack_weights(weight: np.ndarray) -> np.ndarray:
     """OIHW -> ``search.templates.dot.blocked_weights`` as bf16 bits: each row of the blocks a pair of input
     channels for every output channel."""
     return to_bf16_bits(dot.blocked_weights(np.asarray(weight, np.float32), BF16))
-
-
-def packed(shape: Sequence[int], source: Callable[..., tuple[tvm.tirx.PrimExpr, tvm.tirx.PrimExpr]],
-           name: str) -> te.Tensor:
-    """``search.templates.dot.packed``, rounding to bf16 and padding with zeros."""
-    return dot.packed(shape, source, name, rounded, tvm.tirx.const(0, STORAGE))

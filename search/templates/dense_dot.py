@@ -28,8 +28,8 @@ from search.layouts import BF16 as BF16_STORED
 from search.layouts import layout, storage_of
 from search.precision import bf16_settings, int8_settings
 from search.templates import int8
-from search.templates.bf16 import BF16, bf16_layout, pack_weights, rounded, stores_bf16
-from search.templates.common import finish, padded
+from search.templates.bf16 import BF16, bf16_layout, pack_weights, stores_bf16
+from search.templates.common import finish, padded, rounded
 from search.templates.dot import CHUNK, LANES, DotProduct, blocked_weights, packed, row_calls, schedule_pass
 from search.templates.workloads import KernelSpec, Knobs
 

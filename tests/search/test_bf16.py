@@ -205,7 +205,7 @@ def test_tirs_rounding_to_bf16_is_numpys_round_to_nearest_even():
     import tvm
     from tvm import te
 
-    from search.templates.bf16 import rounded
+    from search.templates.common import rounded
 
     rng = np.random.default_rng(0)
     ties = np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 2**-130, 0.0, -0.0, 3.4e38], np.float32)  # even, odd
