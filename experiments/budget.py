@@ -3,11 +3,11 @@ network, held within ``max_error``.
 
 Every solver's plan with bf16 or int8 nodes is exported and run against the stock fp32 build (``search.export``): on
 the calibration inputs where the search has them, else on the model's random inputs. While a plan's relative error
-exceeds the budget, the half of its reduced-precision nodes that gain least from their precision (the cheapest
-candidate of their domain in a more accurate precision less their candidate's cost) lose that precision: an int8
-node its int8 candidates, a bf16 node its bf16 and int8 ones (priced infinite), and the problem is solved again;
-so an int8 node may fall back to bf16 before fp32, and a budget too tight for any reduced-precision node ends with
-the fp32 plan. The limits stay for the calibration rounds' problems.
+exceeds the budget, the half of its nodes in its least accurate precision (int8 while it has any, then bf16) that
+gain least from that precision (the cheapest candidate of their domain in a more accurate precision less their
+candidate's cost) lose it: an int8 node its int8 candidates, a bf16 node its bf16 and int8 ones (priced infinite),
+and the problem is solved again; so int8 nodes fall back to bf16 before any bf16 node is given up, and a budget too
+tight for any reduced-precision node ends with the fp32 plan. The limits stay for the calibration rounds' problems.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def solve_within(extracted: Extracted, solve: Callable[[Problem], Solved], budge
             echo(f"error budget: {name}'s plan with {counts['bf16_nodes']} bf16 and {counts['int8_nodes']} int8 "
                  f"nodes: relative error {error:.2g} ({'within' if within else 'over'} {budget.max_error:g})")
             if not within:
-                for node in _least_gain(problem, solution.assignment, nodes)[: max(1, len(nodes) // 2)]:
+                for node in to_limit(problem, solution.assignment, nodes):
                     over[node] = _precision(solution.assignment[node])
         if not over:
             return solved
@@ -105,6 +105,14 @@ def _limited(problem: Problem, forbidden: dict[str, str]) -> Problem:
         return node in forbidden and ACCURACY.index(_precision(candidate)) >= ACCURACY.index(forbidden[node])
 
     return problem.forbidding(bars) if forbidden else problem
+
+
+def to_limit(problem: Problem, assignment: dict[str, str], nodes: list[str]) -> list[str]:
+    """The nodes an over-budget plan (``assignment``) loses the precision of: of its reduced-precision ``nodes`` in
+    the least accurate precision it uses, the half (at least one) that gain least from it."""
+    least = max(ACCURACY.index(_precision(assignment[name])) for name in nodes)
+    coarsest = [name for name in nodes if ACCURACY.index(_precision(assignment[name])) == least]
+    return _least_gain(problem, assignment, coarsest)[: max(1, len(coarsest) // 2)]
 
 
 def _least_gain(problem: Problem, assignment: dict[str, str], nodes: list[str]) -> list[str]:

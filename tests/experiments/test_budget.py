@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from experiments.budget import Budget, solve_within
+from experiments.budget import Budget, solve_within, to_limit
 from experiments.cli import main
 from experiments.config import ProblemSpec, Trial
 from experiments.extraction import extract
@@ -22,13 +22,14 @@ from search.graph import extract_graph
 from search.host import host
 from search.plan import Plan, baseline_plan
 from solvers.base import make_solver
+from solvers.problem import Node, Problem
 from tests.cli_helpers import one_error_line
 from tests.search.tiny_nets import residual_concat_net
 
 SPACE = {"name": "tiny", "threads": 1, "space_size": 1, "layouts": "NCHW"}
 needs_bf16 = pytest.mark.skipif(not precision.bf16_settings(), reason="this CPU has no bf16 instructions")
 needs_int8 = pytest.mark.skipif(not precision.int8_settings(), reason="this CPU has no int8 dot products")
-INT8_NODES = [f"conv2d_{i}" for i in range(6)] + ["dense_0"]  # groups-1 convolutions and the linear layer
+INT8_NODES = [f"conv2d_{i}" for i in range(6)] + ["dense_0"]  # not the depthwise one: no int8 kernel into NCHW
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +169,15 @@ def test_a_tight_budget_gives_int8_nodes_up_to_bf16_before_fp32(cheap_int8):
     assert budget.checks[0]["int8_nodes"] == len(INT8_NODES) and not any(c["within"] for c in budget.checks)
     if precision.bf16_settings():  # the first nodes limited went to bf16, not fp32
         assert budget.checks[1]["bf16_nodes"] > 0 and set(budget.forbidden.values()) == {"bf16"}
+
+
+def test_an_over_budget_plan_gives_up_int8_before_any_bf16_node_least_gain_first():
+    fp32, bf16, int8 = "NCHW>NCHW", "NCHW>NCHW:bf16=2", "NCHW>NCHW:int8=2"
+    saving = {"a": 5.0, "b": 1.0, "c": 3.0, "d": 2.0, "e": 0.5}  # what each node's reduced candidate saves
+    problem = Problem(tuple(Node(name, (fp32, bf16, int8), np.array([10.0, 10.0 - gain, 10.0 - 2 * gain]))
+                            for name, gain in saving.items()), ())
+    mixed = {"a": int8, "b": int8, "c": int8, "d": bf16, "e": bf16}
+    assert to_limit(problem, mixed, list(mixed)) == ["b"]  # half of the three int8 nodes: the one gaining least
+    bf16_only = {"a": bf16, "b": bf16, "c": bf16, "d": bf16, "e": bf16}
+    assert to_limit(problem, bf16_only, list(bf16_only)) == ["e", "b"]
+    assert to_limit(problem, {"e": int8, "a": bf16}, ["e", "a"]) == ["e"]  # at least one
