@@ -87,20 +87,21 @@ def _bf16(spec: KernelSpec) -> bool:
     return stored
 
 
+def _int8_applies(spec: KernelSpec) -> bool:
+    """Whether the kernel may run in int8: fp32 values in and out, a vectorised output layout, no prologue."""
+    return not (stores_bf16(spec) or spec.out_layout == "NCHW" or spec.epilogue.reads_through)
+
+
 def _int8_settings(spec: KernelSpec) -> list[Knobs]:
-    """The host's int8 dot-product setting where the kernel may run in int8: fp32 values in, a vectorised output
-    layout, no prologue."""
-    if stores_bf16(spec) or spec.out_layout == "NCHW" or spec.epilogue.reads_through:
-        return []
-    return [knobs for knobs in int8_settings() if dict(knobs)[INT8_KNOB] == DOT]
+    """The host's int8 dot-product setting where the kernel may run in int8 (``_int8_applies``)."""
+    return [knobs for knobs in int8_settings() if dict(knobs)[INT8_KNOB] == DOT] if _int8_applies(spec) else []
 
 
 def _int8(spec: KernelSpec) -> bool:
     """Whether the kernel computes in int8; SearchError for an int8 setting it has no kernel for."""
     if not int8.is_int8(spec.knobs):
         return False
-    if dict(spec.knobs) != {INT8_KNOB: DOT} or stores_bf16(spec) or spec.out_layout == "NCHW" \
-            or spec.epilogue.reads_through:
+    if dict(spec.knobs) != {INT8_KNOB: DOT} or not _int8_applies(spec):
         raise SearchError(f"an int8 depthwise kernel takes the one knob {INT8_KNOB}={DOT}, fp32 values in, an output "
                           f"layout other than NCHW and no prologue; got {spec.knobs} {spec.in_layout} -> "
                           f"{spec.out_layout} {spec.epilogue}")
