@@ -11,8 +11,9 @@ Per network (batch 1, ``--threads`` for everyone):
    between operators kept in fp32 (the same kernels; ``search.layouts``), what keeping them in bf16 brings; with
    ``--calibration-samples N`` as well, ``tessera-int8``: the same search given N calibration inputs, so int8
    candidates too (``search.activation_ranges``), its budget checked on them. The calibration inputs are N draws
-   of the distribution the timed input comes from (standard normal; seeds 1 to N, the timed input is seed 0), kept
-   in ``WORK/<model>/calibration.npz``;
+   of the distribution the timed input comes from (standard normal; seeds 1 to N, the timed input is seed 0), or
+   the user's (``--calibration-data FILE.npz``, the format of ``tessera tune --calibration-data``), kept in
+   ``WORK/<model>/calibration.npz``;
 2. tessera's uniform baselines (all NCHW, all NHWC, all NCHW16c), exported and checked;
 3. TVM MetaSchedule tuning the stock NCHW module for the same wall-clock budget (``--budget``, default: what tessera
    spent, see ``metaschedule_budget``), compiled and checked (``--no-metaschedule`` skips; ``--reuse-metaschedule``
@@ -28,6 +29,11 @@ Per network (batch 1, ``--threads`` for everyone):
    that is not installed, channels-last on a transformer, or PyTorch on a network with operators ``torch_net`` does
    not write, is skipped and named in the table.
 
+A model is a zoo name or an ``.onnx`` file (its dynamic dimensions bound by ``--input-shape``; its results kept under
+the file's stem): the ONNX peers then run that file with its inputs' shapes fixed to the timed ones (PyTorch runs only
+the zoo's networks). Every contender runs one input: random (seed 0), or ``--inputs FILE.npz`` (the calibration
+format; its first sample), on which the output errors are taken.
+
 Then all contenders are timed in interleaved rounds, each in its own worker process (``experiments.peers``). The
 table gives each contender's median and interquartile range over the rounds, and peer / tessera (> 1: tessera is
 faster). Each network's result is kept in ``WORK/<model>/result.json`` with the command that ran it (a rerun skips
@@ -37,6 +43,8 @@ MLflow run in the experiment ``peers`` (``--tracking-uri``, default ``sqlite:///
 
     python benchmarks/peers.py --models resnet50 --work /tmp/peers --results benchmarks/RESULTS.md
     python benchmarks/peers.py --models resnet18 --image-size 64 --budget 60 --rounds 3   # a quick check
+    python benchmarks/peers.py --models det.onnx --input-shape 1,3,320,320 --inputs timed.npz \
+        --calibration-data calibration.npz --precision auto --no-metaschedule   # a file and its data
 """
 
 from __future__ import annotations
@@ -72,8 +80,9 @@ MARK = "<!-- end-to-end: written by benchmarks/peers.py -->"
 MODELS = ("resnet50", "densenet201", "inception_v3", "ssd_resnet50_512")
 
 
-def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict]:
-    """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines."""
+def prepare_tessera(model: str, work: Path, args, calibration: Path | None) -> tuple[dict[str, Path], dict]:
+    """Extract (measuring what the cache lacks), solve with pbqp and ilp, export the best plan and the baselines;
+    the reduced-precision plans (``--precision``), with int8 candidates given ``calibration`` inputs."""
     from cost_models.sources import MeasuredSource
     from experiments.extraction import extract
     from search.export import export, reference_outputs
@@ -82,8 +91,8 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
     from solvers import solve
 
     start = time.monotonic()
-    extracted = extract(model, image_size=args.image_size, threads=args.threads, costs=MeasuredSource(args.timing),
-                        layouts=args.layouts, space_size=args.space_size,
+    extracted = extract(model, image_size=args.image_size, input_shape=args.input_shape, threads=args.threads,
+                        costs=MeasuredSource(args.timing), layouts=args.layouts, space_size=args.space_size,
                         **({"cache": args.cache} if args.cache else {}))
     solutions = {"pbqp": solve(extracted.problem, "pbqp"), "ilp": solve(extracted.problem, "ilp", time_limit=60.0)}
     solver = min(solutions, key=lambda name: solutions[name].cost)
@@ -114,32 +123,68 @@ def prepare_tessera(model: str, work: Path, args) -> tuple[dict[str, Path], dict
                           seed=extracted.args["seed"], reference=reference, max_error=facts["reduced"]["budget"]
                           ["max_error"])
         paths["tessera-auto-fp32-values"] = compiled.save(work / "tessera-auto-fp32-values")
-    if args.precision != "fp32" and args.calibration_samples:
-        calibration = calibration_inputs(extracted.graph, work / "calibration.npz", args.calibration_samples)
+    if calibration is not None:
         paths["tessera-int8"], facts["int8"] = prepare_reduced(model, work, args, extracted.graph, reference,
                                                                calibration, "tessera-int8")
     return paths, facts
 
 
-def calibration_inputs(graph, path: Path, samples: int) -> Path:
-    """``samples`` draws of the timed input's distribution (``search.artifact.random_arrays``, seeds 1 to
-    ``samples``; the timed input is seed 0) as a calibration file (``search.activation_ranges``)."""
-    import numpy as np
-
+def calibration_inputs(graph, path: Path, samples: int, given: Path | None = None) -> Path:
+    """A calibration file (``search.activation_ranges``) at ``path``: ``given``'s samples, or ``samples`` draws of
+    the random timed input's distribution (``search.artifact.random_arrays``, seeds 1 to ``samples``; the timed
+    input is seed 0)."""
+    from search.activation_ranges import load_calibration
     from search.artifact import random_arrays
 
-    shapes, names = [shape for _, shape in graph.inputs], [name for name, _ in graph.inputs]
-    draws = [random_arrays(shapes, seed, graph.input_dtypes) for seed in range(1, samples + 1)]
-    np.savez(path, **{name: np.stack([draw[i] for draw in draws]) for i, name in enumerate(names)})
+    shapes = [shape for _, shape in graph.inputs]
+    draws = (load_calibration(given, graph) if given else
+             [random_arrays(shapes, seed, graph.input_dtypes) for seed in range(1, samples + 1)])
+    return _save_inputs(graph, path, draws)
+
+
+def timed_input(graph, path: Path, given: Path) -> Path:
+    """``given``'s first sample (the calibration format) as the one input every contender runs (one array per input
+    name, ``experiments.peers.feed``), at ``path``."""
+    from search.activation_ranges import load_calibration
+
+    return _save_inputs(graph, path, load_calibration(given, graph)[0], stacked=False)
+
+
+def _save_inputs(graph, path: Path, samples, stacked: bool = True) -> Path:
+    import numpy as np
+
+    names = [name for name, _ in graph.inputs]
+    arrays = ({name: np.stack([sample[i] for sample in samples]) for i, name in enumerate(names)} if stacked else
+              dict(zip(names, samples, strict=True)))
+    np.savez(path, **arrays)
+    return path
+
+
+def static_onnx(source: Path, graph, path: Path) -> Path:
+    """The ONNX file ``source`` with its inputs' dimensions fixed to ``graph``'s (the shapes tessera compiled and
+    every contender runs), its shapes inferred again, at ``path``: what ONNX Runtime's quantisation (which reads
+    static shapes) and the ONNX peers run."""
+    import onnx
+
+    model, shapes = onnx.load(str(source)), dict(graph.inputs)
+    for info in model.graph.input:
+        for dim, size in zip(info.type.tensor_type.shape.dim, shapes.get(info.name, ()), strict=False):
+            dim.Clear()
+            dim.dim_value = int(size)
+    del model.graph.value_info[:]
+    onnx.save(onnx.shape_inference.infer_shapes(model), str(path))
     return path
 
 
 def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
-    """``onnx_file`` quantised by ONNX Runtime's static quantisation as its documentation has users do it: the
-    model pre-processed (``quant_pre_process``; its symbolic shape inference, which needs sympy, skipped: the shapes
-    are static), then ``quantize_static`` (QDQ, per-channel, its defaults otherwise) with ``calibration``'s inputs;
-    beside it."""
+    """``onnx_file`` quantised by ONNX Runtime's static quantisation as its documentation has users do it: a file
+    of an opset below 13 converted to 13 (``onnx.version_converter``: per-channel QDQ needs ``DequantizeLinear``'s
+    axis), the model pre-processed (``quant_pre_process``; its symbolic shape inference, which needs sympy, skipped:
+    the shapes are static), then ``quantize_static`` (QDQ, per-channel, its defaults otherwise) with
+    ``calibration``'s inputs; beside it."""
     import numpy as np
+    import onnx
+    from onnx.version_converter import convert_version
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
@@ -154,8 +199,14 @@ def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
         def get_next(self):
             return next(self.feeds, None)
 
-    prepared, out = (onnx_file.with_name(onnx_file.stem + suffix) for suffix in (".prepared.onnx", ".int8.onnx"))
-    quant_pre_process(str(onnx_file), str(prepared), skip_symbolic_shape=True)  # static shapes: sympy not needed
+    source, prepared, out = (onnx_file.with_name(onnx_file.stem + suffix)
+                             for suffix in (".opset13.onnx", ".prepared.onnx", ".int8.onnx"))
+    model = onnx.load(str(onnx_file))
+    if next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")) < 13:
+        onnx.save(convert_version(model, 13), str(source))
+    else:
+        source = onnx_file
+    quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)  # static shapes: sympy not needed
     quantize_static(str(prepared), str(out), Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
     return out
 
@@ -189,8 +240,9 @@ def prepare_reduced(model: str, work: Path, args, graph, reference, calibration:
     from search.export import export
 
     start = time.monotonic()
-    extracted = extract(model, image_size=args.image_size, threads=args.threads, costs=MeasuredSource(args.timing),
-                        layouts=args.layouts, space_size=args.space_size, precision=args.precision,
+    extracted = extract(model, image_size=args.image_size, input_shape=args.input_shape, threads=args.threads,
+                        costs=MeasuredSource(args.timing), layouts=args.layouts, space_size=args.space_size,
+                        precision=args.precision,
                         max_error=args.max_error, calibration_data=calibration,
                         **({"cache": args.cache} if args.cache else {}))
     budget, chosen = budget_for(extracted), make_solvers("pbqp,ilp", 60.0)
@@ -245,7 +297,9 @@ def metaschedule_budget(model: str, facts: dict, budget: float | None) -> float:
 
 
 def run_model(model: str, work: Path, args, command: str) -> dict | None:
-    """Time ``model``'s contenders and keep the result in ``work``; None if an earlier run already did."""
+    """Time ``model``'s contenders (a zoo name or an ``.onnx`` file) and keep the result in ``work``; None if an
+    earlier run already did."""
+    from search.graph import extract_graph
     from search.zoo import load_model
 
     done = work / "result.json"
@@ -254,40 +308,48 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         return None
     work.mkdir(parents=True, exist_ok=True)
     print(f"{model}: tessera (measure, solve, export) and the baselines", file=sys.stderr)
-    paths, facts = prepare_tessera(model, work, args)
-    contenders = [Contender(label, "tvm", path) for label, path in paths.items()]
-    mod = load_model(model, image_size=args.image_size)
+    mod = load_model(model, image_size=args.image_size, input_shape=args.input_shape)
+    graph, onnx_source = extract_graph(mod), Path(model) if model.endswith(".onnx") else None
+    inputs = timed_input(graph, work / "input.npz", args.inputs) if args.inputs else None
+    calibration = (calibration_inputs(graph, work / "calibration.npz", args.calibration_samples, args.calibration_data)
+                   if args.precision != "fp32" and (args.calibration_samples or args.calibration_data) else None)
+    paths, facts = prepare_tessera(model, work, args, calibration)
+    contenders = [Contender(label, "tvm", path, inputs=inputs) for label, path in paths.items()]
     earlier = work / "metaschedule" / "manifest.json"
     if args.reuse_metaschedule and earlier.is_file():
         facts["metaschedule"] = {**json.loads(earlier.read_text())["metaschedule"], "reused": True}
         print(f"{model}: MetaSchedule reused from {earlier.parent}", file=sys.stderr)
-        contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
+        contenders.append(Contender("metaschedule", "tvm", work / "metaschedule", inputs=inputs))
     elif not args.no_metaschedule:
         from experiments.metaschedule import tune_metaschedule
 
         budget = metaschedule_budget(model, facts, args.budget)
         print(f"{model}: MetaSchedule for {budget:.0f} s", file=sys.stderr)
         try:
-            manifest = tune_metaschedule(model, work / "metaschedule", budget_seconds=budget, threads=args.threads,
-                                         image_size=args.image_size)
+            manifest = tune_metaschedule(mod if onnx_source else model, work / "metaschedule", budget_seconds=budget,
+                                         threads=args.threads, image_size=args.image_size)
         except Exception as exc:  # reported in the results; the other contenders still run
             facts["metaschedule_error"] = f"{type(exc).__name__}: {exc}"
             print(f"{model}: MetaSchedule failed: {facts['metaschedule_error']}", file=sys.stderr)
         else:
             facts["metaschedule"] = manifest["metaschedule"]
-            contenders.append(Contender("metaschedule", "tvm", work / "metaschedule"))
+            contenders.append(Contender("metaschedule", "tvm", work / "metaschedule", inputs=inputs))
     missing = missing_peers(model, mod)
+    if onnx_source:
+        missing.update({peer: "PyTorch runs the zoo's networks (search.zoo.torch_net), not ONNX files"
+                        for peer in ("pytorch", "pytorch-cl")})
     if "pytorch" not in missing:
-        contenders.append(Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt", model)))
+        contenders.append(Contender("pytorch", "pytorch", save_pytorch(mod, work / "model.pt", model), inputs=inputs))
     if "pytorch" not in missing and "pytorch-cl" not in missing:
-        contenders.append(Contender("pytorch-cl", "pytorch-cl", work / "model.pt"))
+        contenders.append(Contender("pytorch-cl", "pytorch-cl", work / "model.pt", inputs=inputs))
     onnx_peers = [peer for peer in ONNX_PEERS if peer not in missing]
     if onnx_peers:
-        onnx_file = save_onnx(mod, work / "model.onnx", model)
-        contenders += [Contender(peer, peer, onnx_file) for peer in onnx_peers]
+        onnx_file = (static_onnx(onnx_source, graph, work / "model.onnx") if onnx_source else
+                     save_onnx(mod, work / "model.onnx", model))
+        contenders += [Contender(peer, peer, onnx_file, inputs=inputs) for peer in onnx_peers]
         if "onnxruntime" in onnx_peers and "int8" in facts:
             contenders.append(Contender("onnxruntime-int8", "onnxruntime",
-                                        quantised_onnx(onnx_file, work / "calibration.npz")))
+                                        quantised_onnx(onnx_file, calibration), inputs=inputs))
     for peer, reason in missing.items():
         facts.setdefault("skipped", {})[peer] = reason
         print(f"{model}: {peer} skipped: {reason}", file=sys.stderr)
@@ -301,7 +363,9 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
         latency["tessera-auto-fp32-values"]["precision"] = latency["tessera-auto"]["precision"] + ", fp32 between them"
     if "onnxruntime-int8" in latency:
         latency["onnxruntime-int8"]["precision"] = "int8: static QDQ, per-channel"
-    result = {"model": model, "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
+    result = {"model": work.name, **({"source": model, "input_shape": args.input_shape} if onnx_source else {}),
+              **({"inputs": str(args.inputs)} if args.inputs else {}),
+              "image_size": args.image_size, "threads": args.threads, "rounds": args.rounds,
               "date": datetime.datetime.now().isoformat(timespec="seconds"), "command": command, **facts,
               "latency": latency}
     done.write_text(json.dumps(result, indent=2) + "\n")
@@ -311,7 +375,8 @@ def run_model(model: str, work: Path, args, command: str) -> dict | None:
 def table(result: dict) -> list[str]:
     """Markdown rows: contender, engine, median and IQR (ms), peer / tessera."""
     own = result["latency"]["tessera"]["median_ms"]
-    lines = [f"### {result['model']}" + (f" at {result['image_size']}px" if result["image_size"] else ""), "",
+    lines = [f"### {result['model']}" + (f" at {result['image_size']}px" if result["image_size"] else "")
+             + (f" ({result['source']} at {result['input_shape']})" if "source" in result else ""), "",
              f"tessera: {result['tasks']} tasks ({result['measured']} measured in this run), plan predicted "
              f"{result['predicted_ms']:.2f} ms ({result['solver']}, {result['status']}), "
              f"{result['tessera_seconds']:.0f} s in this run. " + (
@@ -435,6 +500,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--image-size", type=int, default=None, help="default: each model's own")
+    parser.add_argument("--input-shape", default=None,
+                        help="an ONNX file's input shape(s), as tessera tune takes them (binds dynamic dimensions)")
+    parser.add_argument("--inputs", type=Path, default=None,
+                        help="the input every contender runs and errors are taken on: a .npz in the calibration "
+                        "format, its first sample (default: random, seed 0)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--budget", type=float, default=None, help="MetaSchedule seconds (default: what tessera spent)")
@@ -459,6 +529,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calibration-samples", type=int, default=0,
                         help="with --precision auto: also tessera-int8 and onnxruntime-int8, calibrated on this many "
                         "draws of the timed input's distribution (default: 0, none)")
+    parser.add_argument("--calibration-data", type=Path, default=None,
+                        help="with --precision auto: calibrate tessera-int8 and onnxruntime-int8 on this .npz "
+                        "(tessera tune's --calibration-data format) instead of random draws")
     parser.add_argument("--results", type=Path, default=None, help="markdown file to write the tables into")
     parser.add_argument("--tracking-uri", default=None)
     args = parser.parse_args(argv)
@@ -466,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     fresh, failed = [], []
     for model in filter(None, args.models.split(",")):
         try:
-            result = run_model(model, args.work / model, args, command)
+            result = run_model(model, args.work / (Path(model).stem if model.endswith(".onnx") else model), args,
+                               command)
         except (ValueError, RuntimeError) as exc:  # bad input or a failed check: one line; the others still run
             print(f"error: {model}: {exc}", file=sys.stderr)
             failed.append(model)

@@ -16,13 +16,13 @@ An engine runs one saved network on the CPU:
 engine's own thread pool, its threads fixed by ``--threads``, the model loaded once) and asks them for one timing each,
 in turn, round after round, in the order of ``search.interleave`` (one contender later each round, every other round
 reversed), so that drift of a shared machine hits all alike; between its requests a worker is stopped, so that threads
-its engine leaves busy do not load another's timing. Every timing runs the same input
-(``search.artifact.random_arrays``, seed 0): a warm-up run, then ``number`` runs (fixed at the first round to last at
-least ``MIN_SECONDS``) whose mean is that round's sample. The result per contender is the median of the rounds with
-quartiles and extremes, and ``max_error``: before the rounds every worker saves its outputs for that input, and each is
-compared with the first contender's (largest absolute difference over the largest absolute reference value, per output;
-inf if the outputs' shapes differ), so a peer that computes another network is caught. torch, onnxruntime and openvino
-are optional (``pip install -e ".[peers]"``).
+its engine leaves busy do not load another's timing. Every timing runs the same input (the contender's ``inputs`` file,
+or else ``search.artifact.random_arrays``, seed 0): a warm-up run, then ``number`` runs (fixed at the first round to
+last at least ``MIN_SECONDS``) whose mean is that round's sample. The result per contender is the median of the rounds
+with quartiles and extremes, and ``max_error``: before the rounds every worker saves its outputs for that input, and
+each is compared with the first contender's (largest absolute difference over the largest absolute reference value, per
+output; inf if the outputs' shapes differ), so a peer that computes another network is caught. torch, onnxruntime and
+openvino are optional (``pip install -e ".[peers]"``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from importlib.metadata import version
 from pathlib import Path
@@ -60,22 +60,22 @@ SETTLE_SECONDS = 0.3
 @dataclass(frozen=True)
 class Contender:
     """A label, the engine that runs it and the saved network it runs; for a tessera artifact, the thread pool that
-    runs its parallel loops (``search.runtime``; None: the manifest's), and variables added to the worker's
-    environment."""
+    runs its parallel loops (``search.runtime``; None: the manifest's); variables added to the worker's
+    environment; the input it runs (``inputs``: a ``.npz`` of one array per input name, of the input's shape; None:
+    random, see ``feed``)."""
 
     label: str
     engine: str
     path: Path
     pool: str | None = None
     environment: tuple[tuple[str, str], ...] = ()
+    inputs: Path | None = None
 
 
-def load_runner(engine: str, path: Path, threads: int, pool: str | None = None
+def load_runner(engine: str, path: Path, threads: int, pool: str | None = None, inputs: Path | None = None
                 ) -> tuple[Callable[[], Any], dict[str, Any]]:
-    """A zero-argument callable running the network once on its fixed random input, and facts about the engine
-    (``pool``: see ``Contender``)."""
-    from search.artifact import random_arrays
-
+    """A zero-argument callable running the network once on its fixed input, and facts about the engine (``pool``
+    and ``inputs``: see ``Contender``)."""
     if engine == "tvm":
         import tvm
         from tvm import relax
@@ -86,7 +86,9 @@ def load_runner(engine: str, path: Path, threads: int, pool: str | None = None
         runtime = replace(artifact.runtime, pool=pool) if pool else artifact.runtime
         pool_used = artifact.start_runtime(threads, runtime)
         vm = relax.VirtualMachine(artifact.library, tvm.cpu())
-        args = [tvm.runtime.tensor(a, tvm.cpu()) for a in artifact.random_inputs(0)]
+        shapes, dtypes = artifact.manifest["input_shapes"], artifact.manifest.get("input_dtypes", {})
+        specs = [(name, shape, dtypes.get(name, "float32")) for name, shape in shapes.items()]
+        args = [tvm.runtime.tensor(a, tvm.cpu()) for a in feed(specs, inputs).values()]
         vm["main"](*args)
         threads_used = int(tvm.get_global_func("runtime.NumThreads")())
         return (lambda: vm["main"](*args)), {"engine_version": tvm.__version__, "threads_used": threads_used,
@@ -96,8 +98,7 @@ def load_runner(engine: str, path: Path, threads: int, pool: str | None = None
 
         torch.set_num_threads(threads)
         saved = torch.load(path, weights_only=False)
-        shapes, dtypes = zip(*saved["inputs"], strict=True)
-        module, xs = saved["module"], [torch.from_numpy(a) for a in random_arrays(shapes, 0, dtypes)]
+        module, xs = saved["module"], [torch.from_numpy(a) for a in feed(saved["inputs"], inputs).values()]
         if engine == "pytorch-cl":
             module = module.to(memory_format=torch.channels_last)
             xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
@@ -110,18 +111,19 @@ def load_runner(engine: str, path: Path, threads: int, pool: str | None = None
     if engine == "onnxruntime":
         import onnxruntime as ort
 
-        session, feed = onnxruntime_session(path, threads)
-        return (lambda: session.run(None, feed)), {"engine_version": ort.__version__, "threads_used": threads}
+        session, arrays = onnxruntime_session(path, threads, inputs=inputs)
+        return (lambda: session.run(None, arrays)), {"engine_version": ort.__version__, "threads_used": threads}
     if engine in ("openvino", "openvino-f32"):
-        compiled, feed = openvino_model(path, threads, f32=engine == "openvino-f32")
-        return (lambda: compiled(feed)), openvino_facts(compiled)
+        compiled, arrays = openvino_model(path, threads, f32=engine == "openvino-f32", inputs=inputs)
+        return (lambda: compiled(arrays)), openvino_facts(compiled)
     raise ValueError(f"unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
 
 
-def onnxruntime_session(path: Path, threads: int, profile_prefix: str | None = None) -> tuple[Any, dict[str, Any]]:
+def onnxruntime_session(path: Path, threads: int, profile_prefix: str | None = None, inputs: Path | None = None
+                        ) -> tuple[Any, dict[str, Any]]:
     """An ONNX Runtime session on ``path`` as the peers benchmark runs it (every graph optimisation, ``threads``
-    intra-op threads, sequential) and its feed (see ``random_feed``). With ``profile_prefix``, ONNX Runtime's
-    profiler writes there."""
+    intra-op threads, sequential) and its feed (see ``feed``). With ``profile_prefix``, ONNX Runtime's profiler
+    writes there."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -131,22 +133,35 @@ def onnxruntime_session(path: Path, threads: int, profile_prefix: str | None = N
     if profile_prefix is not None:
         options.enable_profiling, options.profile_file_prefix = True, profile_prefix
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    return session, random_feed([(spec.name, spec.shape, onnx_dtype(spec.type)) for spec in session.get_inputs()])
+    specs = [(spec.name, spec.shape, onnx_dtype(spec.type)) for spec in session.get_inputs()]
+    return session, feed(specs, inputs)
 
 
-def random_feed(specs: list[tuple[str, list[int], str]]) -> dict[str, np.ndarray]:
-    """Inputs by name for ``(name, shape, dtype)`` specs, drawn in order as tessera's artifacts draw theirs (seed 0),
-    so that every engine sees one input."""
+def feed(specs: Sequence[tuple[str, Sequence[int], str]], inputs: Path | None = None) -> dict[str, np.ndarray]:
+    """Inputs by name for ``(name, shape, dtype)`` specs: ``inputs``' arrays (a ``.npz`` by input name), or without
+    it drawn in order as tessera's artifacts draw theirs (seed 0), so that every engine sees one input; ValueError
+    for a missing input or another shape."""
     from search.artifact import random_arrays
 
     names, shapes, dtypes = zip(*specs, strict=True)
-    return dict(zip(names, random_arrays(shapes, 0, dtypes), strict=True))
+    if inputs is None:
+        return dict(zip(names, random_arrays(shapes, 0, dtypes), strict=True))
+    with np.load(inputs, allow_pickle=False) as data:
+        missing = [name for name in names if name not in data.files]
+        if missing:
+            raise ValueError(f"{inputs}: no array for input(s) {', '.join(missing)}")
+        arrays = {name: data[name].astype(dtype) for name, dtype in zip(names, dtypes, strict=True)}
+    for (name, array), shape in zip(arrays.items(), shapes, strict=True):
+        if array.shape != tuple(shape):
+            raise ValueError(f"{inputs}: input {name} has shape {array.shape}; the network reads {tuple(shape)}")
+    return arrays
 
 
-def openvino_model(path: Path, threads: int, *, f32: bool) -> tuple[Any, dict[str, np.ndarray]]:
+def openvino_model(path: Path, threads: int, *, f32: bool, inputs: Path | None = None
+                   ) -> tuple[Any, dict[str, np.ndarray]]:
     """``path`` compiled by OpenVINO for the CPU as its users run batch-1 latency (``PERFORMANCE_HINT: LATENCY``),
     with ``threads`` inference threads and, with ``f32``, float32 inference (else the precision the plugin picks),
-    and its feed (see ``random_feed``)."""
+    and its feed (see ``feed``)."""
     os.environ["CI"] = "true"  # openvino-telemetry's one environment switch; only its model converter reports
     import openvino as ov
 
@@ -155,7 +170,7 @@ def openvino_model(path: Path, threads: int, *, f32: bool) -> tuple[Any, dict[st
     compiled = ov.Core().compile_model(str(path), "CPU", config)
     specs = [(port.get_any_name(), list(port.get_shape()), port.get_element_type().to_dtype().name)
              for port in compiled.inputs]
-    return compiled, random_feed(specs)
+    return compiled, feed(specs, inputs)
 
 
 def openvino_facts(compiled: Any) -> dict[str, Any]:
@@ -200,11 +215,11 @@ def output_arrays(value: Any) -> list[np.ndarray]:
     return [array for item in value for array in output_arrays(item)]
 
 
-def serve(engine: str, path: Path, threads: int, pool: str | None = None) -> None:
+def serve(engine: str, path: Path, threads: int, pool: str | None = None, inputs: Path | None = None) -> None:
     """Worker loop: load the network, print its facts as one JSON line, then answer each stdin line with one JSON
     line until stdin closes: ``time [NUMBER]`` with ``{"ms": ..., "number": ...}``, ``output FILE`` (saves the
     outputs as ``.npz``) with ``{"saved": FILE}``."""
-    run, facts = load_runner(engine, path, threads, pool)
+    run, facts = load_runner(engine, path, threads, pool, inputs)
     print(json.dumps(facts), flush=True)
     for line in sys.stdin:
         words = line.split(maxsplit=1)
@@ -225,7 +240,8 @@ class PeerWorker:
 
     def __init__(self, contender: Contender, threads: int) -> None:
         command = [sys.executable, "-m", "experiments.peers", "serve", contender.engine, str(contender.path),
-                   "--threads", str(threads), *(["--pool", contender.pool] if contender.pool else [])]
+                   "--threads", str(threads), *(["--pool", contender.pool] if contender.pool else []),
+                   *(["--inputs", str(contender.inputs)] if contender.inputs else [])]
         self.contender = contender
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                         env={**os.environ, **thread_variables(threads, peers=True),
@@ -317,14 +333,15 @@ def interleaved_peers(contenders: list[Contender], *, rounds: int, threads: int,
 
 def save_pytorch(mod, path: Path, model: str | None = None) -> Path:
     """Save ``mod`` (a zoo network, ``model`` its name) as a PyTorch module the ``pytorch`` engines load, with its
-    inputs' shapes and dtypes; a zoo transformer as its users' library runs it (``search.zoo.torch_transformer``)."""
+    inputs' names, shapes and dtypes; a zoo transformer as its users' library runs it
+    (``search.zoo.torch_transformer``)."""
     import torch
 
     from search.zoo import is_transformer
     from search.zoo.torch_net import torch_module
     from search.zoo.torch_transformer import transformer_module
 
-    inputs = [([int(d) for d in p.ty.shape], str(p.ty.dtype)) for p in mod["main"].params]
+    inputs = [(p.name, [int(d) for d in p.ty.shape], str(p.ty.dtype)) for p in mod["main"].params]
     module = transformer_module(model, mod) if model and is_transformer(model) else torch_module(mod)
     torch.save({"module": module, "inputs": inputs}, path)
     return path
@@ -350,8 +367,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("path", type=Path)
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--pool", choices=POOLS, default=None)
+    parser.add_argument("--inputs", type=Path, default=None)
     args = parser.parse_args(argv)
-    serve(args.engine, args.path, args.threads, args.pool)
+    serve(args.engine, args.path, args.threads, args.pool, args.inputs)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def test_export_records_the_shape_and_a_plan_reloads_it(dynamic, tmp_path):
     assert main(["export", str(dynamic), "--plan", str(first / "plan.json"), "--out", str(second)]) == 0
     for out in (first, second):
         manifest = json.loads((out / "manifest.json").read_text())
-        assert manifest["input_shapes"] == {"data": [2, 3, 16, 24]} and manifest["numerical_check"]["passed"]
+        assert manifest["input_shapes"] == {"x": [2, 3, 16, 24]} and manifest["numerical_check"]["passed"]
 
 
 @pytest.mark.parametrize(
@@ -86,4 +86,4 @@ def test_extract_solve_export_carry_the_shape_through_the_plan(dynamic, tmp_path
     assert json.loads(problem.read_text())["meta"]["args"]["input_shape"] == ["2,3,16,24"]
     assert main(["solve", str(problem), "--out", str(plan)]) == 0
     assert main(["export", str(dynamic), "--plan", str(plan), "--out", str(out)]) == 0
-    assert json.loads((out / "manifest.json").read_text())["input_shapes"] == {"data": [2, 3, 16, 24]}
+    assert json.loads((out / "manifest.json").read_text())["input_shapes"] == {"x": [2, 3, 16, 24]}

@@ -5,9 +5,10 @@ from __future__ import annotations
 import gc
 import json
 
+import numpy as np
 import pytest
 
-from experiments.peers import Contender, interleaved_peers, onnx_dtype, save_onnx, save_pytorch
+from experiments.peers import Contender, feed, interleaved_peers, onnx_dtype, save_onnx, save_pytorch
 from search.artifact import load_artifact
 from search.export import TOLERANCE, export
 from search.graph import extract_graph
@@ -77,6 +78,23 @@ def test_onnx_inputs_are_fed_in_their_type_or_refused_by_name():
     assert [onnx_dtype(t) for t in ("tensor(float)", "tensor(int64)", "tensor(int32)")] == ["float32", "int64", "int32"]
     with pytest.raises(ValueError, match=r"tensor\(double\): only tensor\(float\)"):
         onnx_dtype("tensor(double)")
+
+
+def test_every_contender_runs_the_given_input_and_a_wrong_one_is_named(network, tmp_path):
+    mod, artifact, _ = network
+    specs = [("data", (1, 3, SIZE, SIZE), "float32")]
+    given = tmp_path / "input.npz"
+    np.savez(given, data=np.full((1, 3, SIZE, SIZE), 0.5, np.float32))
+    assert feed(specs, given)["data"].mean() == 0.5 and feed(specs)["data"].std() > 0.5  # seed 0: standard normal
+    contenders = [Contender("given", "tvm", artifact, inputs=given), Contender("random", "tvm", artifact)]
+    result = interleaved_peers(contenders, rounds=1, threads=1)
+    assert result["random"]["max_error"] > 0.01  # another input, other outputs: the file was run
+    np.savez(given, data=np.zeros((1, 3, SIZE + 1, SIZE), np.float32))
+    with pytest.raises(ValueError, match=r"input data has shape \(1, 3, 33, 32\); the network reads"):
+        feed(specs, given)
+    np.savez(given, image=np.zeros((1, 3, SIZE, SIZE), np.float32))
+    with pytest.raises(ValueError, match="no array for input.s. data"):
+        feed(specs, given)
 
 
 def test_a_worker_that_cannot_load_is_named(tmp_path):

@@ -182,9 +182,9 @@ class Rewriter:
 
     # -- driver
     def run(self) -> tvm.IRModule:
-        """The new module: ``main``'s input is named ``data`` if it is the only one, else keeps its name."""
+        """The new module; ``main``'s inputs keep the names they have in the file."""
         params = self.func.params
-        inputs = [relax.Var("data" if len(params) == 1 else p.name, p.ty) for p in params]
+        inputs = [relax.Var(p.name, p.ty) for p in params]
         self.env.update(zip(params, inputs))
         with self.bb.function("main", inputs):
             with self.bb.dataflow():
