@@ -7,7 +7,9 @@ exceeds the budget, the half of its nodes in its least accurate precision (int8 
 gain least from that precision (the cheapest candidate of their domain in a more accurate precision less their
 candidate's cost) lose it: an int8 node its int8 candidates, a bf16 node its bf16 and int8 ones (priced infinite),
 and the problem is solved again; so int8 nodes fall back to bf16 before any bf16 node is given up, and a budget too
-tight for any reduced-precision node ends with the fp32 plan. The limits stay for the calibration rounds' problems.
+tight for any reduced-precision node ends with the fp32 plan. The loop ends when every solver's plan holds; each
+solver's result is then the cheapest of its plans that held, from any round (limits added for another solver's plan
+may have made its later ones dearer). The limits stay for the calibration rounds' problems.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from experiments.extraction import Extracted
 from experiments.solving import Solved
 from search.precision import DEFAULT_MAX_ERROR, REDUCED, precision_of
+from solvers.base import Solution
 from solvers.problem import Problem
 
 ACCURACY = ("fp32", *REDUCED)
@@ -55,12 +58,13 @@ def budget_for(extracted: Extracted) -> Budget | None:
 def solve_within(extracted: Extracted, solve: Callable[[Problem], Solved], budget: Budget,
                  echo: Callable[[str], None]) -> Solved:
     """``solve`` on the extraction's problem, again with more nodes limited in precision until every plan it finds
-    holds ``budget`` (see the module docstring)."""
+    holds ``budget``; per solver, the cheapest plan that held (see the module docstring)."""
     from search.export import export, reference_outputs
 
     settings = extracted.settings
     checked_on = extracted.calibration
     reference = None if checked_on else reference_outputs(extracted.graph, settings.target, settings.seed)
+    held: dict[str, Solution] = {}
     while True:
         problem = _limited(extracted.problem, budget.forbidden)
         solved = solve(problem)
@@ -71,6 +75,7 @@ def solve_within(extracted: Extracted, solve: Callable[[Problem], Solved], budge
             plan = extracted.plan(solution)
             nodes = plan.reduced_nodes
             if not nodes:
+                _keep_cheaper(held, name, solution)
                 continue
             compiled = export(extracted.graph, plan, target=settings.target, threads=settings.threads,
                               seed=settings.seed, reference=reference, max_error=math.inf, checked_on=checked_on)
@@ -82,15 +87,23 @@ def solve_within(extracted: Extracted, solve: Callable[[Problem], Solved], budge
                                      else {})})
             echo(f"error budget: {name}'s plan with {counts['bf16_nodes']} bf16 and {counts['int8_nodes']} int8 "
                  f"nodes: relative error {error:.2g} ({'within' if within else 'over'} {budget.max_error:g})")
-            if not within:
+            if within:
+                _keep_cheaper(held, name, solution)
+            else:
                 for node in to_limit(problem, solution.assignment, nodes):
                     over[node] = _precision(solution.assignment[node])
         if not over:
-            return solved
+            return Solved({name: held.get(name, solution) for name, solution in solved.solutions.items()},
+                          solved.errors)
         for node, precision in over.items():
             budget.limit(node, precision)
         echo(f"error budget: {len(over)} more nodes limited in precision ({len(budget.forbidden)} in all); "
              "solving again")
+
+
+def _keep_cheaper(held: dict[str, Solution], name: str, solution: Solution) -> None:
+    if name not in held or solution.cost < held[name].cost:
+        held[name] = solution
 
 
 def _precision(choice: str) -> str:

@@ -14,7 +14,7 @@ from experiments.cli import main
 from experiments.config import ProblemSpec, Trial
 from experiments.extraction import extract
 from experiments.show import draw_plan
-from experiments.solving import solve_all
+from experiments.solving import Solved, solve_all
 from experiments.trials import run_trial
 from experiments.tune import tune
 from search import precision
@@ -74,6 +74,31 @@ def test_a_budget_too_tight_for_any_bf16_node_gives_the_fp32_plan(cheap_bf16):
     assert _bf16_nodes(cheap_bf16, solved) == [] and len(budget.forbidden) == 7
     assert [c["bf16_nodes"] for c in budget.checks] == [7, 4, 2, 1]  # half the bf16 nodes given up each time
     assert not any(c["within"] for c in budget.checks)
+
+
+@needs_bf16
+def test_a_plan_that_held_is_kept_while_another_solvers_plan_is_brought_within(cheap_bf16):
+    """Two solvers: "all" takes every free bf16 candidate, "one" only the one node the budget would limit first.
+    Between their errors, "all" is over and loses that node for both; "one"'s result is still its first plan."""
+    problem = cheap_bf16.problem
+    full = _dp(problem).solutions["dp"]
+    first = to_limit(problem, full.assignment, cheap_bf16.plan(full).bf16_nodes)[0]
+
+    def two(limited):
+        only = limited.forbidding(lambda node, candidate: "bf16=" in candidate and node != first)
+        return Solved({"all": _dp(limited).solutions["dp"], "one": _dp(only).solutions["dp"]}, {})
+
+    probe = Budget(1.0)
+    solve_within(cheap_bf16, two, probe, lambda line: None)
+    errors = {check["bf16_nodes"]: check["error"] for check in probe.checks}
+    assert errors[1] < errors[7]  # one bf16 node rounds less than seven
+    budget = Budget((errors[1] + errors[7]) / 2)
+    solved = solve_within(cheap_bf16, two, budget, lambda line: None)
+    assert [(c["bf16_nodes"], c["within"]) for c in budget.checks[:2]] == [(7, False), (1, True)]
+    assert first in budget.forbidden  # limited for "all" ...
+    assert solved.solutions["one"].assignment == two(problem).solutions["one"].assignment  # ... kept for "one"
+    assert _bf16_nodes(cheap_bf16, Solved({"one": solved.solutions["one"]}, {})) == [first]
+    assert budget.checks[-1]["within"] and budget.checks[-1]["bf16_nodes"] < 7  # "all", brought within
 
 
 @needs_bf16
