@@ -323,6 +323,18 @@ def test_several_inputs_are_bound_by_name(onnx):
         import_onnx_model(model, image_size=8)
 
 
+def test_inputs_keep_the_names_the_file_gives_them(onnx):
+    """TVM's frontend makes ``input.1`` ``input_1``; calibration data and artifacts use the file's name."""
+    from onnx import helper
+
+    w = (np.random.default_rng(0).standard_normal((C, 3, 3, 3)) * 0.3).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["input.1", "w"], ["y"], pads=[1, 1, 1, 1])]
+    model = _graph(onnx, nodes, [("input.1", [1, 3, 8, 8])], [("y", [1, C, 8, 8])], [("w", w)])
+    from search.zoo.onnx import import_onnx_model
+
+    assert [p.name for p in import_onnx_model(model)["main"].params] == ["input.1"]
+
+
 def test_an_input_that_is_not_float32_is_named(onnx):
     from onnx import TensorProto, helper
 

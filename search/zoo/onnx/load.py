@@ -69,7 +69,7 @@ def import_onnx_model(model, *, batch: int | None = None, image_size: int | None
     folded, shapes = bound_model(model, batch=batch, image_size=image_size, input_shape=input_shape, source=source)
     mod = _from_onnx(folded, shapes, source)
     try:
-        return rewrite(mod, OPERATORS)
+        return rewrite(mod, OPERATORS, list(shapes))  # the inputs named as in the file
     except Unsupported as exc:
         raise SearchError(f"{source}: {exc}") from None
 

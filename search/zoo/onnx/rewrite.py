@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,10 +35,11 @@ Rule = Callable[["Rewriter", relax.Var, relax.Call], Any]
 """``rule(rw, var, call)``: the rewritten value of the binding ``var = call`` (``OutsideVocabulary``: re-emit it)."""
 
 
-def rewrite(mod: tvm.IRModule, rules: Mapping[str, Rule]) -> tvm.IRModule:
+def rewrite(mod: tvm.IRModule, rules: Mapping[str, Rule], names: Sequence[str] = ()) -> tvm.IRModule:
     """``mod`` (the frontend's output) with ``main`` in the zoo's vocabulary where ``rules`` (operator name -> rule)
-    have a form for it; ``Unsupported`` if it holds something that cannot be re-emitted at all."""
-    return Rewriter(mod, rules).run()
+    have a form for it, its inputs named ``names`` (the file's names, which the frontend may have changed; default:
+    the frontend's); ``Unsupported`` if it holds something that cannot be re-emitted at all."""
+    return Rewriter(mod, rules).run(names)
 
 
 class Rewriter:
@@ -181,10 +182,10 @@ class Rewriter:
         return self.emit(relax.op.clip(c.data, c.low, c.high), "clip")
 
     # -- driver
-    def run(self) -> tvm.IRModule:
-        """The new module; ``main``'s inputs keep the names they have in the file."""
+    def run(self, names: Sequence[str] = ()) -> tvm.IRModule:
+        """The new module, ``main``'s inputs named ``names`` (default: as in ``mod``)."""
         params = self.func.params
-        inputs = [relax.Var(p.name, p.ty) for p in params]
+        inputs = [relax.Var(name, p.ty) for p, name in zip(params, names or [p.name for p in params], strict=True)]
         self.env.update(zip(params, inputs))
         with self.bb.function("main", inputs):
             with self.bb.dataflow():
