@@ -213,10 +213,10 @@ def quantised_onnx(onnx_file: Path, calibration: Path) -> Path:
 
 def _fp32_values(op, choice: str) -> str:
     """A plan's choice for ``op`` with its layouts of bf16 values (``NCHW32c.bf16``) replaced by their fp32 twins: the
-    same kernel on fp32 values, or the kind's fp32 default where it computes in bf16 on bf16 values alone (a depthwise
-    convolution)."""
+    same kernel on fp32 values (a concat: the same op), or the kind's fp32 default where it computes in bf16 on bf16
+    values alone (a depthwise convolution)."""
     from search.candidates import Candidate
-    from search.kinds import get_kind
+    from search.kinds import KernelKind, get_kind
     from search.layouts import stored_as
 
     candidate = Candidate.parse(choice)
@@ -224,6 +224,8 @@ def _fp32_values(op, choice: str) -> str:
     if twin == candidate or op.role != "tunable":
         return choice
     kind = get_kind(op.kind)
+    if not isinstance(kind, KernelKind):
+        return twin.name
     space = kind.knob_space(kind.spec(op, twin.in_layout, twin.out_layout))
     return (twin if twin.knobs in space else Candidate(twin.in_layout, twin.out_layout, ())).name
 

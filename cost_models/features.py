@@ -20,7 +20,7 @@ import numpy as np
 
 from cost_models.cache import canonical
 from search.kinds import KINDS, KernelKind, LayoutKind, kernel_kind
-from search.kinds.features import BYTES, element_bytes, layout_features, log_size
+from search.kinds.features import element_bytes, layout_features, log_size
 from search.templates.workloads import Epilogue, KernelSpec
 
 FEATURE_VERSION = 15  # 2: oc_padding, width_padding (the conv template pads channels and width); 3: gelu;
@@ -93,7 +93,7 @@ def _chain(key: Mapping[str, Any], row: dict[str, float]) -> None:
     n, _, h, w = shapes[0]
     kind = KINDS.get(key["head"])
     c = kind.output_shape(shapes, key.get("attrs", {}))[1] if isinstance(kind, LayoutKind) else shapes[0][1]
-    moved = BYTES * (sum(math.prod(shape) for shape in shapes) + n * c * h * w)
+    moved = element_bytes(key["layout"]) * (sum(math.prod(shape) for shape in shapes) + n * c * h * w)
     row.update(batch=n, in_channels=c, height=h, width=w, out_channels=c, out_height=h, out_width=w,
                log_bytes=log_size(moved), parallel_balance=1.0)
     row.update(layout_features("in", key["layout"], c, w))

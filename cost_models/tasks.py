@@ -115,13 +115,13 @@ def _follower_key(kind: str, attrs: tuple[tuple[str, Any], ...]) -> list:
 @dataclass(frozen=True)
 class ChainTask:
     """Time what a node runs around its kernel, in one layout, as export compiles and runs it: a layout node's own op
-    (``head`` a layout kind, ``concat``, ``add``, ``channel_slice``, ``channel_gate``, of activations of logical
-    shapes ``inputs``), a kernel's output (``head`` ``output``, its one input) or an in-place concat's copies (``head``
+    (``head`` a layout kind, ``concat``, ``add``, ``channel_slice``, ``channel_gate``, of activations of logical shapes
+    ``inputs``), a kernel's output (``head`` ``output``, its one input) or an in-place concat's copies (``head``
     ``copy``: the inputs but the last copied side by side into a buffer of the last one's shape), and the followers
-    export runs right after it (``followers``: (kind, attributes as sorted pairs)), legalised, fused and scheduled
-    by ``search.lower`` and timed through the Relax VM, whose own calls are part of the time (as in the network).
-    Inputs and output are stored in ``layout``; ``attrs`` are the layout kind's ``attributes`` (sorted pairs), in
-    the key only when it has any.
+    export runs right after it (``followers``: (kind, attributes as sorted pairs)), legalised, fused and scheduled by
+    ``search.lower`` and timed through the Relax VM, whose own calls are part of the time (as in the network). Inputs
+    and output are stored in ``layout`` (bf16 values as their bits where it names them); ``attrs`` are the layout kind's
+    ``attributes`` (sorted pairs), in the key only when it has any.
     """
 
     head: str
@@ -156,7 +156,7 @@ class ChainTask:
 
         stored = layout(self.layout)
         copies = self.inputs[:-1] if self.head == "copy" else ()
-        params = [relax.Var(f"x{i}", relax.TensorType(stored.physical_shape(shape), TRANSFORM_DTYPE))
+        params = [relax.Var(f"x{i}", relax.TensorType(stored.physical_shape(shape), stored.dtype))
                   for i, shape in enumerate(copies or self.inputs)]
         rng = np.random.default_rng(0)
         bb = relax.BlockBuilder()
@@ -186,12 +186,13 @@ class ChainTask:
 
         stored = layout(self.layout)
         full, axis = stored.physical_shape(self.inputs[-1]), stored.stored_axis("C")
-        buffer = bb.emit(relax.op.builtin.alloc_tensor(relax.ShapeExpr(full), TRANSFORM_DTYPE, 0))
+        buffer = bb.emit(relax.op.builtin.alloc_tensor(relax.ShapeExpr(full), stored.dtype, 0))
         start = 0
         for i, (param, shape) in enumerate(zip(params, self.inputs)):
-            func = write_into(copy_kernel(stored.physical_shape(shape)), full, axis, start // (stored.block() or 1))
+            func = write_into(copy_kernel(stored.physical_shape(shape), stored.dtype), full, axis,
+                              start // (stored.block() or 1))
             call = relax.call_tir_inplace(bb.add_func(func, f"copy{i}"), [param, buffer], 1,
-                                          relax.TensorType(full, TRANSFORM_DTYPE))
+                                          relax.TensorType(full, stored.dtype))
             buffer, start = bb.emit(call), start + shape[1]
         return buffer
 

@@ -1,15 +1,16 @@
 """The error budget of a search with bf16 or int8 candidates: each plan's output error, measured on the exported
 network, held within ``max_error``.
 
-Every solver's plan with bf16 or int8 nodes is exported and run against the stock fp32 build (``search.export``): on
-the calibration inputs where the search has them, else on the model's random inputs. While a plan's relative error
-exceeds the budget, the half of its nodes in its least accurate precision (int8 while it has any, then bf16) that
-gain least from that precision (the cheapest candidate of their domain in a more accurate precision less their
-candidate's cost) lose it: an int8 node its int8 candidates, a bf16 node its bf16 and int8 ones (priced infinite),
-and the problem is solved again; so int8 nodes fall back to bf16 before any bf16 node is given up, and a budget too
-tight for any reduced-precision node ends with the fp32 plan. The loop ends when every solver's plan holds; each
-solver's result is then the cheapest of its plans that held, from any round (limits added for another solver's plan
-may have made its later ones dearer). The limits stay for the calibration rounds' problems.
+Every solver's plan with bf16 or int8 nodes (or concats on bf16 values) is exported and run against the stock fp32 build
+(``search.export``): on the calibration inputs where the search has them, else on the model's random inputs. While a
+plan's relative error exceeds the budget, the half of its nodes in its least accurate precision (int8 while it has any,
+then bf16) that gain least from that precision (the cheapest candidate of their domain in a more accurate precision less
+their candidate's cost) lose it: an int8 node its int8 candidates, a bf16 node its bf16 and int8 ones (priced infinite;
+a concat on bf16 values counts as bf16), and the problem is solved again; so int8 nodes fall back to bf16 before any
+bf16 node is given up, and a budget too tight for any reduced-precision node ends with the fp32 plan. The loop ends when
+every solver's plan holds; each solver's result is then the cheapest of its plans that held, from any round (limits
+added for another solver's plan may have made its later ones dearer). The limits stay for the calibration rounds'
+problems.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from experiments.extraction import Extracted
 from experiments.solving import Solved
-from search.precision import DEFAULT_MAX_ERROR, REDUCED, precision_of
+from search.precision import DEFAULT_MAX_ERROR, REDUCED
 from solvers.base import Solution
 from solvers.problem import Problem
 
@@ -109,7 +110,7 @@ def _keep_cheaper(held: dict[str, Solution], name: str, solution: Solution) -> N
 def _precision(choice: str) -> str:
     from search.candidates import Candidate
 
-    return precision_of(Candidate.parse(choice).knobs)
+    return Candidate.parse(choice).precision
 
 
 def _limited(problem: Problem, forbidden: dict[str, str]) -> Problem:

@@ -33,6 +33,15 @@ class Candidate:
         return dict(self.knobs).get(IN_PLACE) == 1
 
     @property
+    def precision(self) -> str:
+        """The least accurate precision the candidate computes or keeps its values in: its knobs' (``fp32``, ``bf16``
+        or ``int8``), or ``bf16`` for a layout kind's on bf16 values."""
+        computed = precision_of(self.knobs)
+        if computed == "fp32" and BF16 in (storage_of(self.in_layout), storage_of(self.out_layout)):
+            return BF16
+        return computed
+
+    @property
     def name(self) -> str:
         if self.in_layout == self.out_layout and not self.knobs and self.in_layout != "NC":
             return self.in_layout
@@ -72,7 +81,7 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
     """Candidates of tunable ``op``: every supported layout pair x up to ``knobs_per_layout`` knob settings of the
     ``precision`` searched (``search.precision.by_precision``; int8 ones only where ``op`` is calibrated: its
     parameters hold its input's range, ``search.activation_ranges``); a pair with bf16 values on a side
-    (``NCHW16c.bf16``) only with bf16 settings.
+    (``NCHW16c.bf16``) only with bf16 settings, or, for a layout kind, where ``precision`` is ``bf16`` or ``auto``.
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
     (so the default of each pair comes first, in the kind's layout order).
@@ -89,6 +98,8 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
             if not settings and BF16 in (storage_of(in_layout), storage_of(out_layout)):
                 continue  # bf16 values in or out: bf16 kernels only
             settings = settings or [()]
+        elif BF16 in (storage_of(in_layout), storage_of(out_layout)) and precision not in ("bf16", "auto"):
+            continue  # a layout kind on bf16 values: where bf16 may be chosen
         else:
             settings = kind.variants(op, out_layout)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])

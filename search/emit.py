@@ -134,7 +134,7 @@ class _Emitter:
             call = relax.call_tir(self.kernel_vars[key], relax.Tuple(args), out)
         else:
             call = relax.call_tir_inplace(self.kernel_vars[key], [*args, self.buffer(into[0], view[0])], len(args),
-                                          relax.TensorType(view[0], "float32"))
+                                          relax.TensorType(view[0], layout(written).dtype))
         self.define(op, self.bb.emit(call, name_hint=op.name), candidate.out_layout)
         if into is not None:
             self.buffers[into[0]] = self.values[op.name][0]
@@ -197,7 +197,8 @@ class _Emitter:
     def buffer(self, concat: str, shape: tuple[int, ...]) -> relax.Expr:
         """In-place ``concat``'s output as written so far, allocated (uninitialised) before its first producer."""
         if concat not in self.buffers:
-            alloc = relax.op.builtin.alloc_tensor(relax.ShapeExpr(shape), "float32", 0)
+            dtype = layout(self.chosen[concat].out_layout).dtype
+            alloc = relax.op.builtin.alloc_tensor(relax.ShapeExpr(shape), dtype, 0)
             self.buffers[concat] = self.bb.emit(alloc, name_hint=f"{concat}_buffer")
         return self.buffers[concat]
 
@@ -209,14 +210,14 @@ class _Emitter:
             owner, start = self.slices[value]
             view = self.slice_of(owner, start)
             stored = layout(self.chosen[owner].out_layout)
-            key = ("copy", self.shapes[value], view)
+            key = ("copy", self.shapes[value], view, stored.dtype)
             if key not in self.kernel_vars:
-                func = write_into(copy_kernel(stored.physical_shape(self.shapes[value])), *view)
+                func = write_into(copy_kernel(stored.physical_shape(self.shapes[value]), stored.dtype), *view)
                 self.kernel_vars[key] = self.bb.add_func(func, f"copy_{value}_into_{owner}")
                 self.kernels.setdefault(self.kernel_vars[key].name_hint, func)
             call = relax.call_tir_inplace(self.kernel_vars[key], [self.read(value, stored.name),
                                                                   self.buffer(owner, view[0])],
-                                          1, relax.TensorType(view[0], "float32"))
+                                          1, relax.TensorType(view[0], stored.dtype))
             self.buffers[owner] = self.bb.emit(call, name_hint=f"{value}_into_{owner}")
             self.origins[self.buffers[owner].name] = Origin(owner)
             self.copied.add(value)

@@ -30,6 +30,7 @@ from tvm import te
 
 from search.kinds import IN_PLACE, KernelKind, LayoutKind, get_kind
 from search.kinds.base import COPIED, VIEW_OF, VIEWS
+from search.layouts import DTYPES
 from search.lower import schedule_generic
 from search.op import Op
 
@@ -45,11 +46,11 @@ def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
 
 def write_into(func: tvm.tirx.PrimFunc, full_shape: Sequence[int], axis: int, offset: int) -> tvm.tirx.PrimFunc:
     """``func`` with its output written into ``[..., offset : offset + n, ...]`` (along ``axis``) of a row-major
-    float32 tensor of ``full_shape``, which replaces the output parameter; every other axis of the output must span
-    the full tensor's."""
+    tensor of ``full_shape`` and the output's dtype (float32, or the bits of bf16 values), which replaces the output
+    parameter; every other axis of the output must span the full tensor's."""
     out = func.params[-1]
-    if out.ty.dtype != "float32":
-        raise RuntimeError(f"a kernel writes an in-place concat in float32 only, not {out.ty.dtype}")
+    if out.ty.dtype not in DTYPES.values():
+        raise RuntimeError(f"a kernel writes an in-place concat in {' or '.join(DTYPES.values())}, not {out.ty.dtype}")
     shape, full = tuple(int(extent) for extent in out.ty.shape), tuple(int(extent) for extent in full_shape)
     if len(shape) != len(full) or any(a != b for i, (a, b) in enumerate(zip(shape, full)) if i != axis) \
             or offset + shape[axis] > full[axis]:
@@ -62,7 +63,7 @@ def write_into(func: tvm.tirx.PrimFunc, full_shape: Sequence[int], axis: int, of
 def _declared_at(func: tvm.tirx.PrimFunc, full: tuple[int, ...], axis: int, offset: int) -> tvm.tirx.PrimFunc:
     """``write_into`` for a contiguous slice: the old output declared at the address of its first element."""
     out = func.params[-1]
-    buffer = tvm.tirx.decl_buffer(full, "float32", name=f"{out.name}_full")
+    buffer = tvm.tirx.decl_buffer(full, out.ty.dtype, name=f"{out.name}_full")
     first = tvm.tirx.BufferLoad(buffer, [offset if i == axis else 0 for i in range(len(full))])
     body = tvm.tirx.SeqStmt([tvm.tirx.DeclBuffer(out, data=tvm.tirx.address_of(first)), func.body])
     return tvm.tirx.PrimFunc([*func.params[:-1], buffer], body, func.ret_type, func.attrs)
@@ -71,23 +72,24 @@ def _declared_at(func: tvm.tirx.PrimFunc, full: tuple[int, ...], axis: int, offs
 def _strided_view(func: tvm.tirx.PrimFunc, shape: tuple[int, ...], full: tuple[int, ...], axis: int,
                   offset: int) -> tvm.tirx.PrimFunc:
     """``write_into`` for a strided slice, through TVMScript (module docstring)."""
-    name = func.params[-1].name
+    name, dtype = func.params[-1].name, func.params[-1].ty.dtype
     text = func.script()
-    signature = re.search(rf"\b{re.escape(name)}: T\.Buffer\(\([\d, ]+\), \"float32\"\)\):", text)
+    signature = re.search(rf"\b{re.escape(name)}: T\.Buffer\(\([\d, ]+\), \"{dtype}\"\)\):", text)
     if signature is None:
         raise RuntimeError(f"cannot find the output parameter {name!r} of the kernel to write in place")
     strides = row_major_strides(full)
-    text = text[:signature.start()] + f"{name}_full: T.Buffer({full}, \"float32\")):" + text[signature.end():]
+    text = text[:signature.start()] + f"{name}_full: T.Buffer({full}, \"{dtype}\")):" + text[signature.end():]
     attrs = text.find("T.func_attr(", signature.end())
     body = text.index("\n", attrs if attrs >= 0 else signature.end())
-    view = (f"\n    {name} = T.decl_buffer({shape}, \"float32\", data={name}_full.data, strides={strides}, "
+    view = (f"\n    {name} = T.decl_buffer({shape}, \"{dtype}\", data={name}_full.data, strides={strides}, "
             f"elem_offset={offset * strides[axis]})")
     return tvm.script.from_source(text[:body] + view + text[body:])
 
 
-def copy_kernel(shape: Sequence[int]) -> tvm.tirx.PrimFunc:
-    """A scheduled PrimFunc copying a float32 tensor of stored ``shape`` (for ``write_into``: a copied input)."""
-    x = te.placeholder(tuple(shape), "float32", name="x")
+def copy_kernel(shape: Sequence[int], dtype: str = "float32") -> tvm.tirx.PrimFunc:
+    """A scheduled PrimFunc copying a tensor of stored ``shape`` and ``dtype`` (for ``write_into``: a copied
+    input)."""
+    x = te.placeholder(tuple(shape), dtype, name="x")
     y = te.compute(x.shape, lambda *i: x(*i), name="copy")
     return schedule_generic(te.create_prim_func([x, y]).without_attr("global_symbol"))
 

@@ -122,8 +122,8 @@ class Plan:
 
     @property
     def reduced_nodes(self) -> list[str]:
-        """The nodes this plan runs below fp32 (bf16 or int8), sorted."""
-        return sorted(self.bf16_nodes + self.int8_nodes)
+        """The nodes this plan runs below fp32 (bf16 or int8) or keeps bf16 values in (a concat's), sorted."""
+        return sorted({*self.bf16_nodes, *self.int8_nodes, *self.bf16_values})
 
 
 def validate(plan: Plan, graph: OpGraph) -> dict[str, Candidate]:

@@ -7,7 +7,8 @@ uniform-baseline layouts. Two families:
 - a ``KernelKind`` runs as a scheduled template kernel of its own: it also gives the workload, the knob space (default
   first), the scheduled PrimFunc, the constant arguments packed for it, the cost-model features and a numpy reference;
 - a ``LayoutKind`` (concat, add, channel slice and gate) has no kernel: it computes in whatever layout the plan gives
-  it, with TVM's own lowering.
+  it, with TVM's own lowering; one that only moves values (concat, channel slice) also runs on the bf16 values that
+  bf16 kernels read and write, as their bit patterns.
 
 Kinds are stateless; ``search.kinds.register`` adds one to the registry by name, and ``search.kinds.check_kind`` is the
 conformance suite every kind passes.
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from search.errors import SearchError
-from search.layouts import Layout, candidate_layouts, layout, nearest_layout
+from search.layouts import BF16, Layout, candidate_layouts, layout, nearest_layout, stored_as
 from search.templates.workloads import Epilogue, KernelSpec, Knobs
 
 if TYPE_CHECKING:
@@ -119,11 +120,13 @@ class LayoutKind(OperatorKind):
     ``in_place``: whether the op's output can be the inputs laid side by side along the channels (concat), so that
     producers that are kernels can write straight into their slices of it. ``attributes``: the names of the op's
     attributes (``Match.attrs``) that say what it computes, given to ``emit`` and ``reference`` and part of the
-    cost-cache keys of the chains that run it.
+    cost-cache keys of the chains that run it. ``moves_values``: whether the op only moves values (no arithmetic), so
+    that it runs on bf16 values as their bit patterns, exactly (``with_bf16_values``).
     """
 
     in_place: ClassVar[bool] = False
     attributes: ClassVar[tuple[str, ...]] = ()
+    moves_values: ClassVar[bool] = False
 
     def variants(self, op: Op, stored: str) -> list[Knobs]:
         """The node's settings in layout ``stored`` besides the layout: ``()``, the op computes its output; then,
@@ -137,7 +140,18 @@ class LayoutKind(OperatorKind):
     def layout_pairs(self, op: Op) -> list[tuple[str, str]]:
         """Every activation layout that fits the output and every input (as ``(layout, layout)``)."""
         shapes = (op.shape, *op.input_shapes)
-        return [(name, name) for name in candidate_layouts(op.shape[1]) if all(layout(name).fits(s) for s in shapes)]
+        return self.with_bf16_values([(name, name) for name in candidate_layouts(op.shape[1])
+                                      if all(layout(name).fits(s) for s in shapes)])
+
+    def with_bf16_values(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """``pairs``, then, where the kind ``moves_values`` and this host has bf16 kernels, the bf16 twin of each one
+        whose channel block is one of the bf16 values kernels read and write (``NCHW32c.bf16``, ``NCHW16c.bf16``)."""
+        from search.precision import bf16_settings
+        from search.templates.bf16 import VALUE_BLOCKS
+
+        if not (self.moves_values and bf16_settings()):
+            return pairs
+        return pairs + [(stored_as(i, BF16), stored_as(o, BF16)) for i, o in pairs if layout(i).block() in VALUE_BLOCKS]
 
     def baseline(self, op: Op, name: str) -> tuple[str, str]:
         shared = nearest_layout(name, op.shape[1], *(shape[1] for shape in op.input_shapes))

@@ -27,11 +27,12 @@ def _ints(expr) -> list[int] | None:
 class ChannelSliceKind(LayoutKind):
     """``strided_slice(x, axes=[1], begin=[b], end=[e])`` of a 4-D activation with unit stride: channels ``b`` to
     ``e`` (attributes ``begin``, ``end``). A blocked layout runs it only where its block divides ``b`` and ``e``: then
-    it is a slice of whole blocks."""
+    it is a slice of whole blocks. It moves values only, so it also runs on bf16 values."""
 
     name = "channel_slice"
     attributes = ("begin", "end")
-    examples = (((1, 24, 2, 4),),)  # channels 12 to 24: NCHW, NHWC and NCHW4c
+    moves_values = True
+    examples = (((1, 24, 2, 4),), ((1, 64, 2, 2),))  # channels 12 to 24: NCHW, NHWC, NCHW4c; 32 to 64: all
 
     def match(self, bindings: Bindings, index: int) -> Match | None:
         if bindings.op_name(index) != "relax.strided_slice":
@@ -61,9 +62,9 @@ class ChannelSliceKind(LayoutKind):
         return {"begin": channels // 2, "end": channels}
 
     def layout_pairs(self, op) -> list[tuple[str, str]]:
-        begin = op.attrs["begin"]
-        return [(name, name) for name in candidate_layouts(op.shape[1])
-                if layout(name).fits(op.input_shapes[0]) and begin % (layout(name).block() or 1) == 0]
+        begin, source = op.attrs["begin"], op.input_shapes[0]
+        return self.with_bf16_values([(name, name) for name in candidate_layouts(op.shape[1])
+                                      if layout(name).fits(source) and begin % (layout(name).block() or 1) == 0])
 
     def baseline(self, op, name: str) -> tuple[str, str]:
         shared = nearest_layout(name, op.shape[1], op.input_shapes[0][1], op.attrs["begin"])

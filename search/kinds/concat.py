@@ -17,11 +17,14 @@ from search.layouts import Layout
 @register
 class ConcatKind(LayoutKind):
     """``concat([...], axis=1)`` of two or more activations (every input converts to the node's layout on its own;
-    inputs are not forced to the first input's layout). In place, every producer writes its slice of the output."""
+    inputs are not forced to the first input's layout). In place, every producer writes its slice of the output. It
+    moves values only, so it also runs on bf16 values."""
 
     name = "concat"
     in_place = True
-    examples = (((1, 8, 3, 5), (1, 16, 3, 5)), ((1, 4, 2, 2), (1, 12, 2, 2), (1, 8, 2, 2)))
+    moves_values = True
+    examples = (((1, 8, 3, 5), (1, 16, 3, 5)), ((1, 4, 2, 2), (1, 12, 2, 2), (1, 8, 2, 2)),
+                ((1, 32, 2, 3), (1, 16, 2, 3)))  # the last also in NCHW16c.bf16 on a bf16 host
 
     def match(self, bindings: Bindings, index: int) -> Match | None:
         var, inputs = bindings.var(index), bindings.activations(index)

@@ -27,6 +27,8 @@ BF16 = dot.DotProduct(
     {AMX: "tessera_bf16_conv_row_amx", DOT: "tessera_bf16_conv_row_dot"},
     {AMX: "tessera_bf16_conv_rows_amx", DOT: "tessera_bf16_conv_rows_dot"})
 BLOCK = BF16.block  # input channels per block: one 64-byte row of bf16
+VALUE_BLOCKS = (BLOCK, dot.LANES)
+"""The channel blocks of the bf16 values the kernels read and write (``bf16_layout``), preferred first."""
 
 
 def is_bf16(knobs: Knobs) -> bool:
@@ -42,7 +44,7 @@ def bf16_layout(axes: str, extent: int) -> str | None:
     """The layout of bf16 values the kernels read and write, ``axes`` (``NCHW``, ``CN``) blocked by the channels (or
     features) ``extent``: ``{axes}32c.bf16`` where 32 divides it (one block of the packed input, read as it is), else
     ``{axes}16c.bf16`` where 16 does; None otherwise."""
-    block = next((block for block in (BLOCK, dot.LANES) if extent % block == 0), None)
+    block = next((block for block in VALUE_BLOCKS if extent % block == 0), None)
     return None if block is None else stored_as(f"{axes}{block}c", BF16_STORED)
 
 

@@ -105,7 +105,8 @@ def test_only_bf16_hosts_offer_layouts_of_bf16_values_and_only_to_bf16_kernels(m
     graph = extract_graph(residual_concat_net())
     space = tuning_space(graph, precision="auto")
     stored = {name: [c for c in candidates if ".bf16" in c.name] for name, candidates in space.items()}
-    assert all(precision.precision_of(c.knobs) == "bf16" for c in sum(stored.values(), []))
+    assert all(precision.precision_of(c.knobs) == "bf16" for name, candidates in stored.items()
+               if graph.op(name).kind != "concat" for c in candidates)  # a concat moves bf16 values: no kernel
     assert not any(".bf16" in c.name for c in sum(tuning_space(graph).values(), []))  # fp32 search: none
     followed = {op.name for op in graph.tunable if graph.followers_of(op.name)}
     for name in followed:  # followers run on fp32 values: such a node writes none
