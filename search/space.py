@@ -13,7 +13,7 @@ from typing import Any
 from search.candidates import Candidate, node_candidates
 from search.errors import SearchError
 from search.graph import OpGraph
-from search.layouts import BF16, searchable_layouts, storage_of, stored_as
+from search.layouts import BF16, layout, searchable_layouts, storage_of, stored_as
 from search.plan import BASELINES, baseline_plan
 from search.precision import REDUCED, check_precision
 
@@ -41,6 +41,12 @@ def check_space_size(space_size: Any) -> int:
     return space_size
 
 
+def _searched(name: str, allowed: set[str]) -> bool:
+    """Whether a candidate's side in layout ``name`` is searched: its fp32 twin is ``allowed``, or it is a linear
+    layer's bf16 rows (``CN32c.bf16``), searched wherever bf16 is, as ``NC`` rows always are."""
+    return stored_as(name, "fp32") in allowed or (storage_of(name) == BF16 and layout(name).logical == "NC")
+
+
 def tuning_space(
     graph: OpGraph,
     *,
@@ -50,9 +56,9 @@ def tuning_space(
     precision: str = "fp32",
 ) -> dict[str, list[Candidate]]:
     """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (a linear layer's rows
-    are always searched in ``NC`` and in ``CN{c}c`` where ``layouts`` names it; a layout-free kind keeps its own),
-    the first ``space_size`` of them, then the candidates of the uniform plans ``baselines`` (names of
-    ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
+    are always searched in ``NC``, in its bf16 rows where bf16 is searched, and in ``CN{c}c`` where ``layouts`` names
+    it; a layout-free kind keeps its own), the first ``space_size`` of them, then the candidates of the uniform plans
+    ``baselines`` (names of ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
     ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32``, ``bf16``
     or ``int8`` (a node without such a kernel, or an uncalibrated one for int8: fp32), or ``auto``: the first
@@ -74,7 +80,7 @@ def tuning_space(
             ranked = [c for c in node_candidates(op, precision=searched)
                       if not (followed and storage_of(c.out_layout) == BF16)]
             chosen += [c for c in ranked if op.layout_free
-                       or {stored_as(c.in_layout, "fp32"), stored_as(c.out_layout, "fp32")} <= allowed][:space_size]
+                       or all(_searched(name, allowed) for name in (c.in_layout, c.out_layout))][:space_size]
         chosen += [plan.candidate(op.name) for plan in baselines]
         space[op.name] = list(dict.fromkeys(chosen))
     return space

@@ -190,7 +190,8 @@ def test_a_feed_forward_pair_keeps_its_rows_in_bf16(bert):
     check = compiled.manifest["numerical_check"]
     assert check["passed"] and 1e-5 < check["relative_error"] <= TOLERANCE
     assert compiled.manifest["bf16_values"] == [ffn_in] and compiled.manifest["bf16_nodes"] == [ffn_in, ffn_out]
-    wanted = Candidate("NC", "CN32c.bf16", SETTINGS[0])  # searched where the row layout is: CN32c.bf16 counts as CN32c
-    assert wanted in tuning_space(bert, precision="auto", layouts=("NCHW", "CN32c"))[ffn_in]
-    assert wanted not in tuning_space(bert, precision="auto")[ffn_in]  # row layouts are not searched by default
+    wanted = Candidate("NC", "CN32c.bf16", SETTINGS[0])  # bf16 rows are searched wherever bf16 is, as NC rows are
+    assert wanted in tuning_space(bert, precision="auto")[ffn_in]
+    assert wanted in tuning_space(bert, precision="bf16", layouts=("NCHW",))[ffn_in]
+    assert not any("CN32c>" in c.name or c.out_layout == "CN32c" for c in tuning_space(bert, precision="auto")[ffn_in])
     assert not any(".bf16" in c.in_layout + c.out_layout for c in tuning_space(bert, layouts=("NCHW", "CN32c"))[ffn_in])
