@@ -84,7 +84,8 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
     (``NCHW16c.bf16``) only with bf16 settings, or, for a layout kind, where ``precision`` is ``bf16`` or ``auto``.
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
-    (so the default of each pair comes first, in the kind's layout order).
+    (so the default of each pair comes first, in the kind's layout order; for ``bf16``, the pairs with bf16 values
+    first).
     """
     if op.role != "tunable":
         raise SearchError(f"{op.name} ({op.kind}) is not a tunable node")
@@ -103,6 +104,8 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
         else:
             settings = kind.variants(op, out_layout)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])
+    if precision == "bf16":  # the pairs keeping bf16 values first: a shorter space keeps them before the others
+        per_pair.sort(key=lambda pair: BF16 not in (storage_of(pair[0].in_layout), storage_of(pair[0].out_layout)))
     ranked = [pair[rank] for rank in range(max(map(len, per_pair), default=0)) for pair in per_pair if rank < len(pair)]
     return ranked if space_size is None else ranked[: max(space_size, 1)]
 
