@@ -7,6 +7,7 @@ means the template's default knobs) and just the layout, ``"NCHW8c"``, for conca
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from search.errors import SearchError
@@ -85,7 +86,7 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
     (so the default of each pair comes first, in the kind's layout order; for ``bf16``, the pairs with bf16 values
-    first).
+    alternating with the others, first).
     """
     if op.role != "tunable":
         raise SearchError(f"{op.name} ({op.kind}) is not a tunable node")
@@ -104,8 +105,10 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
         else:
             settings = kind.variants(op, out_layout)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])
-    if precision == "bf16":  # the pairs keeping bf16 values first: a shorter space keeps them before the others
-        per_pair.sort(key=lambda pair: BF16 not in (storage_of(pair[0].in_layout), storage_of(pair[0].out_layout)))
+    if precision == "bf16":  # the pairs keeping bf16 values alternate with the others: a short space keeps both
+        keeping = [pair for pair in per_pair if BF16 in (storage_of(pair[0].in_layout), storage_of(pair[0].out_layout))]
+        others = [pair for pair in per_pair if pair not in keeping]
+        per_pair = [pair for couple in itertools.zip_longest(keeping, others) for pair in couple if pair is not None]
     ranked = [pair[rank] for rank in range(max(map(len, per_pair), default=0)) for pair in per_pair if rank < len(pair)]
     return ranked if space_size is None else ranked[: max(space_size, 1)]
 
