@@ -7,7 +7,6 @@ means the template's default knobs) and just the layout, ``"NCHW8c"``, for conca
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from search.errors import SearchError
@@ -34,13 +33,16 @@ class Candidate:
         return dict(self.knobs).get(IN_PLACE) == 1
 
     @property
+    def keeps_bf16(self) -> bool:
+        """Whether the candidate reads or writes bf16 values (a layout of ``bf16`` storage on a side)."""
+        return BF16 in (storage_of(self.in_layout), storage_of(self.out_layout))
+
+    @property
     def precision(self) -> str:
         """The least accurate precision the candidate computes or keeps its values in: its knobs' (``fp32``, ``bf16``
         or ``int8``), or ``bf16`` for a layout kind's on bf16 values."""
         computed = precision_of(self.knobs)
-        if computed == "fp32" and BF16 in (storage_of(self.in_layout), storage_of(self.out_layout)):
-            return BF16
-        return computed
+        return BF16 if computed == "fp32" and self.keeps_bf16 else computed
 
     @property
     def name(self) -> str:
@@ -85,8 +87,7 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
     (``NCHW16c.bf16``) only with bf16 settings, or, for a layout kind, where ``precision`` is ``bf16`` or ``auto``.
 
     With ``space_size``, keep that many, taking the k-th best knob setting of every layout pair before any (k+1)-th
-    (so the default of each pair comes first, in the kind's layout order; for ``bf16``, the pairs with bf16 values
-    alternating with the others, first).
+    (so the default of each pair comes first, in the kind's layout order).
     """
     if op.role != "tunable":
         raise SearchError(f"{op.name} ({op.kind}) is not a tunable node")
@@ -105,10 +106,6 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
         else:
             settings = kind.variants(op, out_layout)
         per_pair.append([Candidate(in_layout, out_layout, knobs) for knobs in settings])
-    if precision == "bf16":  # the pairs keeping bf16 values alternate with the others: a short space keeps both
-        keeping = [pair for pair in per_pair if BF16 in (storage_of(pair[0].in_layout), storage_of(pair[0].out_layout))]
-        others = [pair for pair in per_pair if pair not in keeping]
-        per_pair = [pair for couple in itertools.zip_longest(keeping, others) for pair in couple if pair is not None]
     ranked = [pair[rank] for rank in range(max(map(len, per_pair), default=0)) for pair in per_pair if rank < len(pair)]
     return ranked if space_size is None else ranked[: max(space_size, 1)]
 

@@ -7,6 +7,7 @@ whose layouts are among the searched ones, the first ``space_size`` of each node
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -47,6 +48,13 @@ def _searched(name: str, allowed: set[str]) -> bool:
     return stored_as(name, "fp32") in allowed or (storage_of(name) == BF16 and layout(name).logical == "NC")
 
 
+def _alternating(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` keeping bf16 values alternating with the others, each in its order: a short space keeps both."""
+    keeping = [c for c in candidates if c.keeps_bf16]
+    others = [c for c in candidates if not c.keeps_bf16]
+    return [c for couple in itertools.zip_longest(keeping, others) for c in couple if c is not None]
+
+
 def tuning_space(
     graph: OpGraph,
     *,
@@ -63,10 +71,10 @@ def tuning_space(
     ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32``, ``bf16``
     or ``int8`` (a node without such a kernel, or an uncalibrated one for int8: fp32), or ``auto``: the first
     ``space_size`` fp32 candidates and the first ``space_size`` of each other precision (so that its space holds the
-    fp32 one); a layout of bf16 values (``NCHW16c.bf16``) counts as its fp32 twin in ``layouts``, and a node whose
-    followers run after it (on fp32 values) writes none; SearchError for ``bf16`` or ``int8`` on a host without their
-    instructions. The baselines (fp32) make every node's domain non-empty and let their predicted costs be read off the
-    problem.
+    fp32 one; the bf16 ones keeping bf16 values alternate with the others, so that a short space holds both); a layout
+    of bf16 values (``NCHW16c.bf16``) counts as its fp32 twin in ``layouts``, and a node whose followers run after it
+    (on fp32 values) writes none; SearchError for ``bf16`` or ``int8`` on a host without their instructions. The
+    baselines (fp32) make every node's domain non-empty and let their predicted costs be read off the problem.
     """
     check_space_size(space_size)
     check_precision(precision)
@@ -78,9 +86,9 @@ def tuning_space(
         followed = bool(graph.followers_of(op.name))  # followers run on fp32 values: the node writes fp32
         for searched in ("fp32", *REDUCED) if precision == "auto" else (precision,):
             ranked = [c for c in node_candidates(op, precision=searched)
-                      if not (followed and storage_of(c.out_layout) == BF16)]
-            chosen += [c for c in ranked if op.layout_free
-                       or all(_searched(name, allowed) for name in (c.in_layout, c.out_layout))][:space_size]
+                      if not (followed and storage_of(c.out_layout) == BF16)
+                      and (op.layout_free or all(_searched(name, allowed) for name in (c.in_layout, c.out_layout)))]
+            chosen += (_alternating(ranked) if searched == "bf16" else ranked)[:space_size]
         chosen += [plan.candidate(op.name) for plan in baselines]
         space[op.name] = list(dict.fromkeys(chosen))
     return space

@@ -68,6 +68,9 @@ def test_only_layout_kinds_that_move_values_are_offered_bf16_values_and_only_whe
         small = tuning_space(graph, precision="auto", space_size=3)  # a short space keeps bf16 values too: the first
         for name in ("concat_0", "conv2d_2"):  # pair keeping them, the first other, the second keeping them
             assert sum(".bf16" in c.name for c in small[name]) == 2, name
+        restricted = tuning_space(graph, precision="auto", space_size=3, layouts=("NCHW16c", "NCHW32c"))
+        bf16 = [c for c in restricted["conv2d_2"] if c.precision == "bf16"]  # within the layouts searched: both kinds
+        assert [c.keeps_bf16 for c in bf16] == [True, False, True]
     for searched in ("fp32", "int8"):
         assert not any(".bf16" in c.name for c in tuning_space(graph, precision=searched)["concat_0"]
                        if searched == "fp32" or precision.int8_settings())
