@@ -33,7 +33,8 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
                    help="candidates per node before the uniform baselines' are added (default: 50)")
     p.add_argument("--layouts", default=None,
                    help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c; "
-                        "a linear layer's rows always NC, blocked where CN{c}c is named, e.g. CN16c)")
+                        "a linear layer's rows always NC, in bf16 rows where bf16 is searched, blocked where CN{c}c "
+                        "is named, e.g. CN16c)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "int8", "auto"],
                    help="what the kernels compute in: fp32, bf16 or int8 where an operator has such a kernel, or auto "
                         "(any, per operator, by cost); bf16 needs a CPU with avx512_bf16 or amx_bf16, int8 one with "
