@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import tvm
 from tvm import relax
 
@@ -117,12 +118,14 @@ def write_library(executable: Any) -> tuple[Any, Path]:
     """``executable`` written as a shared library into a new temporary folder (the caller removes it; nothing is left
     if writing or loading fails), and loaded: the numerical check runs the code a user's artifact will hold, without
     compiling it a second time in memory."""
+    running = set(psutil.Process().children(recursive=True))
     folder = Path(tempfile.mkdtemp(prefix="tessera-library-"))
     try:
         with quiet_tvm_log():
             executable.export_library(str(folder / LIBRARY), **export_options())
             loaded = tvm.runtime.load_module(str(folder / LIBRARY))
-    except BaseException:
+    except BaseException:  # interrupted: the compiler TVM started goes on writing into the folder until it ends
+        psutil.wait_procs(set(psutil.Process().children(recursive=True)) - running, timeout=60)
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return loaded, folder / LIBRARY
@@ -213,34 +216,34 @@ def export(
         if not error <= tolerance:
             raise SearchError(f"numerical check failed: relative error {error:.3g} > {tolerance:g} against the "
                               f"stock NCHW build (plan for {plan.model or 'the model'})")
-    except BaseException:
+        manifest = {
+            "model": plan.model,
+            "args": plan.args,
+            "batch": graph.inputs[0][1][0],
+            **input_manifest(graph),
+            "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
+                       "num-cores": int(target.attrs.get("num-cores", threads))},
+            "threads": int(threads),
+            "runtime": runtime.to_dict(),
+            "vector_unit": vector_unit.name,
+            "tvm_version": tvm.__version__,
+            "tessera_version": importlib.metadata.version("tessera"),
+            "kernels": len(emitted.kernels),
+            "kernel_symbols": sorted(emitted.kernels),
+            "layout_transforms": emitted.transforms,
+            "numerical_check": {"passed": True, "relative_error": error, "tolerance": tolerance, **check},
+            "bf16_nodes": plan.bf16_nodes,
+            "bf16_values": plan.bf16_values,
+            "int8_nodes": plan.int8_nodes,
+            "ranges": dict(plan.ranges),
+            "library": LIBRARY,
+            "calls": [{"symbol": call.symbol, "computes": [asdict(emitted.origins[name]) for name in call.bindings
+                                                           if name in emitted.origins]} for call in calls],
+        }
+        compiled = CompiledPlan(library, plan, path, manifest)
+        weakref.finalize(compiled, shutil.rmtree, path.parent, ignore_errors=True)
+    except BaseException:  # the check failed or the command was interrupted before the folder had its finalizer
         shutil.rmtree(path.parent, ignore_errors=True)
         raise
-    manifest = {
-        "model": plan.model,
-        "args": plan.args,
-        "batch": graph.inputs[0][1][0],
-        **input_manifest(graph),
-        "target": {"kind": target.kind.name, "mcpu": str(target.attrs.get("mcpu", "")),
-                   "num-cores": int(target.attrs.get("num-cores", threads))},
-        "threads": int(threads),
-        "runtime": runtime.to_dict(),
-        "vector_unit": vector_unit.name,
-        "tvm_version": tvm.__version__,
-        "tessera_version": importlib.metadata.version("tessera"),
-        "kernels": len(emitted.kernels),
-        "kernel_symbols": sorted(emitted.kernels),
-        "layout_transforms": emitted.transforms,
-        "numerical_check": {"passed": True, "relative_error": error, "tolerance": tolerance, **check},
-        "bf16_nodes": plan.bf16_nodes,
-        "bf16_values": plan.bf16_values,
-        "int8_nodes": plan.int8_nodes,
-        "ranges": dict(plan.ranges),
-        "library": LIBRARY,
-        "calls": [{"symbol": call.symbol, "computes": [asdict(emitted.origins[name]) for name in call.bindings
-                                                       if name in emitted.origins]} for call in calls],
-    }
-    compiled = CompiledPlan(library, plan, path, manifest)
-    weakref.finalize(compiled, shutil.rmtree, path.parent, ignore_errors=True)
     return compiled
 

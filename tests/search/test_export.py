@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib.metadata
 import json
 import tempfile
 
@@ -116,6 +117,18 @@ def test_a_given_reference_is_what_the_plan_is_checked_against(graph, target, tm
     gc.collect()
     with pytest.raises(SearchError, match="numerical check failed"):
         export(graph, plan, target=target, threads=1, seed=5, reference=[2.0 * r for r in reference])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_interrupted_after_its_check_leaves_no_library(graph, target, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def interrupted(name):  # a signal while the manifest is written, after the numerical check
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.metadata, "version", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export(graph, baseline_plan(graph, "nchw16c"), target=target, threads=1)
     assert list(tmp_path.iterdir()) == []
 
 
