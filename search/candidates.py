@@ -94,14 +94,15 @@ def node_candidates(op: Op, knobs_per_layout: int | None = None, space_size: int
     kind = get_kind(op.kind)
     per_pair = []
     for in_layout, out_layout in kind.layout_pairs(op):
+        keeps_bf16 = Candidate(in_layout, out_layout).keeps_bf16
         if isinstance(kind, KernelKind):
             space = [knobs for knobs in kind.knob_space(kind.spec(op, in_layout, out_layout))
                      if RANGE in op.params or precision_of(knobs) != "int8"]
             settings = by_precision(space, precision, knobs_per_layout)
-            if not settings and BF16 in (storage_of(in_layout), storage_of(out_layout)):
+            if not settings and keeps_bf16:
                 continue  # bf16 values in or out: bf16 kernels only
             settings = settings or [()]
-        elif BF16 in (storage_of(in_layout), storage_of(out_layout)) and precision not in ("bf16", "auto"):
+        elif keeps_bf16 and precision not in ("bf16", "auto"):
             continue  # a layout kind on bf16 values: where bf16 may be chosen
         else:
             settings = kind.variants(op, out_layout)
