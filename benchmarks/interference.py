@@ -2,9 +2,10 @@
 
 Per network, the contenders are tessera's plan as exported (its parallel loops on tessera's pool, ``search.runtime``;
 with ``--spin-us``, also exported with each of those spins before a waiting thread sleeps; with
-``--spin-on-shared-cores``, also exported with workers that spin on shared cores too), the same plan on TVM's pool
-as TVM sets it up (threads bound to cores) and unbound (``TVM_BIND_THREADS=0``), and ONNX Runtime and OpenVINO held
-to f32 when installed, on the network's ONNX file. The loads are
+``--chunks-per-thread``, with each of those chunk counts per thread of a parallel loop; with
+``--spin-on-shared-cores``, with workers that spin on shared cores too), the same plan on TVM's pool as TVM sets it
+up (threads bound to cores) and unbound (``TVM_BIND_THREADS=0``), and ONNX Runtime and OpenVINO held to f32 when
+installed, on the network's ONNX file. The loads are
 ``experiments.background_load``'s: one core spinning, one process streaming through memory, every core spinning at
 nice 19; the script starts them and always stops them (Ctrl-C, SIGTERM and SIGHUP included; a ``kill -9`` of the
 script takes them down too). Timing is interleaved (``experiments.interference``); the table gives each contender's
@@ -95,6 +96,9 @@ def main() -> int:
                         default=["onnxruntime", "openvino-f32"])
     parser.add_argument("--spin-us", type=int, nargs="*", default=[],
                         help="also the plan exported with each of these spins of tessera's pool (export --spin-us)")
+    parser.add_argument("--chunks-per-thread", type=int, nargs="*", default=[],
+                        help="also the plan exported with each of these chunk counts per thread of tessera's pool "
+                             "(export --chunks-per-thread)")
     parser.add_argument("--spin-on-shared-cores", action="store_true",
                         help="also the plan exported with workers that spin on shared cores too "
                              "(export --spin-on-shared-cores)")
@@ -115,6 +119,9 @@ def main() -> int:
             artifact = export_again(model_dir, args.threads)
             variants = {f"tessera, spin {spin} µs": export_again(model_dir, args.threads, f"tessera-spin{spin}",
                                                                  spin_us=spin) for spin in args.spin_us}
+            variants.update({f"tessera, {chunks} chunks per thread": export_again(
+                model_dir, args.threads, f"tessera-chunks{chunks}", chunks_per_thread=chunks)
+                for chunks in args.chunks_per_thread})
             if args.spin_on_shared_cores:
                 variants["tessera, spinning on shared cores"] = export_again(
                     model_dir, args.threads, "tessera-spin-on-shared-cores", spin_on_shared_cores=True)

@@ -266,6 +266,10 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
                    help="on tessera's pool, how long a thread waiting for work spins before it sleeps, in "
                         "microseconds: 0 sleeps at once, which holds the speed better beside other busy threads and "
                         f"costs some on a quiet machine (default: {DEFAULT_RUNTIME.spin_us})")
+    p.add_argument("--chunks-per-thread", type=int, default=DEFAULT_RUNTIME.chunks_per_thread,
+                   help="on tessera's pool, how many chunks per thread each parallel loop is cut into, taken by "
+                        "whichever thread is free: more chunks let the other threads take over more of a loop "
+                        f"when one is descheduled (default: {DEFAULT_RUNTIME.chunks_per_thread})")
     p.add_argument("--spin-on-shared-cores", action="store_true",
                    help="on tessera's pool, spin before sleeping even while another runnable thread shares the "
                         "waiting thread's core (default: sleep at once there, which holds the speed beside other "
@@ -291,7 +295,7 @@ def _run_export(args: argparse.Namespace) -> int:
                              "calibration data": args.calibration_data})
     check_max_error(args.max_error)
     runtime = replace(DEFAULT_RUNTIME, pool=args.pool, spin_us=args.spin_us,
-                      spin_on_shared_cores=args.spin_on_shared_cores)
+                      chunks_per_thread=args.chunks_per_thread, spin_on_shared_cores=args.spin_on_shared_cores)
     if not 1 <= args.threads <= MAX_THREADS:
         raise UsageError(f"--threads must be an integer from 1 to {MAX_THREADS} (cores to compile for), got "
                          f"{args.threads}")
@@ -323,6 +327,9 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
                    help="thread pool for the parallel loops, this run only (default: the artifact's)")
     p.add_argument("--spin-us", type=int, default=None,
                    help="tessera's pool's spin before sleeping, this run only (default: the artifact's; see export)")
+    p.add_argument("--chunks-per-thread", type=int, default=None,
+                   help="tessera's pool's chunks per thread of each parallel loop, this run only (default: the "
+                        "artifact's; see export)")
     p.add_argument("--json", action="store_true", help="print the measurement as JSON")
     p.set_defaults(run=_run_run)
 
@@ -331,7 +338,7 @@ def _run_run(args: argparse.Namespace) -> int:
     from search.artifact import time_artifact
 
     latency = time_artifact(args.artifact, repeat=args.repeat, threads=args.threads, pool=args.pool,
-                            spin_us=args.spin_us)
+                            spin_us=args.spin_us, chunks_per_thread=args.chunks_per_thread)
     if args.json:
         print(json.dumps(latency.to_dict(), allow_nan=False))
     else:

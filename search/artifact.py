@@ -196,11 +196,13 @@ def _check_inputs_and_threads(manifest: dict[str, Any]) -> None:
 
 
 def time_artifact(directory: str | Path, repeat: int = 10, threads: int | None = None,
-                  pool: str | None = None, spin_us: int | None = None) -> Latency:
-    """``measure_latency`` of the artifact in ``directory``, its arguments checked before it is loaded; ``pool`` and
-    ``spin_us`` (None: the manifest's) change its runtime settings for this run."""
+                  pool: str | None = None, spin_us: int | None = None,
+                  chunks_per_thread: int | None = None) -> Latency:
+    """``measure_latency`` of the artifact in ``directory``, its arguments checked before it is loaded; ``pool``,
+    ``spin_us`` and ``chunks_per_thread`` (None: the manifest's) change its runtime settings for this run."""
     check_timing(repeat, threads)
-    changes = {name: value for name, value in (("pool", pool), ("spin_us", spin_us)) if value is not None}
+    changes = {name: value for name, value in (("pool", pool), ("spin_us", spin_us),
+                                               ("chunks_per_thread", chunks_per_thread)) if value is not None}
     RuntimeSettings(**changes)  # a bad value refused before the library is loaded
     artifact = load_artifact(directory)
     runtime = replace(artifact.runtime, **changes) if changes else None

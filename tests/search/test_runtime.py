@@ -27,8 +27,8 @@ def artifact(resnet18_artifact):
     return resnet18_artifact
 
 
-def _outputs(loaded, pool: str) -> np.ndarray:
-    vm = loaded.virtual_machine(2, RuntimeSettings(pool=pool))
+def _outputs(loaded, pool: str, chunks_per_thread: int = 2) -> np.ndarray:
+    vm = loaded.virtual_machine(2, RuntimeSettings(pool=pool, chunks_per_thread=chunks_per_thread))
     return vm["main"](*[tvm.runtime.tensor(a, tvm.cpu()) for a in loaded.random_inputs(0)]).numpy()
 
 
@@ -47,6 +47,25 @@ def test_the_manifest_records_tessera_s_pool_and_the_loader_points_the_library_a
     np.testing.assert_array_equal(chunked, stock)  # the same arithmetic, only shared out differently
 
 
+OUTPUTS_WITH_CHUNKS = """
+import sys
+import numpy as np
+from search.artifact import load_artifact
+from tests.search.test_runtime import _outputs
+
+np.save(sys.argv[2], _outputs(load_artifact(sys.argv[1]), "tessera", int(sys.argv[3])))
+"""
+
+
+@pytest.mark.parametrize("chunks_per_thread", [1, 7])
+def test_any_chunk_count_computes_what_tvm_s_pool_computes(artifact, tmp_path, chunks_per_thread):
+    out = tmp_path / "outputs.npy"
+    run = subprocess.run([sys.executable, "-c", OUTPUTS_WITH_CHUNKS, str(artifact), str(out), str(chunks_per_thread)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)  # the pool is set up once a process
+    assert run.returncode == 0, run.stderr
+    np.testing.assert_array_equal(np.load(out), _outputs(load_artifact(artifact), "tvm"))
+
+
 def test_tessera_run_applies_the_artifact_s_pool_or_the_one_asked_for(artifact, capsys):
     assert main(["run", str(artifact), "--repeat", "2", "--json"]) == 0
     timed = json.loads(capsys.readouterr().out)
@@ -59,13 +78,14 @@ def test_tessera_run_applies_the_artifact_s_pool_or_the_one_asked_for(artifact, 
     assert line.startswith("median ") and line.endswith("threads 1 on tessera's pool")
 
 
-def test_export_records_the_spin_asked_for_and_run_changes_it_for_one_run(artifact, tmp_path, monkeypatch):
+def test_export_records_the_pool_settings_asked_for_and_run_changes_them_for_one_run(artifact, tmp_path,
+                                                                                    monkeypatch):
     import search.artifact
 
     out = tmp_path / "spin0"
     assert main(["export", "resnet18", "--plan", "nchw16c", "--image-size", "32", "--spin-us", "0",
-                 "--spin-on-shared-cores", "--out", str(out)]) == 0
-    recorded_runtime = RuntimeSettings(spin_us=0, spin_on_shared_cores=True)
+                 "--chunks-per-thread", "8", "--spin-on-shared-cores", "--out", str(out)]) == 0
+    recorded_runtime = RuntimeSettings(spin_us=0, chunks_per_thread=8, spin_on_shared_cores=True)
     assert json.loads((out / "manifest.json").read_text())["runtime"] == recorded_runtime.to_dict()
     measure, used = search.artifact.measure_latency, []
 
@@ -76,9 +96,11 @@ def test_export_records_the_spin_asked_for_and_run_changes_it_for_one_run(artifa
     monkeypatch.setattr(search.artifact, "measure_latency", recorded)
     assert main(["run", str(artifact), "--repeat", "1", "--spin-us", "0"]) == 0
     assert main(["run", str(out), "--repeat", "1", "--spin-us", "100", "--pool", "tvm"]) == 0
+    assert main(["run", str(out), "--repeat", "1", "--chunks-per-thread", "1"]) == 0
     assert main(["run", str(out), "--repeat", "1"]) == 0
-    assert used == [RuntimeSettings(spin_us=0), RuntimeSettings(pool="tvm", spin_us=100, spin_on_shared_cores=True),
-                    None]
+    assert used == [RuntimeSettings(spin_us=0),
+                    RuntimeSettings(pool="tvm", spin_us=100, chunks_per_thread=8, spin_on_shared_cores=True),
+                    RuntimeSettings(spin_us=0, chunks_per_thread=1, spin_on_shared_cores=True), None]
 
 
 SHARED_CORE = """
