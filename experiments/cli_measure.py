@@ -30,7 +30,8 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the model's random weights (default: 0)")
     p.add_argument("--threads", type=int, default=None, help="runtime threads (default: every usable core)")
     p.add_argument("--space-size", type=int, default=None,
-                   help="candidates per node before the uniform baselines' are added (default: 50)")
+                   help="candidates per kernel node before the uniform baselines' are added (a layout kind such "
+                        "as a concat keeps all of its layouts; default: 50)")
     p.add_argument("--layouts", default=None,
                    help="comma-separated activation layouts to search (default: NCHW,NHWC,NCHW8c,NCHW16c,NCHW32c; "
                         "a linear layer's rows always NC, in bf16 rows where bf16 is searched, blocked where CN{c}c "

@@ -11,7 +11,8 @@ A shared machine moves between faster and slower states for seconds to minutes, 
 medians may come from different states. ``paired_table`` compares contenders where that cancels: per round and
 load, a contender's time over a reference's time in the same load block (timed seconds apart), the median of those
 over the rounds, and that median under each load over its median on the quiet machine: below 1, the contender kept
-its speed better than the reference under that load.
+its speed better than the reference under that load. In brackets, that figure's 95% bootstrap interval over the
+rounds: where it holds 1, the rounds do not tell the two apart under that load.
 """
 
 from __future__ import annotations
@@ -84,10 +85,23 @@ def interference_table(results: dict[str, dict[str, Any]], loads: Sequence[str])
     return lines
 
 
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def paired_ratio(loaded: np.ndarray, quiet: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
+    """The median of ``loaded`` (per-round ratios to the reference under a load) over the median of ``quiet`` (the
+    same on the quiet machine), and its 95% bootstrap interval (the rounds of each resampled with replacement)."""
+    rng = np.random.default_rng(seed)
+    resampled = (np.median(rng.choice(loaded, (BOOTSTRAP_RESAMPLES, loaded.size)), axis=1)
+                 / np.median(rng.choice(quiet, (BOOTSTRAP_RESAMPLES, quiet.size)), axis=1))
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    return float(np.median(loaded) / np.median(quiet)), float(low), float(high)
+
+
 def paired_table(results: dict[str, dict[str, Any]], loads: Sequence[str], reference: str) -> list[str]:
     """Markdown rows: per contender other than ``reference``, the median over rounds of its time over the
-    reference's in the same load block, per load, and each loaded one over the quiet one (see the module
-    docstring); no rows if the reference was not timed."""
+    reference's in the same load block, per load, and each loaded one over the quiet one with its bootstrap interval
+    (``paired_ratio``; see the module docstring); no rows if the reference was not timed."""
     if reference not in results:
         return []
     base = results[reference]["loads"]
@@ -97,9 +111,10 @@ def paired_table(results: dict[str, dict[str, Any]], loads: Sequence[str], refer
     for label, result in results.items():
         if label == reference:
             continue
-        relative = {load: float(np.median(np.asarray(result["loads"][load]["samples_ms"])
-                                          / np.asarray(base[load]["samples_ms"]))) for load in loads}
-        lines.append("| " + " | ".join([label, *(f"{relative[load]:.3f}" for load in loads),
-                                        *(f"{relative[load] / relative[QUIET]:.2f}x" for load in loads
-                                          if load != QUIET)]) + " |")
+        relative = {load: np.asarray(result["loads"][load]["samples_ms"]) / np.asarray(base[load]["samples_ms"])
+                    for load in loads}
+        against = [paired_ratio(relative[load], relative[QUIET]) for load in loads if load != QUIET]
+        lines.append("| " + " | ".join([label, *(f"{np.median(relative[load]):.3f}" for load in loads),
+                                        *(f"{ratio:.2f}x ({low:.2f}-{high:.2f})" for ratio, low, high in against)])
+                     + " |")
     return lines

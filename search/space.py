@@ -1,7 +1,8 @@
 """The tuning space of a graph: which candidates of every tunable node the cost problem holds.
 
 ``tuning_space(graph, layouts=..., space_size=...)`` keeps the candidates (``search.candidates.node_candidates``)
-whose layouts are among the searched ones, the first ``space_size`` of each node, and adds the uniform baselines'.
+whose layouts are among the searched ones, the first ``space_size`` of each kernel node (a layout kind's few
+candidates all), and adds the uniform baselines'.
 ``cost_models.pricing`` prices the space into a ``solvers.Problem``.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 from search.candidates import Candidate, node_candidates
 from search.errors import SearchError
 from search.graph import OpGraph
+from search.kinds import LayoutKind, get_kind
 from search.layouts import BF16, layout, searchable_layouts, storage_of, stored_as
 from search.plan import BASELINES, baseline_plan
 from search.precision import REDUCED, check_precision
@@ -65,7 +67,8 @@ def tuning_space(
 ) -> dict[str, list[Candidate]]:
     """Candidates of every tunable node: ``node_candidates`` whose layouts are in ``layouts`` (a linear layer's rows
     are always searched in ``NC``, in its bf16 rows where bf16 is searched, and in ``CN{c}c`` where ``layouts`` names
-    it; a layout-free kind keeps its own), the first ``space_size`` of them, then the candidates of the uniform plans
+    it; a layout-free kind keeps its own), the first ``space_size`` of them (of a layout kind's, all: one per layout
+    and variant, in place or copying, and no knob settings to trim), then the candidates of the uniform plans
     ``baselines`` (names of ``search.plan.UNIFORM``; default the ones ``tune`` times) not already there.
 
     ``precision`` (``search.precision.PRECISIONS``) says which precisions the candidates compute in: ``fp32``, ``bf16``
@@ -83,12 +86,13 @@ def tuning_space(
     space = {}
     for op in graph.tunable:
         chosen = []
+        limit = None if isinstance(get_kind(op.kind), LayoutKind) else space_size
         followed = bool(graph.followers_of(op.name))  # followers run on fp32 values: the node writes fp32
         for searched in ("fp32", *REDUCED) if precision == "auto" else (precision,):
             ranked = [c for c in node_candidates(op, precision=searched)
                       if not (followed and storage_of(c.out_layout) == BF16)
                       and (op.layout_free or all(_searched(name, allowed) for name in (c.in_layout, c.out_layout)))]
-            chosen += (_alternating(ranked) if searched == "bf16" else ranked)[:space_size]
+            chosen += (_alternating(ranked) if searched == "bf16" else ranked)[:limit]
         chosen += [plan.candidate(op.name) for plan in baselines]
         space[op.name] = list(dict.fromkeys(chosen))
     return space

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from experiments.background_load import LOADS, BackgroundLoad
@@ -117,6 +118,19 @@ def test_the_paired_table_cancels_a_machine_state_that_moves_both_contenders():
                "fragile": result({"quiet": [8.0] * 3, "one-core": [32.0] * 3})}
     rows = paired_table(results, loads, "onnxruntime")
     assert [row.split(" | ")[0] for row in rows[2:]] == ["| steady", "| fragile"]
-    assert rows[2].endswith("| 0.800 | 0.800 | 1.00x |")  # doubles as the reference does
-    assert rows[3].endswith("| 0.800 | 1.600 | 2.00x |")
+    assert rows[2].endswith("| 0.800 | 0.800 | 1.00x (1.00-1.00) |")  # doubles as the reference does
+    assert rows[3].endswith("| 0.800 | 1.600 | 2.00x (2.00-2.00) |")
     assert paired_table({"steady": results["steady"]}, loads, "onnxruntime") == []
+
+
+def test_the_paired_ratio_s_interval_holds_1_only_where_the_rounds_cannot_tell_the_contenders_apart():
+    from experiments.interference import paired_ratio
+
+    rng = np.random.default_rng(1)
+    quiet = 0.8 * rng.lognormal(0, 0.05, 20)
+    same, low, high = paired_ratio(0.8 * rng.lognormal(0, 0.05, 20), quiet)
+    assert low < 1 < high and low <= same <= high
+    worse, low, high = paired_ratio(0.9 * rng.lognormal(0, 0.05, 20), quiet)
+    assert 1 < low <= worse <= high
+    _, wide_low, wide_high = paired_ratio(0.8 * rng.lognormal(0, 0.2, 20), quiet)
+    assert wide_high - wide_low > high - low

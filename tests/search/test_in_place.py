@@ -56,6 +56,8 @@ def test_kernels_read_by_the_concat_alone_write_it_and_other_inputs_are_copied_i
     assert graph.op("concat_0").attrs == {"in_place": True}
     names = [c.name for c in tuning_space(graph, layouts=LAYOUTS)["concat_0"]]
     assert [n for n in names if _in_place(n)] == [f"{name}>{name}:in_place=1" for name in LAYOUTS]
+    short = tuning_space(graph, layouts=LAYOUTS, space_size=2)  # a layout kind keeps every layout and variant
+    assert [c.name for c in short["concat_0"]] == names and len(short["conv2d_0"]) < len(names)
     shared = extract_graph(_branches_net(shared=True))  # the first branch feeds a residual too: copied
     assert shared.op("concat_0").attrs == {"in_place": True, "copied": ("conv2d_0",)}
     no_kernel = extract_graph(build((1, 8, 4, 4), lambda net, x: net.conv(
