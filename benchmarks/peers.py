@@ -10,7 +10,8 @@ Per network (batch 1, ``--threads`` for everyone):
    ``--fp32-values`` as well, ``tessera-auto-fp32-values``: tessera-auto's plan with the values it keeps in bf16
    between operators kept in fp32 (the same kernels; ``search.layouts``), what keeping them in bf16 brings; with
    ``--calibration-samples N`` as well, ``tessera-int8``: the same search given N calibration inputs, so int8
-   candidates too (``search.activation_ranges``), its budget checked on them. The calibration inputs are N draws
+   candidates too (``search.activation_ranges``), its budget checked on them (without calibration inputs, the budget
+   is checked on the timed input: ``--inputs``' first sample, or the random one). The calibration inputs are N draws
    of the distribution the timed input comes from (standard normal; seeds 1 to N, the timed input is seed 0), or
    the user's (``--calibration-data FILE.npz``, the format of ``tessera tune --calibration-data``), kept in
    ``WORK/<model>/calibration.npz``;
@@ -58,6 +59,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent))
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
@@ -239,7 +241,8 @@ def prepare_reduced(model: str, work: Path, args, graph, reference, calibration:
     from experiments.budget import budget_for, solve_within
     from experiments.extraction import extract
     from experiments.solving import make_solvers, solve_all
-    from search.export import export
+    from search.activation_ranges import load_calibration
+    from search.export import check_inputs, export
 
     start = time.monotonic()
     extracted = extract(model, image_size=args.image_size, input_shape=args.input_shape, threads=args.threads,
@@ -247,6 +250,9 @@ def prepare_reduced(model: str, work: Path, args, graph, reference, calibration:
                         precision=args.precision,
                         max_error=args.max_error, calibration_data=calibration,
                         **({"cache": args.cache} if args.cache else {}))
+    if extracted.calibration is None and args.inputs:  # the budget held on the input every contender runs
+        extracted = dataclasses.replace(extracted, calibration=check_inputs(
+            extracted.graph, extracted.settings.target, load_calibration(args.inputs, extracted.graph)[:1]))
     budget, chosen = budget_for(extracted), make_solvers("pbqp,ilp", 60.0)
     solved = solve_within(extracted, lambda problem: solve_all(problem, chosen), budget,
                           lambda line: print(f"{model}: {line}", file=sys.stderr))
@@ -261,7 +267,7 @@ def prepare_reduced(model: str, work: Path, args, graph, reference, calibration:
              "bf16_values": len(plan.bf16_values),
              "operators": len(plan.choices), "relative_error": check["relative_error"], "budget": budget.to_dict(),
              **({"calibration_samples": check["samples"], "top1_changed": check["top1_changed"]}
-                if calibration else {})}
+                if calibration else {"checked_on": "the timed input (--inputs)"} if args.inputs else {})}
     return compiled.save(work / label), facts
 
 
@@ -427,7 +433,8 @@ def _reduced_line(reduced: dict | None) -> str:
     checked = (f" on {reduced['calibration_samples']} calibration inputs (top-1 changed on "
                f"{reduced['top1_changed']:.0%})" if "calibration_samples" in reduced and
                reduced["top1_changed"] is not None else
-               f" on {reduced['calibration_samples']} calibration inputs" if "calibration_samples" in reduced else "")
+               f" on {reduced['calibration_samples']} calibration inputs" if "calibration_samples" in reduced else
+               f" on {reduced['checked_on']}" if "checked_on" in reduced else "")
     return (f"{label} (precision {reduced['precision']}): bf16 on {reduced['bf16_nodes']}{values}{int8} of "
             f"{reduced['operators']} nodes, relative error {reduced['relative_error']:.1e}{checked} within the "
             f"budget {budget['max_error']:g} ({len(budget['checks'])} plans checked, {len(budget['forbidden'])} nodes "
