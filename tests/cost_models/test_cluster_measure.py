@@ -27,7 +27,7 @@ from tests.experiments.test_cluster import BIN, _free_port, _stop
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = secrets.token_hex(32)
-TASKS = 49  # distinct measurements of the tiny network (space size 1, layouts NCHW and NCHW8c)
+TASKS = 56  # distinct measurements of the tiny network (space size 1, layouts NCHW and NCHW8c; its concat's all)
 SMALL_TASKS = 30  # of the smaller one (its softmax is a kernel too)
 DRIVER = """
 import json, sys
