@@ -85,17 +85,17 @@ def interference_table(results: dict[str, dict[str, Any]], loads: Sequence[str])
     return lines
 
 
-BOOTSTRAP_RESAMPLES = 2000
-
-
 def paired_ratio(loaded: np.ndarray, quiet: np.ndarray, seed: int = 0) -> tuple[float, float, float]:
     """The median of ``loaded`` (per-round ratios to the reference under a load) over the median of ``quiet`` (the
-    same on the quiet machine), and its 95% bootstrap interval (the rounds of each resampled with replacement)."""
-    rng = np.random.default_rng(seed)
-    resampled = (np.median(rng.choice(loaded, (BOOTSTRAP_RESAMPLES, loaded.size)), axis=1)
-                 / np.median(rng.choice(quiet, (BOOTSTRAP_RESAMPLES, quiet.size)), axis=1))
-    low, high = np.percentile(resampled, [2.5, 97.5])
-    return float(np.median(loaded) / np.median(quiet)), float(low), float(high)
+    same on the quiet machine), and its 95% percentile bootstrap interval (the rounds of each resampled apart)."""
+    from scipy.stats import bootstrap
+
+    def ratio(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.median(a, axis=axis) / np.median(b, axis=axis)
+
+    interval = bootstrap((loaded, quiet), ratio, method="percentile", n_resamples=2000,
+                         rng=np.random.default_rng(seed)).confidence_interval
+    return float(ratio(loaded, quiet)), float(interval.low), float(interval.high)
 
 
 def paired_table(results: dict[str, dict[str, Any]], loads: Sequence[str], reference: str) -> list[str]:
