@@ -170,16 +170,17 @@ def plan_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], assignm
 
 def price_selectively(provider: SelectiveCosts, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
                       measure: Callable[[list[Task]], Sequence[CostRecord]], *, solver: str = "auto",
-                      picks: bool = True, shared: bool = True, chains: bool = True, **problem_args: Any) -> Problem:
+                      picks: bool = True, initial: int = INITIAL, margin: float = MARGIN, shared: bool = True,
+                      chains: bool = True, **problem_args: Any) -> Problem:
     """The problem of ``space`` priced by ``measure`` (``provider.measure``, perhaps counted) once ``provider`` has
-    measured the initial picks (unless ``picks`` is False: a space priced selectively before, whose picks the cache
-    holds) and every task of the plan ``solver`` finds on it (see the module docstring); ``provider.stats["rounds"]``
-    counts the solves."""
+    measured the initial picks (``initial_picks`` with ``initial`` and ``margin``; none if ``picks`` is False: a space
+    priced selectively before, whose picks the cache holds) and every task of the plan ``solver`` finds on it (see the
+    module docstring); ``provider.stats["rounds"]`` counts the solves."""
     from solvers import solve
 
     if picks:
-        provider.measure_unknown(initial_picks(provider, measurement_tasks(graph, space, shared=shared,
-                                                                           chains=chains)))
+        tasks = measurement_tasks(graph, space, shared=shared, chains=chains)
+        provider.measure_unknown(initial_picks(provider, tasks, initial=initial, margin=margin))
     rounds = 0
     while True:
         problem = build_problem(graph, space, measure, shared=shared, chains=chains, **problem_args)

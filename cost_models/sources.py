@@ -20,8 +20,9 @@ Built in:
   a solver's plan ran, measured nearest in time; ``cost_models.calibration.CalibratedCosts``);
 - ``hybrid``: measure the best-predicted ``fraction`` of each node's candidates over ``rounds`` predict-measure-refit
   rounds and predict the rest (``cost_models.learned.HybridCosts``), measuring with a timing method as ``measured``;
-- ``selective``: measure the best-predicted candidates of each node, then every task of the plan solved on the costs
-  known so far, until the plan's tasks are all measured; the model refit on what is known predicts the rest
+- ``selective``: measure the best-predicted candidates of each node (the ``initial`` best and those within ``margin``
+  of the best), then every task of the plan solved on the costs known so far, until the plan's tasks are all
+  measured; the model refit on what is known predicts the rest
   (``cost_models.selective``). ``tune``'s calibration rounds after it keep pricing this way (``calibrated``
   otherwise: ``CostSource.calibrated``).
 
@@ -63,8 +64,9 @@ DEFAULT = "measured"
 """The source used when none is named."""
 
 
-VALUE_KINDS = ("path", "fraction", "count", "choice")
-"""What a parameter's value is: a file, a number in (0, 1], an integer >= 1, or one of its ``choices``."""
+VALUE_KINDS = ("path", "fraction", "share", "count", "choice")
+"""What a parameter's value is: a file, a number in (0, 1], a number in [0, 1], an integer >= 1, or one of its
+``choices``."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ class SourceParameter:
     @property
     def type(self) -> type:
         """The command line's type of a value."""
-        return {"fraction": float, "count": int}.get(self.declared.kind, str)
+        return {"fraction": float, "share": float, "count": int}.get(self.declared.kind, str)
 
     @property
     def help(self) -> str:
@@ -419,10 +421,20 @@ class SelectiveSource(CostSource):
     name = "selective"
     description = "measure the best-predicted candidates and every task of the plan, predict the rest"
     model: str | Path | None = _model_file()
+    initial: int = parameter("--initial-picks", "best-predicted candidates measured first",
+                             "best-predicted candidates of each node measured before the first solve", "count",
+                             default=2)
+    margin: float = parameter("--pick-margin", "a pick margin",
+                              "a node's candidates predicted within this share of its best are measured before the "
+                              "first solve too", "share", default=0.2)
     timing: str = _timing()
 
     def __post_init__(self) -> None:
         _check_timing(self.timing)
+        if isinstance(self.initial, bool) or not isinstance(self.initial, int) or self.initial < 1:
+            raise CostSourceError(f"the initial picks must be a positive integer, got {self.initial!r}")
+        if isinstance(self.margin, bool) or not isinstance(self.margin, (int, float)) or not 0 <= self.margin <= 1:
+            raise CostSourceError(f"the pick margin must be in [0, 1], got {self.margin!r}")
 
     def open(self, cache: str | Path, target: tvm.target.Target, threads: int,
              progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
@@ -433,16 +445,17 @@ class SelectiveSource(CostSource):
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:
         return {**super().provenance(provider), **_measured(provider.measured), "model": _model_name(self.model),
-                **provider.stats}
+                "initial_picks": self.initial, "pick_margin": self.margin, **provider.stats}
 
     def price(self, provider: CostProvider, graph: OpGraph, space: Mapping[str, Sequence[Candidate]],
               measure: Callable[[list[Task]], Sequence[CostRecord]], **problem_args: Any) -> Problem:
         from cost_models.selective import price_selectively
 
-        return price_selectively(provider, graph, space, measure, **problem_args)
+        return price_selectively(provider, graph, space, measure, initial=self.initial, margin=self.margin,
+                                 **problem_args)
 
     def calibrated(self, timing: str) -> CostSource:
-        return CalibratedSelectiveSource(self.model, timing)
+        return CalibratedSelectiveSource(model=self.model, timing=timing)
 
 
 @dataclass(frozen=True)
@@ -460,7 +473,8 @@ class CalibratedSelectiveSource(CostSource):
              progress: Callable[[Progress], None] | None, cluster: Cluster | None = None) -> CostProvider:
         from cost_models.calibration import CalibratedCosts
 
-        selective = SelectiveSource(self.model, self.timing).open(cache, target, threads, progress, cluster)
+        selective = SelectiveSource(model=self.model, timing=self.timing).open(cache, target, threads, progress,
+                                                                               cluster)
         return CalibratedCosts(selective.measured, isolated=selective)
 
     def provenance(self, provider: CostProvider) -> dict[str, Any]:

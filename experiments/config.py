@@ -31,11 +31,14 @@ An experiment file looks like::
     layouts = ["NCHW,NCHW8c", "NCHW,NHWC,NCHW16c"]   # each string is one layout space
     threads = 1                    # runtime threads of the measurements (default 1)
     cache = "costs.sqlite"         # the cost cache (default ~/.cache/tessera/costs.sqlite, or under $XDG_CACHE_HOME)
-    costs = ["measured", "hybrid"] # cost source(s): measured (default), xgboost, hybrid, calibrated (COST_SOURCES)
+    costs = ["measured", "hybrid"] # cost source(s): measured (default), xgboost, hybrid, calibrated, selective
+                                   # (COST_SOURCES)
     cost_model = "model.json"      # xgboost, hybrid, selective: a cost-model file (default: the shipped one)
     measure_fraction = [0.1, 0.2]  # hybrid: share of each node's candidates measured (default 0.2)
     hybrid_rounds = 3              # hybrid: predict-measure-refit rounds (default 2); every --flag of a cost source's
                                    # parameter is a key (cost_models.sources.source_parameters)
+    # initial_picks = 1            # selective: best-predicted candidates of each node measured first (default 2)
+    # pick_margin = [0.0, 0.2]     # selective: and those predicted within this share of the best (default 0.2)
     timing = ["warm", "context"]   # the sources that measure: timing method(s) (default context; cost_models.timer)
     transforms = ["shared", "pairwise"]  # layout transforms priced once per conversion (default) or per read
     precision = ["fp32", "auto"]   # what kernels compute in: fp32 (default), bf16, int8 or auto (search.precision)
@@ -106,6 +109,8 @@ class ProblemSpec:
     cost_model: str | None = None
     measure_fraction: float | None = None
     hybrid_rounds: int | None = None  # None: 2
+    initial_picks: int | None = None  # None: 2
+    pick_margin: float | None = None  # None: 0.2
     timing: str | None = None  # None: context
     transforms: str | None = None  # None: shared
     precision: str | None = None  # None: fp32
@@ -131,6 +136,8 @@ class ProblemSpec:
                 text.strip().replace(",", "x") for text in self.input_shape.split(";"))
             costs = "" if self.costs is None else f"-{self.costs}{self.measure_fraction or ''}"
             costs += "" if self.hybrid_rounds is None else f"-r{self.hybrid_rounds}"
+            costs += "" if self.initial_picks is None else f"-p{self.initial_picks}"
+            costs += "" if self.pick_margin is None else f"-m{self.pick_margin:g}"
             costs += "" if self.timing is None else f"-{self.timing}"
             costs += "" if self.transforms is None else f"-{self.transforms}"
             costs += "" if self.precision is None else f"-{self.precision}"

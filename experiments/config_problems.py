@@ -43,6 +43,7 @@ from experiments.config_values import (
     PathText,
     PositiveNumber,
     SeedAxis,
+    ShareAxis,
     SizeAxis,
     at_most,
     expect,
@@ -287,10 +288,10 @@ def _axis_values(value: Any, param: str) -> list[Any]:
     floats, none given as ``[None]``."""
     if not isinstance(value, list):
         return [value]
-    return [float(v) for v in value] if source_parameters()[param].declared.kind == "fraction" else value
+    return [float(v) for v in value] if source_parameters()[param].declared.kind in ("fraction", "share") else value
 
 
-_KEY_TYPES = {"path": PathText, "fraction": FractionAxis, "count": SizeAxis}
+_KEY_TYPES = {"path": PathText, "fraction": FractionAxis, "share": ShareAxis, "count": SizeAxis}
 """A source parameter's kind of value -> its key's type (one of its ``choices``: a text axis)."""
 
 

@@ -108,4 +108,6 @@ SeedAxis = _int_axis(0)
 SizeAxis = _int_axis(1)
 FractionAxis = axis(Annotated[StrictInt | StrictFloat, Gt(0), Le(1)], "a number in (0, 1] or a list of them",
                     distinct=False)
+ShareAxis = axis(Annotated[StrictInt | StrictFloat, Ge(0), Le(1)], "a number in [0, 1] or a list of them",
+                 distinct=False)
 AnyAxis = axis(Any, "a value or a non-empty list of values", distinct=False)

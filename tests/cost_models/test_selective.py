@@ -9,9 +9,17 @@ import pytest
 
 from cost_models import CostCache
 from cost_models.cache import Context, CostRecord
+from cost_models.features import group_key
 from cost_models.measure import CostProvider
-from cost_models.pricing import plan_cost
-from cost_models.selective import MIN_RATIOS, QUANTILE, SelectiveCosts, plan_tasks, price_selectively
+from cost_models.pricing import measurement_tasks, plan_cost
+from cost_models.selective import (
+    MIN_RATIOS,
+    QUANTILE,
+    SelectiveCosts,
+    initial_picks,
+    plan_tasks,
+    price_selectively,
+)
 from cost_models.sources import SelectiveSource
 from cost_models.tasks import Task
 from cost_models.xgb_model import XGBCostModel
@@ -98,6 +106,27 @@ def test_a_model_that_knows_the_network_leaves_tasks_unmeasured(name, measured, 
     assert plan_cost(problem, {node: plan[node] for node in space}) == pytest.approx(
         plan_cost(extracted.problem, {node: plan[node] for node in space}), rel=1e-9)
     assert len(set(replay.asked)) == len(replay.asked) < len(records)  # a part of the tasks, each once
+
+
+@pytest.mark.parametrize("name", list(NETS))
+def test_fewer_initial_picks_measure_less_first_and_still_every_task_of_the_plan(name, measured, tmp_path):
+    extracted, records, context = measured[name]
+    space = tuning_space(extracted.graph, layouts=SPACE["layouts"].split(","), space_size=SPACE["space_size"])
+    model = _model(records)
+    tasks = measurement_tasks(extracted.graph, space)
+    groups = {group_key(task.key) for task in tasks if not task.free}
+    picked = {}
+    for initial, margin in ((1, 0.0), (2, 0.2)):
+        replay = Replay(records, context, CostCache(tmp_path / f"empty-{initial}.sqlite"))
+        selective = SelectiveCosts(replay, model)
+        picks = initial_picks(selective, tasks, initial=initial, margin=margin)
+        assert {group_key(task.key) for task in picks} == groups  # every node's best predicted at least
+        picked[initial] = len(picks)
+        problem = price_selectively(selective, extracted.graph, space, selective.measure, initial=initial,
+                                    margin=margin)
+        plan = solve(problem, "auto").assignment
+        assert {task.key for task in plan_tasks(extracted.graph, space, plan) if not task.free} <= set(replay.asked)
+    assert picked[1] < picked[2]
 
 
 def test_the_model_is_refit_once_what_is_known_has_grown_by_a_quarter(measured, tmp_path, monkeypatch):

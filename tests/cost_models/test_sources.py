@@ -49,6 +49,10 @@ def test_the_builtin_sources_are_registered_and_the_examples_run():
                                                       "selective costs take none"),
         ("hybrid", {"model": "m.json", "fraction": 0}, "the measured fraction must be in (0, 1], got 0"),
         ("hybrid", {"model": "m.json", "rounds": 1.5}, "rounds must be a positive integer, got 1.5"),
+        ("selective", {"initial": 0}, "the initial picks must be a positive integer, got 0"),
+        ("selective", {"margin": -0.1}, "the pick margin must be in [0, 1], got -0.1"),
+        ("selective", {"margin": float("nan")}, "the pick margin must be in [0, 1], got nan"),
+        ("hybrid", {"model": "m.json", "margin": 0.1}, "the selective cost source takes a pick margin (--pick-margin)"),
     ],
 )
 def test_bad_parameters_are_refused_with_one_message(name, params, message):
@@ -83,6 +87,7 @@ def test_each_source_opens_its_provider_and_records_where_the_costs_came_from(tm
             assert isinstance(calibrated.isolated, SelectiveCosts)  # calibration rounds keep measuring selectively
         selective.measure(PRICED)  # prices without measuring
         assert source.provenance(selective)["predicted"] == 4 and source.provenance(selective)["measured"] == 0
+        assert source.provenance(selective)["initial_picks"] == 2 and source.provenance(selective)["pick_margin"] == 0.2
     (tmp_path / "junk.sqlite").write_text("not a database")
     with pytest.raises(CostSourceError):
         MeasuredSource().open(tmp_path / "junk.sqlite", TARGET, THREADS, None)

@@ -97,8 +97,9 @@ def grid(top: str = "", problem: str = 'generator = "chain"\nseed = 0', solver: 
 
 
 TOP_KEYS = "description, lower_bound, metrics, name, num_cpus, problems, repeats, solvers, time_limit, trial_timeout"
-MODEL_KEYS = ("address, batch, cache, calibration_data, cost_model, costs, hybrid_rounds, image_size, input_shape, "
-              "layouts, max_error, measure_fraction, model, precision, seed, space_size, threads, timing, transforms")
+MODEL_KEYS = ("address, batch, cache, calibration_data, cost_model, costs, hybrid_rounds, image_size, initial_picks, "
+              "input_shape, layouts, max_error, measure_fraction, model, pick_margin, precision, seed, space_size, "
+              "threads, timing, transforms")
 HUGE_TABLE = grid(problem=f'generator = "chain"\nseed = {list(range(1000))}\ncandidates = {list(range(1, 1001))}')
 HUGE_SOLVER = grid(solver=f'name = "pbqp"\nbranch = {list(range(1000))}\nperturbations = {list(range(1000))}')
 HUGE_GRID = grid("repeats = 2", f'generator = "chain"\nseed = {list(range(500))}\ncandidates = {list(range(1, 101))}')

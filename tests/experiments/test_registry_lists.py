@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from cost_models.sources import COST_SOURCES, HybridSource, source_parameters
+from cost_models.sources import COST_SOURCES, HybridSource, SelectiveSource, source_parameters
 from experiments.cli import build_parser
 from experiments.compare import compare_settings
 from experiments.config import ConfigError, ProblemSpec, expand, parse_config
@@ -43,6 +43,16 @@ def test_hybrid_rounds_is_a_key_that_reaches_the_source_and_is_checked():
     assert plain.hybrid_rounds is None and "-r" not in plain.label.split("-hybrid")[1]
     with pytest.raises(ConfigError, match="hybrid_rounds must be an integer >= 1"):
         parse_config({**BASE, "problems": [{**HYBRID, "hybrid_rounds": 0}]})
+
+
+def test_the_pick_settings_are_keys_that_reach_the_selective_source_and_are_checked():
+    selective = {"model": "resnet18", "costs": "selective", "cost_model": __file__}
+    trials = expand(parse_config({**BASE, "problems": [{**selective, "initial_picks": 1, "pick_margin": [0, 0.2]}]}))
+    assert [(t.problem.initial_picks, t.problem.pick_margin) for t in trials] == [(1, 0.0), (1, 0.2)]
+    assert trials[0].config_hash != trials[1].config_hash and trials[0].problem.label.endswith("-p1-m0")
+    assert cost_source_of(trials[0].problem.settings()) == SelectiveSource(model=__file__, initial=1, margin=0.0)
+    with pytest.raises(ConfigError, match="pick_margin must be a number in \\[0, 1\\]"):
+        parse_config({**BASE, "problems": [{**selective, "pick_margin": 1.5}]})
 
 
 def test_compare_runs_every_registered_solver_and_limits_those_that_search():
