@@ -29,13 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.costmodel import Replay  # noqa: E402
 from cost_models import CostCache  # noqa: E402
-from cost_models.pricing import build_problem, measurement_tasks, plan_cost  # noqa: E402
+from cost_models.pricing import build_problem, plan_cost  # noqa: E402
 from cost_models.selective import (  # noqa: E402
     INITIAL,
     MARGIN,
     QUANTILE,
     SelectiveCosts,
-    initial_picks,
     plan_tasks,
     price_selectively,
 )
@@ -92,9 +91,8 @@ def replay(model_name: str, cache: Path, model: XGBCostModel, args: argparse.Nam
                       threads=threads)
     provider = SelectiveCosts(replayed, model, quantile=args.quantile)
     start = time.perf_counter()
-    provider.measure_unknown(initial_picks(provider, measurement_tasks(graph, space), initial=args.initial,
-                                           margin=args.margin))
-    problem = price_selectively(provider, graph, space, provider.measure, solver=solver, picks=False)
+    problem = price_selectively(provider, graph, space, provider.measure, solver=solver, initial=args.initial,
+                                margin=args.margin)
     seconds = time.perf_counter() - start
     plan = {node: solve(problem, solver).assignment[node] for node in space}
     stats = dict(provider.stats)
