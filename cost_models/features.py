@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,16 @@ def parse_key(key: str | Mapping[str, Any]) -> dict[str, Any]:
 
 def feature_row(key: str | Mapping[str, Any]) -> np.ndarray:
     """The feature vector of one task key."""
+    return _text_row(key).copy() if isinstance(key, str) else _row(key)
+
+
+@lru_cache(maxsize=1 << 16)
+def _text_row(key: str) -> np.ndarray:
+    """``feature_row`` of a key's text, kept: selective measurement asks for the same keys' features every round."""
+    return _row(key)
+
+
+def _row(key: str | Mapping[str, Any]) -> np.ndarray:
     key = parse_key(key)
     row = dict.fromkeys(FEATURE_NAMES, 0.0)
     if f"is_{key['kind']}" in INDEX:
@@ -144,7 +155,7 @@ def feature_matrix(keys: Sequence[str | Mapping[str, Any]]) -> np.ndarray:
     """``(len(keys), len(FEATURE_NAMES))`` features, one row per key."""
     if not keys:
         return np.zeros((0, len(FEATURE_NAMES)))
-    return np.stack([feature_row(key) for key in keys])
+    return np.stack([_text_row(key) if isinstance(key, str) else _row(key) for key in keys])
 
 
 def group_key(key: str | Mapping[str, Any]) -> str:

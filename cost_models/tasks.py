@@ -8,6 +8,7 @@ generation), never where the task came from, so the same workload on two nodes o
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ class KernelTask:
     def free(self) -> bool:
         return False
 
-    @property
+    @cached_property
     def key(self) -> str:
         spec = self.spec
         return canonical(
@@ -84,7 +85,7 @@ class TransformTask:
     def free(self) -> bool:
         return self.src == self.dst
 
-    @property
+    @cached_property
     def key(self) -> str:
         return canonical(
             {"kind": "layout_transform", "shape": list(self.shape), "src": self.src, "dst": self.dst,
@@ -141,7 +142,7 @@ class ChainTask:
     def free(self) -> bool:
         return False
 
-    @property
+    @cached_property
     def key(self) -> str:
         key = {"kind": "chain", "head": self.head, "inputs": [list(s) for s in self.inputs],
                "followers": [_follower_key(kind, attrs) for kind, attrs in self.followers],

@@ -83,7 +83,7 @@ class Layout:
         """Stored axes: 4 for NCHW and NHWC, 5 for NCHW16c."""
         return len(self.axes)
 
-    @property
+    @functools.cached_property
     def logical(self) -> str:
         """The primal axes in logical order: ``NCHW`` for every activation layout."""
         primals = [letter for letter, block in self.axes if block is None]
