@@ -13,6 +13,8 @@ from cost_models.features import group_key
 from cost_models.measure import CostProvider
 from cost_models.pricing import measurement_tasks, plan_cost
 from cost_models.selective import (
+    INITIAL,
+    MARGIN,
     MIN_RATIOS,
     QUANTILE,
     SelectiveCosts,
@@ -127,6 +129,10 @@ def test_fewer_initial_picks_measure_less_first_and_still_every_task_of_the_plan
         plan = solve(problem, "auto").assignment
         assert {task.key for task in plan_tasks(extracted.graph, space, plan) if not task.free} <= set(replay.asked)
     assert picked[1] < picked[2]
+
+
+def test_the_sources_default_picks_are_the_modules():
+    assert (SelectiveSource().initial, SelectiveSource().margin) == (INITIAL, MARGIN)
 
 
 def test_the_model_is_refit_once_what_is_known_has_grown_by_a_quarter(measured, tmp_path, monkeypatch):
