@@ -90,7 +90,7 @@ def main() -> None:
             print(f"| {row['objective']} | {row['pairwise_accuracy']:.3f} | {row['top1']:.3f} | {row['top5']:.3f} "
                   f"| {r2} | {row['groups']} | {row['seen_nodes_left_out']} |")
 
-        reference = extract(args.test, cache=args.cache, threads=threads)
+        reference = extract(args.test, cache=args.cache, threads=threads, costs="measured")
         predicted = extract(args.test, cache=args.cache, threads=threads, costs=XGBoostSource(model_file))
         hybrid, stats = hybrid_problem(args, reference, model_file, threads, scratch)
         problems = {"measured": (reference.problem, {"measured": reference.tasks, "tasks": reference.tasks}),

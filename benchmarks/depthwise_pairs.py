@@ -101,7 +101,7 @@ def main() -> None:
         return
     for model in args.models:
         extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
-                            space_size=args.space_size, baselines=list(BASELINES))
+                            space_size=args.space_size, baselines=list(BASELINES), costs="measured")
         graph = extracted.graph
         depthwise = {op.name for op in graph.tunable if op.kind == "depthwise_conv2d"}
         plan = extracted.plan(solve(extracted.problem))

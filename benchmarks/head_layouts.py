@@ -69,7 +69,7 @@ def main() -> None:
     parser.add_argument("--profile-runs", type=int, default=20)
     args = parser.parse_args()
     threads = use_threads(args.threads)
-    extracted = extract(args.model, threads=threads, cache=args.cache)
+    extracted = extract(args.model, threads=threads, cache=args.cache, costs="measured")
     problem, graph = extracted.problem, extracted.graph
     solution = solve(problem, "auto")
     plans = {"solver's plan": plan_from_assignment(solution.assignment, args.model, extracted.args,

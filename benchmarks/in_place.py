@@ -67,7 +67,7 @@ def main() -> None:
     args = variant_benchmark_args(__doc__.split("\n")[0], model="inception_v3", layouts=None, space_size=None)
     for model in args.models:
         extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
-                            space_size=args.space_size)
+                            space_size=args.space_size, costs="measured")
         graph = extracted.graph
         plan = extracted.plan(solve(extracted.problem))
         uniform = baseline_plan(graph, "nchw16c", extracted.model, extracted.args)

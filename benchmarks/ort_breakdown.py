@@ -131,7 +131,7 @@ def tessera_costs(
     from search.kinds import kernel_kind
 
     plan = json.loads(plan_path.read_text())
-    extracted = extract(model, threads=threads, **plan["args"])
+    extracted = extract(model, threads=threads, **{"costs": "measured", **plan["args"]})
     problem, choices = extracted.problem, plan["choices"]
     x = problem.to_indices(plan_assignment(problem, choices))  # with the shared transforms' auxiliary nodes
     auxiliary = set(problem.meta.get("auxiliary", ()))

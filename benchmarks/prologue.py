@@ -96,7 +96,7 @@ def main() -> None:
     uniform_name = args.layouts[0].lower()
     for model in args.models:
         extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
-                            space_size=args.space_size, baselines=[uniform_name])
+                            space_size=args.space_size, baselines=[uniform_name], costs="measured")
         graph = extracted.graph
         plan = extracted.plan(solve(extracted.problem))
         uniform = baseline_plan(graph, uniform_name, extracted.model, extracted.args)

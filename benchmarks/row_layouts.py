@@ -71,7 +71,7 @@ def main() -> None:
                                   space_size=1000)
     for model in args.models:
         extracted = extract(model, threads=args.threads, cache=args.cache, layouts=args.layouts,
-                            space_size=args.space_size)
+                            space_size=args.space_size, costs="measured")
         graph = extracted.graph
         dense = {op.name for op in graph.tunable if op.kind == "dense"}
         row_major = extracted.problem.forbidding(

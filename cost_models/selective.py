@@ -5,10 +5,11 @@ itself) and, where nothing is, by a lower bound: a regression cost model's predi
 that has grown by ``REFIT_GROWTH``: ``BOOST_ROUNDS`` trees boosted on it) times the ``QUANTILE`` of measured over
 predicted time among the tasks measured so far. ``price_selectively`` decides what to measure: first, in every group
 of tasks (a node's candidates: ``features.group_key``), the ``INITIAL`` best predicted and those predicted within
-``MARGIN`` of the group's best; then it solves the problem so priced, measures the tasks the solution's plan uses
-that are not known yet (its kernels, chains and layout transforms), and solves again, until the plan's tasks are all
-measured. The problem it returns prices that plan by measurements alone and every task never measured by its bound
-(counted as ``predicted`` in the source's stats).
+``MARGIN`` of the group's best, and every task the model cannot featurise (a kind without features); then it solves
+the problem so priced, measures the tasks the solution's plan uses that are not known yet (its kernels, chains and
+layout transforms), and solves again, until the plan's tasks are all measured. The problem it returns prices that
+plan by measurements alone and every task never measured by its bound (counted as ``predicted`` in the source's
+stats).
 
 The loop ends, since each round measures at least one of finitely many tasks. Where the bounds hold, its plan is the
 one full measurement finds: every other plan costs at least its bounded cost, which is at least the plan's measured
@@ -145,9 +146,10 @@ class SelectiveCosts(CostProvider):
 def initial_picks(provider: SelectiveCosts, tasks: Sequence[Task], *, initial: int = INITIAL,
                   margin: float = MARGIN) -> list[Task]:
     """The unknown ``tasks`` to measure before the first solve: per group, the ``initial`` best predicted and every
-    one predicted within ``margin`` of the group's best."""
+    one predicted within ``margin`` of the group's best; and every one the model cannot featurise (a kind without
+    features is measured, not left out)."""
     by_key = {task.key: task for task in tasks if not task.free}
-    usable, _ = featurisable(list(by_key))
+    usable, unpredictable = featurisable(list(by_key))
     unknown = provider.unknown(usable)
     groups: dict[str, list[tuple[float, str]]] = defaultdict(list)
     for key, ms in zip(unknown, provider.predict(unknown)):
@@ -157,7 +159,7 @@ def initial_picks(provider: SelectiveCosts, tasks: Sequence[Task], *, initial: i
         members.sort()
         best = members[0][0]
         picks += [by_key[key] for rank, (ms, key) in enumerate(members) if rank < initial or ms <= best * (1 + margin)]
-    return picks
+    return picks + [by_key[key] for key in provider.unknown(list(unpredictable))]
 
 
 def plan_tasks(graph: OpGraph, space: Mapping[str, Sequence[Candidate]], assignment: Mapping[str, str], *,

@@ -26,6 +26,10 @@ Built in:
   (``cost_models.selective``). ``tune``'s calibration rounds after it keep pricing this way (``calibrated``
   otherwise: ``CostSource.calibrated``).
 
+``tune`` and ``extract`` take ``selective`` when no source is named, on a host whose vector unit tessera ships a
+model for, and ``measured`` elsewhere (``default_source``); an experiment file's problems take ``measured``
+(``DEFAULT``).
+
 Examples
 --------
 >>> cost_source("xgboost", model="model.json")
@@ -61,7 +65,16 @@ if TYPE_CHECKING:
     from solvers.problem import Problem
 
 DEFAULT = "measured"
-"""The source used when none is named."""
+"""The source of an experiment file's problems when none is named: every task measured, the same on every host (a
+trial's label and hash mean one thing everywhere)."""
+
+
+def default_source() -> str:
+    """The source ``tessera tune`` and ``extract`` use when none is named: ``selective`` where tessera ships a cost
+    model for this host's vector unit (``cost_models.shipped``), else ``measured``."""
+    from cost_models.shipped import model_path
+
+    return "selective" if model_path().is_file() else "measured"
 
 
 VALUE_KINDS = ("path", "fraction", "share", "count", "choice")

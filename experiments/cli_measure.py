@@ -20,7 +20,7 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
     """Arguments shared by extract and tune: the model's input, the candidate space, threads, the cost cache, the
     cost source (the sources of ``cost_models.sources.COST_SOURCES``) and a flag per source parameter
     (``cost_models.sources.source_parameters``)."""
-    from cost_models.sources import COST_SOURCES, DEFAULT, source_parameters
+    from cost_models.sources import COST_SOURCES, default_source, source_parameters
 
     p.add_argument("model", help="zoo model name or .onnx file")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: 1)")
@@ -52,9 +52,10 @@ def _add_measurement_args(p: argparse.ArgumentParser) -> None:
                    help="an int8 input's range: its minimum and maximum on the calibration inputs, or their 0.01st "
                         "and 99.99th percentiles (default: minmax)")
     p.add_argument("--cache", default=None, help="sqlite cost cache (default: ~/.cache/tessera/costs.sqlite)")
-    p.add_argument("--costs", default=DEFAULT, choices=list(COST_SOURCES),
+    p.add_argument("--costs", default=default_source(), choices=list(COST_SOURCES),
                    help="; ".join(f"{name}: {cls.description}" for name, cls in COST_SOURCES.items())
-                   + f" (default: {DEFAULT})")
+                   + f" (default: selective where tessera ships a cost model for the host's vector unit, else "
+                     f"measured; here {default_source()})")
     for param in source_parameters().values():
         p.add_argument(param.declared.flag, type=param.type, default=None, choices=param.declared.choices or None,
                        help=param.help)

@@ -1,8 +1,10 @@
 """``tessera demo``: the whole loop on a small real network, sized to finish in a few minutes from an empty cache.
 
-It is ``experiments.tune.tune`` with the settings of ``DEMO``: resnet18 at a reduced input size, three layouts and a
-small schedule space per node, so that measuring every candidate, solving, exporting and checking the plan and the
-uniform baselines, timing them side by side and one calibration round fit a first session. The files it writes are
+It is ``experiments.tune.tune`` with the settings of ``DEMO`` and tune's default costs: resnet18 at a reduced input
+size, three layouts and a small schedule space per node, so that measuring (the candidates the shipped cost model
+ranks best and every one the plan uses, or every candidate where no model ships for the host), solving, exporting
+and checking the plan and the uniform baselines, timing them side by side and one calibration round fit a first
+session. The files it writes are
 tune's, and it ends by naming them and the commands to try next.
 """
 
@@ -43,11 +45,14 @@ def run_demo(out: str | Path, *, cache: str | Path = DEFAULT_CACHE, settings: De
     >>> summary = run_demo("tessera-demo")  # doctest: +SKIP
     >>> summary["plan"]["latency"]["median_ms"]  # doctest: +SKIP
     """
+    from cost_models.sources import default_source
     from experiments.tune import tune
 
     s = settings
+    measure = {"selective": "the candidates the shipped cost model ranks best and every one the plan uses",
+               "measured": "every candidate"}[default_source()]
     echo(f"tessera demo: {s.model} at {s.image_size}x{s.image_size}, layouts {s.layouts}, {s.space_size} schedules "
-         f"per operator and layout: measure every candidate (what the cache {cache} lacks), solve the cost problem, "
+         f"per operator and layout: measure {measure} (what the cache {cache} lacks), solve the cost problem, "
          f"export and check the plan, time it against uniform layouts, calibrate once on the network's own profile")
     params = {key: value for key, value in asdict(s).items() if key not in ("model", "repeat", "calibrate")}
     summary = tune(s.model, out, repeat=s.repeat, calibrate=s.calibrate, cache=cache, echo=echo, progress=progress,

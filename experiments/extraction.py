@@ -98,7 +98,7 @@ def extract(
     space_size: int | None = None,
     layouts: Sequence[str] | str | None = None,
     cache: str | Path = DEFAULT_CACHE,
-    costs: CostSource | str = "measured",
+    costs: CostSource | str | None = None,
     transforms: str = "shared",
     progress: Callable[[Any], None] | None = None,
     address: str | None = None,
@@ -131,8 +131,9 @@ def extract(
         ``precision`` ``int8`` or ``auto`` may run them in int8, and every plan's error is checked on these inputs.
         Without it int8 is not offered (``Extracted.int8_note`` says so); ``precision="int8"`` is refused.
     costs : CostSource or str
-        Where costs come from (``cost_models.sources``): a source's name, ``"measured"`` by default, or a source
-        with its parameters, such as ``XGBoostSource("model.json")``.
+        Where costs come from (``cost_models.sources``): a source's name, or a source with its parameters, such as
+        ``XGBoostSource("model.json")``; by default ``"selective"`` where tessera ships a cost model for the host's
+        vector unit, else ``"measured"`` (``cost_models.sources.default_source``).
     transforms : {"shared", "pairwise"}
         How layout transforms are priced (``cost_models.pricing``): each conversion once, as the module runs it (the
         default: auxiliary nodes with hard constraints, which the auto solver proves and the pbqp and greedy
@@ -160,7 +161,7 @@ def extract(
     from dataclasses import replace
 
     from cost_models.cluster import Cluster
-    from cost_models.sources import cost_source, refuse_cluster
+    from cost_models.sources import cost_source, default_source, refuse_cluster
     from search import space as spaces
     from search.activation_ranges import METHODS, input_ranges, load_calibration
     from search.calibrated import calibrated, int8_capable
@@ -169,7 +170,7 @@ def extract(
     from search.plan import check_baselines
     from search.precision import int8_settings
 
-    source = cost_source(costs)
+    source = cost_source(default_source() if costs is None else costs)
     if transforms not in TRANSFORMS:
         raise SearchError(f"transforms must be one of {', '.join(TRANSFORMS)}, got {transforms!r}")
     if key_by_node and address is None:

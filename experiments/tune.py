@@ -78,7 +78,7 @@ def tune(
     repeat: int = 10,
     calibrate: int = 1,
     baselines: Sequence[str] | None = None,
-    costs: str | CostSource = "measured",
+    costs: str | CostSource | None = None,
     echo: Callable[[str], None] = print,
     **extract_args: Any,
 ) -> dict[str, Any]:
@@ -101,19 +101,20 @@ def tune(
     new plan, timed beside the one it would replace, runs slower (that one is then kept), and every plan's
     prediction is then its calibrated cost plus its unpriced time, its calls priced by the profiled calls of the
     other plans (``experiments.calibrate.Unpriced``), carried to the machine's speed of the last timing
-    (``window``). ``baselines``: the uniform plans timed beside the
-    solvers' (names of ``search.plan.UNIFORM``; default ``search.plan.BASELINES``, none: ``()``), their candidates
-    also measured. ``costs``: a cost source or its name (``cost_models.sources``). The summary's ``time`` says where
-    the run's wall time went, by phase (``experiments.phases``). ``echo`` receives each printed line.
+    (``window``). ``baselines``: the uniform plans timed beside the solvers' (names of ``search.plan.UNIFORM``;
+    default ``search.plan.BASELINES``, none: ``()``), their candidates also measured. ``costs``: a cost source or its
+    name (``cost_models.sources``; default: ``selective`` where tessera ships a model for the host's vector unit, else
+    ``measured``). The summary's ``time`` says where the run's wall time went, by phase (``experiments.phases``).
+    ``echo`` receives each printed line.
     """
-    from cost_models.sources import cost_source
+    from cost_models.sources import cost_source, default_source
     from experiments.show import draw_plan
     from solvers.problem import write_json_atomic
 
     started, clock = time.perf_counter(), PhaseClock()
     _check_counts(repeat, calibrate)
     chosen = make_solvers(solver, time_limit)
-    source = cost_source(costs)
+    source = cost_source(default_source() if costs is None else costs)
     extract_args = {**extract_args, "baselines": baselines, "costs": source}
     with clock.phase("measure"):
         extracted = extract(model, **extract_args)

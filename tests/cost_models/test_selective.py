@@ -19,6 +19,7 @@ from cost_models.selective import (
     QUANTILE,
     SelectiveCosts,
     initial_picks,
+    key_kind,
     plan_tasks,
     price_selectively,
 )
@@ -129,6 +130,30 @@ def test_fewer_initial_picks_measure_less_first_and_still_every_task_of_the_plan
         plan = solve(problem, "auto").assignment
         assert {task.key for task in plan_tasks(extracted.graph, space, plan) if not task.free} <= set(replay.asked)
     assert picked[1] < picked[2]
+
+
+def test_tasks_the_model_cannot_featurise_are_measured_first_not_left_out(measured, tmp_path, monkeypatch):
+    import cost_models.selective as selective_module
+
+    extracted, records, context = measured["residual_concat"]
+    space = tuning_space(extracted.graph, layouts=SPACE["layouts"].split(","), space_size=SPACE["space_size"])
+    transforms = {task.key for task in measurement_tasks(extracted.graph, space)
+                  if not task.free and key_kind(task.key) == "layout_transform"}
+    assert transforms
+    featurisable = selective_module.featurisable
+
+    def without_transforms(keys):  # a kind the model has no features for
+        usable, failed = featurisable([key for key in keys if key not in transforms])
+        return usable, {**failed, **{key: CostRecord.failed("no features") for key in keys if key in transforms}}
+
+    monkeypatch.setattr(selective_module, "featurisable", without_transforms)
+    replay = Replay(records, context, CostCache(tmp_path / "empty.sqlite"))
+    selective = SelectiveCosts(replay, _model(records))
+    problem = price_selectively(selective, extracted.graph, space, selective.measure)
+    assert transforms <= set(replay.asked)  # measured, so priced by their records, not refused
+    plan = solve(problem, "auto").assignment
+    choices = {node: plan[node] for node in space}
+    assert plan_cost(problem, choices) == pytest.approx(plan_cost(extracted.problem, choices), rel=1e-9)
 
 
 def test_the_sources_default_picks_are_the_modules():

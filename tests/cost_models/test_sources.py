@@ -22,6 +22,7 @@ from cost_models.sources import (
     SelectiveSource,
     XGBoostSource,
     cost_source,
+    default_source,
     register,
 )
 from cost_models.xgb_model import XGBCostModel
@@ -95,6 +96,21 @@ def test_each_source_opens_its_provider_and_records_where_the_costs_came_from(tm
         XGBoostSource(tmp_path / "junk.sqlite").open(cache, TARGET, THREADS, None)
 
 
+def test_tune_and_extract_measure_selectively_where_a_model_ships_and_experiments_measure_everything(
+        tmp_path, monkeypatch):
+    import cost_models.shipped as shipped
+
+    here = "selective" if shipped.model_path().is_file() else "measured"  # AVX2 and AVX-512 hosts: selective
+    assert default_source() == here
+    assert build_parser().parse_args(["tune", "resnet18", "--out", "o"]).costs == here
+    monkeypatch.setattr(shipped, "model_path", lambda unit=None: tmp_path / "none.json.gz")
+    assert default_source() == "measured"  # a vector unit tessera ships no model for
+    assert build_parser().parse_args(["extract", "resnet18", "--out", "p.json"]).costs == "measured"
+    config = parse_config({"name": "c", "solvers": [{"name": "pbqp"}], "problems": [{"model": "resnet18"}]},
+                          base=tmp_path)
+    assert sources.DEFAULT == "measured" and config.problems[0].costs is None  # measured, on every host
+
+
 @pytest.fixture
 def constant_source():
     """A new source, registered for the test only: one class and the decorator."""
@@ -117,7 +133,8 @@ def test_a_registered_source_is_offered_by_the_command_line_and_experiment_files
     assert parser.parse_args(["extract", "resnet18", "--costs", "constant", "--out", "p.json"]).costs == "constant"
     with pytest.raises(SystemExit):
         parser.parse_args(["extract", "--help"])
-    assert "constant: price every task at 1 ms (default: measured)" in " ".join(capsys.readouterr().out.split())
+    assert (f"constant: price every task at 1 ms (default: selective where tessera ships a cost model for the host's "
+            f"vector unit, else measured; here {default_source()})") in " ".join(capsys.readouterr().out.split())
     config = parse_config({"name": "c", "solvers": [{"name": "pbqp"}],
                            "problems": [{"model": "resnet18", "costs": ["measured", "constant"]}]}, base=tmp_path)
     assert [p.costs for p in config.problems] == [None, "constant"]
