@@ -41,7 +41,7 @@ def cache(tmp_path_factory):
 def cheap_bf16(cache):
     """The tiny net's measured auto-precision problem with every bf16 candidate made free, so that the solver
     takes them all."""
-    extracted = extract(residual_concat_net(), cache=cache, precision="auto", **SPACE)
+    extracted = extract(residual_concat_net(), cache=cache, precision="auto", costs="measured", **SPACE)
     problem = extracted.problem
     nodes = tuple(replace(node, costs=[0.0 if "bf16=" in c else cost for c, cost in zip(node.candidates, node.costs)])
                   for node in problem.nodes)
