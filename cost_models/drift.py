@@ -1,13 +1,13 @@
 """Does the machine run now as it did when the costs were measured? A few cached tasks timed again and compared.
 
 A shared host can slow everything down for minutes (a neighbour's job, a throttled core): timings taken then, and
-in-network profiles in particular, describe that window, not the machine. ``measure_drift`` times ``tasks`` again
-as the cache's records were timed (same context, the cache neither read for them nor written) and returns the
-median ratio of now over then; above ``1 + tolerance`` the window is ``disturbed``. Kernels of a few microseconds,
-timed one call per repeat, spread by 10% or more between repeats and by as much between timings: the tolerance
-widens to ``SPREADS`` times the probes' relative spread as recorded (interquartile range over median; the new
-timing's spread is no guide, a disturbed window widens it) where that is larger, up to ``MAX_TOLERANCE``, so that
-noisy records cannot hide the slow windows the check exists for.
+in-network profiles in particular, describe that window, not the machine. ``measure_drift`` times a few of ``tasks``
+again (of each of the workloads recorded longest, its longest task) as the cache's records were timed (same context, the
+cache neither read for them nor written) and returns the median ratio of now over then; above ``1 + tolerance`` the
+window is ``disturbed``. Kernels of a few microseconds, timed one call per repeat, spread by 10% or more between repeats
+and by as much between timings: the tolerance widens to ``SPREADS`` times the probes' relative spread as recorded
+(interquartile range over median; the new timing's spread is no guide, a disturbed window widens it) where that is
+larger, up to ``MAX_TOLERANCE``, so that noisy records cannot hide the slow windows the check exists for.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cost_models.cache import canonical
+from cost_models.features import group_key, parse_key
 from cost_models.measure import MeasuredCosts
 from cost_models.tasks import Task
 
@@ -43,7 +45,9 @@ class Drift:
 
 
 PROBES = 3
-"""Tasks timed again: the longest-running ones recorded, whose timings are the least noisy."""
+"""Tasks timed again: of each of the workloads recorded longest, its longest-running task (timings of long tasks are
+the least noisy, and tasks of distinct workloads are independent evidence: a network's longest tasks are often one
+workload's knob settings or epilogues, whose timings move together)."""
 
 SPREADS = 2.0
 """The tolerance is at least this many times the probes' median relative spread (up to ``MAX_TOLERANCE``)."""
@@ -52,14 +56,25 @@ MAX_TOLERANCE = 0.20
 """The widest tolerance: the slow windows met on shared hosts ran kernels x1.25-1.5 their records."""
 
 
+def workload(key: str) -> str:
+    """What a task computes, whatever its layouts, knobs and epilogue: a kernel's kind and workload, else its
+    candidates' group (``features.group_key``)."""
+    parsed = parse_key(key)
+    if "workload" not in parsed:
+        return group_key(key)
+    return canonical({"kind": parsed["kind"], "workload": parsed["workload"]})
+
+
 def measure_drift(measured: MeasuredCosts, tasks: Sequence[Task], probes: int = PROBES,
                   tolerance: float = DRIFT_TOLERANCE) -> Drift:
-    """The ``probes`` longest of ``tasks`` with a successful record in ``measured``'s cache, timed again now; see
-    the module docstring."""
+    """Of ``tasks`` with a successful record in ``measured``'s cache, the longest of each of the ``probes``
+    workloads recorded longest, timed again now; see the module docstring."""
     distinct = list({task.key: task for task in tasks if not task.free}.values())
     cached = measured.cache.get_many(measured.context, [task.key for task in distinct])
-    known = sorted((task for task in distinct if task.key in cached and cached[task.key].ok),
-                   key=lambda task: -cached[task.key].median_ms)[:probes]
+    longest = sorted((task for task in distinct if task.key in cached and cached[task.key].ok),
+                     key=lambda task: -cached[task.key].median_ms)
+    known = list({workload(task.key): task for task in reversed(longest)}.values())  # each workload's longest
+    known = sorted(known, key=lambda task: -cached[task.key].median_ms)[:probes]
     times, spreads = {}, []
     for task, record in zip(known, measured.time_again(known)):
         then = cached[task.key]

@@ -173,10 +173,10 @@ def _measured(extracted: Extracted) -> Any:
 
 
 def check_drift(extracted: Extracted, plans: Mapping[str, Any]) -> Drift:
-    """The plans' longest kernels timed again with the extraction's timing method, against their cached records.
-    ``tune`` passes the solvers' plans, not the uniform baselines: the longest baseline kernels, uniform NCHW's
-    default ones, were seen to time up to 2x apart between sittings while tuned kernels held their records
-    (docs/fidelity.md), which would hide a slow window."""
+    """The plans' longest kernels (one a workload) timed again with the extraction's timing method, against their
+    cached records. ``tune`` passes the solvers' plans, not the uniform baselines: the longest baseline kernels,
+    uniform NCHW's default ones, were seen to time up to 2x apart between sittings while tuned kernels held their
+    records (docs/fidelity.md), which would hide a slow window."""
     from cost_models.drift import measure_drift
 
     measured = _measured(extracted)

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from cost_models import CostCache
+from cost_models import CostCache, KernelTask
 from cost_models.drift import DRIFT_TOLERANCE, MAX_TOLERANCE, SPREADS, Drift, measure_drift
-from tests.cost_models.test_measure import conv_task, provider
+from tests.cost_models.test_measure import CONV, conv_task, provider
+
+
+def wider_conv_task() -> KernelTask:
+    """A kernel of another workload than ``conv_task``'s (twice the output channels)."""
+    spec = conv_task().spec
+    return KernelTask(replace(spec, workload=replace(CONV, out_channels=2 * CONV.out_channels)))
 
 
 def test_kernels_timed_again_are_compared_with_their_records(tmp_path):
     path = tmp_path / "c.sqlite"
-    fast, slow, unknown = conv_task(), conv_task("NCHW", "NCHW"), conv_task(relu=False)
+    fast, slow, unknown = conv_task(), wider_conv_task(), conv_task(relu=False)
     with provider(path, builders=1) as costs:
         costs.measure([fast, slow])
         cache, context = CostCache(path), costs.context
@@ -52,3 +58,18 @@ def test_the_tolerance_widens_to_the_kernels_recorded_spread_up_to_a_limit(tmp_p
         assert noisy.tolerance == MAX_TOLERANCE > DRIFT_TOLERANCE
         assert not Drift(noisy.times, 1.15, noisy.tolerance).disturbed
         assert Drift(noisy.times, 1.25, noisy.tolerance).disturbed
+
+
+def test_one_workload_is_probed_once_by_its_longest_task(tmp_path):
+    """Knob settings or epilogues of one workload time together; the probes are the longest task of each of the
+    workloads recorded longest."""
+    path = tmp_path / "c.sqlite"
+    a, b, other = conv_task(), conv_task("NCHW", "NCHW"), wider_conv_task()
+    with provider(path, builders=1) as costs:
+        costs.measure([a, b, other])
+        cache = CostCache(path)
+        records = cache.get_many(costs.context, [a.key, b.key, other.key])
+        ms = {a.key: 3.0, b.key: 2.0, other.key: 1.0}  # a and b, one workload, recorded longest
+        cache.put_many(costs.context, {key: replace(records[key], median_ms=value) for key, value in ms.items()})
+        assert set(measure_drift(costs, [a, b, other], probes=2).times) == {a.key, other.key}
+        assert set(measure_drift(costs, [b, other], probes=1).times) == {b.key}
