@@ -13,10 +13,10 @@ larger, up to ``MAX_TOLERANCE``, so that noisy records cannot hide the slow wind
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from cost_models.cache import canonical
+from cost_models.cache import CostRecord, canonical
 from cost_models.features import group_key, parse_key
 from cost_models.measure import MeasuredCosts
 from cost_models.tasks import Task
@@ -65,22 +65,37 @@ def workload(key: str) -> str:
     return canonical({"kind": parsed["kind"], "workload": parsed["workload"]})
 
 
-def measure_drift(measured: MeasuredCosts, tasks: Sequence[Task], probes: int = PROBES,
-                  tolerance: float = DRIFT_TOLERANCE) -> Drift:
-    """Of ``tasks`` with a successful record in ``measured``'s cache, the longest of each of the ``probes``
-    workloads recorded longest, timed again now; see the module docstring."""
+def probe_tasks(tasks: Sequence[Task], records: Mapping[str, CostRecord], probes: int = PROBES) -> list[Task]:
+    """Of ``tasks`` with a successful record (``records`` by key), the longest of each of the ``probes`` workloads
+    recorded longest, longest first."""
     distinct = list({task.key: task for task in tasks if not task.free}.values())
-    cached = measured.cache.get_many(measured.context, [task.key for task in distinct])
-    longest = sorted((task for task in distinct if task.key in cached and cached[task.key].ok),
-                     key=lambda task: -cached[task.key].median_ms)
+    longest = sorted((task for task in distinct if task.key in records and records[task.key].ok),
+                     key=lambda task: -records[task.key].median_ms)
     known = list({workload(task.key): task for task in reversed(longest)}.values())  # each workload's longest
-    known = sorted(known, key=lambda task: -cached[task.key].median_ms)[:probes]
+    return sorted(known, key=lambda task: -records[task.key].median_ms)[:probes]
+
+
+def compare(then: Mapping[str, CostRecord], now: Mapping[str, CostRecord],
+            tolerance: float = DRIFT_TOLERANCE) -> Drift:
+    """The drift of the tasks timed ``now`` against their records ``then`` (both by key); see the module
+    docstring."""
     times, spreads = {}, []
-    for task, record in zip(known, measured.time_again(known)):
-        then = cached[task.key]
-        if record.ok and then.median_ms > 0 and record.median_ms > 0:
-            times[task.key] = (then.median_ms, record.median_ms)
-            spreads.append((then.spread_ms or 0.0) / then.median_ms)
-    ratio = statistics.median(now / then for then, now in times.values()) if times else 1.0
+    for key, record in now.items():
+        recorded = then[key]
+        if record.ok and recorded.median_ms > 0 and record.median_ms > 0:
+            times[key] = (recorded.median_ms, record.median_ms)
+            spreads.append((recorded.spread_ms or 0.0) / recorded.median_ms)
+    ratio = statistics.median(now_ms / then_ms for then_ms, now_ms in times.values()) if times else 1.0
     widened = min(MAX_TOLERANCE, SPREADS * statistics.median(spreads)) if spreads else 0.0
     return Drift(times, float(ratio), max(tolerance, widened))
+
+
+def measure_drift(measured: MeasuredCosts, tasks: Sequence[Task], probes: int = PROBES,
+                  tolerance: float = DRIFT_TOLERANCE) -> Drift:
+    """``tasks``' probes (``probe_tasks``, by ``measured``'s cache) timed again now and compared with their
+    records (``compare``)."""
+    keys = list(dict.fromkeys(task.key for task in tasks if not task.free))
+    cached = measured.cache.get_many(measured.context, keys)
+    known = probe_tasks(tasks, cached, probes)
+    return compare(cached, {task.key: record for task, record in zip(known, measured.time_again(known))},
+                   tolerance)
