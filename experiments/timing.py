@@ -26,6 +26,26 @@ if TYPE_CHECKING:
     from search.profile import Profile
 
 
+UNSTEADY = 0.10
+"""A timing is unsteady where some plan's rounds have a standard deviation of at least this share of their mean
+(pyperf's rule for a result that "may be unstable"): on a shared host whose speed switches within seconds, a timing
+that spans a switch spreads each plan's rounds between two speeds, unevenly by plan (docs/fidelity.md)."""
+
+
+def unsteady_shares(latencies: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """Of ``latencies`` (``interleaved_latency``'s figures by label), the labels whose rounds' standard deviation is
+    at least ``UNSTEADY`` of their mean, with that share."""
+    shares = {label: latency["stdev_ms"] / latency["mean_ms"] for label, latency in latencies.items()
+              if latency.get("mean_ms")}
+    return {label: share for label, share in shares.items() if share >= UNSTEADY}
+
+
+def unsteady_text(shares: Mapping[str, float]) -> str:
+    """What ``unsteady_shares`` found, in words."""
+    return (f"the timing's rounds spread by up to {100 * max(shares.values()):.0f}% of their mean (standard deviation; "
+            f"{100 * UNSTEADY:.0f}% or more is unsteady) for {len(shares)} of the plans")
+
+
 @dataclass(frozen=True)
 class PlanTiming:
     """One plan exported, checked against the stock build and timed: its problem cost (``predicted_ms``, None where
@@ -66,6 +86,10 @@ class TimedPlans:
     def medians(self) -> dict[str, float]:
         """The measured latency (median, ms) by label."""
         return {label: timing.median_ms for label, timing in self.timings.items()}
+
+    def unsteady(self) -> dict[str, float]:
+        """The labels whose rounds spread by ``UNSTEADY`` or more (``unsteady_shares``)."""
+        return unsteady_shares({label: timing.latency for label, timing in self.timings.items()})
 
 
 def timing_line(plans: Mapping[str, Plan], baselines: list[str], repeat: int, profile: bool,

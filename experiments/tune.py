@@ -28,7 +28,7 @@ from experiments.calibrate import (
 from experiments.extraction import Extracted, extract
 from experiments.phases import PhaseClock
 from experiments.solving import Solved, make_solvers, solve_all
-from experiments.timing import PlanExports, predicted_cost, time_plans, timing_line
+from experiments.timing import PlanExports, predicted_cost, time_plans, timing_line, unsteady_text
 from experiments.tune_summary import (
     PICTURE,
     TUNED_ARTIFACT,
@@ -265,27 +265,33 @@ def _timed_pass(extracted: Extracted, *, solved: Solved, directory: Path, export
                 replaced: Plan | None = None) -> TimedPass:
     """Save the solvers' plans, then export (those ``exports`` has not yet), check and time them with the baselines
     and ``replaced`` (labelled ``REPLACED``), profiling with ``profile``; with ``check``, the drift check of
-    ``experiments.calibrate``: a disturbed window is timed (and profiled) once more."""
+    ``experiments.calibrate``. A disturbed window (the drift check) or an unsteady timing
+    (``experiments.timing.UNSTEADY``) is timed (and profiled) once more."""
     plans = _save_plans(extracted, solved, directory)
     baselines = [label for label in plans if label not in _solver_labels(solved)]
     if replaced is not None:
         plans[REPLACED] = replaced
     keep = {solver_label(solved.best): directory / TUNED_ARTIFACT}
     runs = PROFILE_RUNS if profile else 0
+    probed = {label: plan for label, plan in plans.items() if label not in baselines}
     echo(timing_line(plans, baselines, repeat, profile, exports, replaced=replaced is not None))
     timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
-    if not check:
-        return TimedPass(extracted, solved, plans, timed, None)
-    probed = {label: plan for label, plan in plans.items() if label not in baselines}
-    with clock.phase("drift_check"):
-        drift = check_drift(extracted, probed)
-    if drift.disturbed:
+    drift = _drift(extracted, probed, clock) if check else None
+    reasons = [f"{drift.describe()}: the machine is slower than when the costs were measured"] \
+        if drift is not None and drift.disturbed else []
+    if unsteady := timed.unsteady():
+        reasons.append(unsteady_text(unsteady))
+    if reasons:
         again = "timing and profiling the plans again" if profile else "timing the plans again"
-        echo(f"warning: {drift.describe()}: the machine is slower than when the costs were measured; {again}")
+        echo(f"warning: {'; '.join(reasons)}; {again}")
         timed = time_plans(extracted, plans, repeat=repeat, keep=keep, profile_runs=runs, clock=clock, exports=exports)
-        with clock.phase("drift_check"):
-            drift = check_drift(extracted, probed)
+        drift = _drift(extracted, probed, clock) if check else None
     return TimedPass(extracted, solved, plans, timed, drift)
+
+
+def _drift(extracted: Extracted, probed: dict[str, Plan], clock: PhaseClock) -> Drift:
+    with clock.phase("drift_check"):
+        return check_drift(extracted, probed)
 
 
 def _calibration_round(index: int, model: Any, current: TimedPass, solve: Callable[[Extracted], Solved],

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.timing import unsteady_text
 from search.threads import usable_cores
 
 if TYPE_CHECKING:
@@ -62,8 +63,9 @@ def solution_dict(solution: Any) -> dict[str, Any]:
 def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, str], best: str,
             results: dict[str, PlanResult], timed: TimedPlans, directory: Path) -> dict[str, Any]:
     """The summary of a tune (``summary.json``): the network, settings and versions, the problem, the measurements,
-    the best solver's solution and plan, the baselines with the plan's speed-up over each, the written files and,
-    with several solvers, each one's solution and plan."""
+    the best solver's solution and plan, the baselines with the plan's speed-up over each, the written files, the
+    labels whose timing was unsteady (``unsteady``: ``experiments.timing.UNSTEADY``) and, with several solvers, each
+    one's solution and plan."""
     import tvm
 
     problem, target = extracted.problem, extracted.settings.target
@@ -97,6 +99,8 @@ def summary(extracted: Extracted, solutions: dict[str, Any], errors: dict[str, s
     }
     if timed.wakeup is not None:
         out["wakeup"] = {"before_latency": timed.wakeup[0].to_dict(), "after_latency": timed.wakeup[1].to_dict()}
+    if unsteady := timed.unsteady():
+        out["unsteady"] = unsteady
     if len(solutions) + len(errors) > 1:
         speedups = {name: base["latency"]["median_ms"] for name, base in baselines.items()}
         out["solvers"] = {name: {**solution_dict(solution), **results[solver_label(name)].to_dict(),
@@ -235,6 +239,10 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     if s.get("drift", {}).get("disturbed"):
         lines.append(f"warning: the latencies above were timed while {s['drift']['kernels']} of the plans' kernels ran "
                      f"x{s['drift']['ratio']:.2f} their recorded time: the machine was disturbed; tune again later")
+    if s.get("unsteady"):
+        lines.append(f"warning: in the timing above, {unsteady_text(s['unsteady'])}: the machine changed speed while "
+                     "it ran, and the measured medians, and so the predictions' errors, are that uncertain; tune again "
+                     "later")
     extra = ", plans/" if "solvers" in s else ""
     bf16, int8 = s["plan"].get("bf16_nodes", []), s["plan"].get("int8_nodes", [])
     in_int8 = f", {len(int8)} in int8" if int8 else ""

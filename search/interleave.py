@@ -29,7 +29,10 @@ def interleave(measure_by_label: Mapping[str, Callable[[], float]], rounds: int,
 
 
 def latency_summary(values_ms: Sequence[float]) -> dict[str, float]:
-    """Median, quartiles, interquartile ``spread_ms``, extremes and number of per-round samples (ms)."""
+    """Median, quartiles, interquartile ``spread_ms``, extremes, mean and standard deviation (0 for one sample) and
+    number of per-round samples (ms)."""
     p25, median, p75 = (float(v) for v in np.percentile(values_ms, [25, 50, 75]))
+    stdev = float(np.std(values_ms, ddof=1)) if len(values_ms) > 1 else 0.0
     return {"median_ms": median, "p25_ms": p25, "p75_ms": p75, "spread_ms": p75 - p25,
-            "min_ms": float(min(values_ms)), "max_ms": float(max(values_ms)), "rounds": len(values_ms)}
+            "min_ms": float(min(values_ms)), "max_ms": float(max(values_ms)), "mean_ms": float(np.mean(values_ms)),
+            "stdev_ms": stdev, "rounds": len(values_ms)}

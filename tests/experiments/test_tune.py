@@ -392,3 +392,45 @@ def test_an_output_a_failed_tune_created_is_removed_and_an_earlier_one_loses_its
     with pytest.raises(KeyboardInterrupt), _complete_or_absent(earlier):
         raise KeyboardInterrupt
     assert [path.name for path in earlier.iterdir()] == ["plan.json"]  # no summary: not a complete output
+
+
+@pytest.mark.parametrize("unsteady_timings", [1, 2])
+def test_an_unsteady_timing_is_timed_again_and_an_unsteady_last_one_is_flagged(tmp_path, warm_cache, monkeypatch,
+                                                                                unsteady_timings):
+    """The plans' timing spread their rounds by half their mean (a machine switching speed within the rounds): it is
+    timed once more; where that one is unsteady too, the summary says so and warns."""
+    import experiments.tune as tune_module
+    from experiments.timing import UNSTEADY
+
+    timings = []
+
+    def time_plans(*args, **kwargs):
+        timed = real(*args, **kwargs)
+        share = 0.5 if len(timings) < unsteady_timings else 0.0  # the figures of an unsteady or a steady host
+        for timing in timed.timings.values():
+            timing.latency.update(mean_ms=timing.latency["median_ms"], stdev_ms=share * timing.latency["median_ms"])
+        timings.append(timed)
+        return timed
+
+    real = tune_module.time_plans
+    monkeypatch.setattr(tune_module, "time_plans", time_plans)
+    lines: list[str] = []
+    summary = tune(residual_concat_net(), tmp_path / "out", cache=warm_cache, costs=QuickMeasured(), echo=lines.append,
+                   **SETTINGS)
+    assert len(timings) == 2 and any("is unsteady) for" in line and "timing the plans again" in line for line in lines)
+    assert summary["plan"]["latency"]["median_ms"] == timings[1].timings["solver:auto"].median_ms
+    if unsteady_timings == 1:
+        assert "unsteady" not in summary and not any("changed speed" in line for line in lines)
+    else:
+        assert set(summary["unsteady"]) == set(timings[1].timings) and min(summary["unsteady"].values()) >= UNSTEADY
+        assert any(line.startswith("warning: in the timing above") for line in lines)
+
+
+def test_unsteady_shares_flag_rounds_spread_by_a_tenth_of_their_mean():
+    from experiments.timing import unsteady_shares
+
+    steady = {"mean_ms": 10.0, "stdev_ms": 0.3}  # a quiet host: rounds within a few percent
+    switching = {"mean_ms": 12.0, "stdev_ms": 6.0}  # a host switching between two speeds within the rounds
+    assert unsteady_shares({"plan": steady, "nchw": steady}) == {}
+    assert unsteady_shares({"plan": steady, "nchw": switching}) == {"nchw": 0.5}
+    assert unsteady_shares({"plan": {"median_ms": 3.0}}) == {}  # a summary from before the deviation was recorded

@@ -20,8 +20,9 @@ def test_each_round_starts_one_contender_later_every_other_one_reversed_and_repo
     assert seen == [1, 2, 3, 4]
 
 
-def test_the_summary_gives_median_quartiles_spread_and_extremes():
+def test_the_summary_gives_median_quartiles_spread_extremes_mean_and_deviation():
     summary = latency_summary([4.0, 1.0, 3.0, 2.0, 5.0])
     assert summary == {"median_ms": 3.0, "p25_ms": 2.0, "p75_ms": 4.0, "spread_ms": 2.0, "min_ms": 1.0,
-                       "max_ms": 5.0, "rounds": 5}
-    assert latency_summary([2.5])["spread_ms"] == pytest.approx(0.0)
+                       "max_ms": 5.0, "mean_ms": 3.0, "stdev_ms": pytest.approx(2.5 ** 0.5), "rounds": 5}
+    one = latency_summary([2.5])
+    assert one["spread_ms"] == pytest.approx(0.0) and one["stdev_ms"] == 0.0 and one["mean_ms"] == 2.5
