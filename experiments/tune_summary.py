@@ -166,6 +166,20 @@ def _solver_line(solver: dict[str, Any]) -> str:
     return line
 
 
+def _moved_line(s: dict[str, Any]) -> str | None:
+    """A warning where the last timing ran at another speed than the calibration round, beyond the drift check's
+    tolerance: plans were seen to move unevenly across such a change of the machine's state, which one window factor
+    per plan does not carry (docs/fidelity.md)."""
+    from cost_models.drift import DRIFT_TOLERANCE
+
+    windows = [result["window"] for result in (s["plan"], *s["baselines"].values()) if result.get("window")]
+    if not windows or all(1 / (1 + DRIFT_TOLERANCE) <= window <= 1 + DRIFT_TOLERANCE for window in windows):
+        return None
+    return (f"warning: the machine ran x{min(windows):.2f}-{max(windows):.2f} the calibration round's time in the "
+            "timing above; plans were seen to move unevenly across such a change, so the predictions carried by those "
+            "factors are that much less certain")
+
+
 def _window(result: dict[str, Any]) -> str:
     window = result.get("window", 1.0)
     return "" if window == 1.0 else (f"; {_ms(result['predicted_calibration_window_ms'])} at the calibration "
@@ -239,6 +253,8 @@ def format_summary(summary: dict[str, Any]) -> list[str]:
     if s.get("drift", {}).get("disturbed"):
         lines.append(f"warning: the latencies above were timed while {s['drift']['kernels']} of the plans' kernels ran "
                      f"x{s['drift']['ratio']:.2f} their recorded time: the machine was disturbed; tune again later")
+    if line := _moved_line(s):
+        lines.append(line)
     if s.get("unsteady"):
         lines.append(f"warning: in the timing above, {unsteady_text(s['unsteady'])}: the machine changed speed while "
                      "it ran, and the measured medians, and so the predictions' errors, are that uncertain; tune again "

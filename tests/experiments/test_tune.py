@@ -434,3 +434,23 @@ def test_unsteady_shares_flag_rounds_spread_by_a_tenth_of_their_mean():
     assert unsteady_shares({"plan": steady, "nchw": steady}) == {}
     assert unsteady_shares({"plan": steady, "nchw": switching}) == {"nchw": 0.5}
     assert unsteady_shares({"plan": {"median_ms": 3.0}}) == {}  # a summary from before the deviation was recorded
+
+
+@pytest.mark.parametrize("windows, warned", [((0.98, 1.02, 1.05), False), ((0.87, 0.89, 0.86), True),
+                                             ((1.02, 1.88, 1.68), True)])
+def test_a_last_timing_at_another_speed_than_the_calibration_round_is_flagged(runs, windows, warned):
+    """The windows of two hosts' last timings: one within the drift check's tolerance of the calibration round's
+    speed, and machines that ran 11-14% faster or up to 88% slower by then."""
+    import copy
+
+    from experiments.tune_summary import format_summary
+
+    _, summaries, _ = runs
+    s = copy.deepcopy(summaries[0])
+    results = [s["plan"], *s["baselines"].values()]
+    for result, window in zip(results, windows * len(results)):
+        result.update(window=window, predicted_calibration_window_ms=result["predicted_ms"])
+    lines = [line for line in format_summary(s) if "the calibration round's time in the timing above" in line]
+    assert bool(lines) == warned
+    if warned:
+        assert f"x{min(windows[:len(results)]):.2f}-{max(windows[:len(results)]):.2f}" in lines[0]
