@@ -23,60 +23,36 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as a script, this file's folder comes first on sys.path, and the file solvers.py would shadow the package.
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the packages before this folder's solvers.py
 
 import argparse  # noqa: E402
 import itertools  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
+from benchmarks import tune_folder  # noqa: E402
+from benchmarks.plan_pricing import spread  # noqa: E402
 from cost_models.cache import Context, CostCache, CostRecord  # noqa: E402
 from cost_models.drift import PROBES, compare, probe_tasks, workload  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
-from experiments.extraction import load_network  # noqa: E402
 from search.artifact import load_artifact  # noqa: E402
-from search.candidates import kernel_spec  # noqa: E402
 from search.host import host, make_target  # noqa: E402
 from search.isa import HOST  # noqa: E402
-from search.kinds import KernelKind, get_kind  # noqa: E402
 from search.plan import baseline_plan, validate  # noqa: E402
-from search.threads import reserve_pool  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tune", type=Path, required=True, help="a tessera tune output folder (its --out)")
-    parser.add_argument("--cache", type=Path, required=True, help="the cost cache that tune ran with")
+    tune_folder.add_arguments(parser)
     parser.add_argument("--passes", type=int, default=2, help="times every kernel is timed again (default 2)")
     args = parser.parse_args()
-    missing = [name for name in ("summary.json", "artifact") if not (args.tune / name).exists()]
-    if missing:
-        parser.error(f"{args.tune} is not a tessera tune output folder (missing {', '.join(missing)})")
-    if not args.cache.is_file():
-        parser.error(f"no cache at {args.cache}")
+    tune_folder.check(parser, args, ("summary.json", "artifact"))
     if args.passes < 1:
         parser.error("--passes is at least 1")
     return args
-
-
-def kernels_of(graph, choices) -> dict[str, KernelTask]:
-    return {task.key: task for task in (KernelTask(kernel_spec(graph.op(node), candidate))
-                                        for node, candidate in choices.items()
-                                        if isinstance(get_kind(graph.op(node).kind), KernelKind))}
-
-
-def spread(values: list[float]) -> str:
-    """Median and 10-90% range of ``values``."""
-    ordered = sorted(values)
-    return (f"x{statistics.median(ordered):.3f} (x{ordered[len(ordered) // 10]:.2f}-"
-            f"x{ordered[9 * len(ordered) // 10]:.2f})")
 
 
 def apart(ratios: dict[str, float], same: bool) -> str:
@@ -90,17 +66,12 @@ def apart(ratios: dict[str, float], same: bool) -> str:
 
 def main() -> None:
     args = parse_args()
-    summary = json.loads((args.tune / "summary.json").read_text())
-    reserve_pool(summary["threads"])
-    given = summary["args"]
-    shape = given.get("input_shape")
-    graph, model, model_args = load_network(summary["model"], batch=None if shape else given["batch"],
-                                            image_size=None if shape else given["image_size"], seed=given["seed"],
-                                            input_shape=shape)
-    plan = kernels_of(graph, validate(load_artifact(args.tune / "artifact").plan, graph))
+    summary, graph, model, model_args = tune_folder.load(args.tune)
+    plan = tune_folder.kernel_tasks(graph, validate(load_artifact(args.tune / "artifact").plan, graph))
     baselines: dict[str, KernelTask] = {}
     for name in summary["baselines"]:
-        baselines.update(kernels_of(graph, validate(baseline_plan(graph, name, model, model_args), graph)))
+        uniform = validate(baseline_plan(graph, name, model, model_args), graph)
+        baselines.update(tune_folder.kernel_tasks(graph, uniform))
     context = Context(**summary["measurements"]["context"])
     records = CostCache(args.cache, read_only=True).get_many(context, [*plan, *baselines])
     measured = {key for key, record in records.items() if record.ok and record.repeats}  # not a model's prediction

@@ -35,6 +35,7 @@ import statistics  # noqa: E402
 import tempfile  # noqa: E402
 from collections import defaultdict  # noqa: E402
 
+from benchmarks import tune_folder  # noqa: E402
 from cost_models.cache import Context, CostCache  # noqa: E402
 from cost_models.calibration import CalibratedCosts, network_context, network_times  # noqa: E402
 from cost_models.measure import MeasuredCosts  # noqa: E402
@@ -42,7 +43,6 @@ from cost_models.prediction_error import PARTS, split_error  # noqa: E402
 from cost_models.pricing import chain_task, measurement_tasks, plan_assignment  # noqa: E402
 from cost_models.sources import MeasuredSource  # noqa: E402
 from cost_models.tasks import KernelTask  # noqa: E402
-from experiments.extraction import load_network  # noqa: E402
 from search.artifact import load_artifact  # noqa: E402
 from search.candidates import kernel_spec  # noqa: E402
 from search.host import host, make_target  # noqa: E402
@@ -51,22 +51,16 @@ from search.kinds import KernelKind, get_kind  # noqa: E402
 from search.plan import baseline_plan, validate  # noqa: E402
 from search.profile import profile_artifact  # noqa: E402
 from search.space import tuning_space  # noqa: E402
-from search.threads import reserve_pool  # noqa: E402
 from solvers import Problem  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tune", type=Path, required=True, help="a tessera tune output folder (its --out)")
-    parser.add_argument("--cache", type=Path, required=True, help="the cost cache that tune ran with")
+    tune_folder.add_arguments(parser)
     parser.add_argument("--profiles", type=int, default=3, help="profiles of the plan (10 runs each)")
     parser.add_argument("--retime", action="store_true", help="time the plan's kernels again alone")
     args = parser.parse_args()
-    missing = [name for name in ("summary.json", "problem.json", "artifact") if not (args.tune / name).exists()]
-    if missing:
-        parser.error(f"{args.tune} is not a tessera tune output folder (missing {', '.join(missing)})")
-    if not args.cache.is_file():
-        parser.error(f"no cache at {args.cache}")
+    tune_folder.check(parser, args, ("summary.json", "problem.json", "artifact"))
     if args.profiles < 1:
         parser.error("--profiles is at least 1")
     return args
@@ -128,13 +122,7 @@ def final_split(summary: dict, graph, space: dict, choices: dict, profiles: list
 
 def main() -> None:
     args = parse_args()
-    summary = json.loads((args.tune / "summary.json").read_text())
-    reserve_pool(summary["threads"])
-    given = summary["args"]
-    shape = given.get("input_shape")  # a network bound by its input shape records its batch and size beside it
-    graph, _, _ = load_network(summary["model"], batch=None if shape else given["batch"],
-                               image_size=None if shape else given["image_size"], seed=given["seed"],
-                               input_shape=shape)
+    summary, graph, _, _ = tune_folder.load(args.tune)
     artifact = load_artifact(args.tune / "artifact")
     choices = validate(artifact.plan, graph)
     problem = json.loads((args.tune / "problem.json").read_text())
